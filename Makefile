@@ -1,0 +1,104 @@
+# tamebpf build. Everything built lands in $(BUILD)/; `make V=1` shows commands.
+#   make            build BPF objects, the C library, install the Python package
+#   make deps       install Debian and Python dependencies (quick when present)
+#   make run        the main job (README)
+#   make test       lint, type-check and the whole test suite (README, CI)
+#   make bench      overhead benchmark -> docs/performance.md
+#   make install    DESTDIR/PREFIX-aware install of library and command
+
+.DELETE_ON_ERROR:
+.DEFAULT_GOAL := all
+
+BUILD   ?= build
+VENV    ?= .venv
+PREFIX  ?= /usr/local
+DESTDIR ?=
+CLANG   ?= clang
+CC      ?= cc
+BPFTOOL ?= bpftool
+ARCH    := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
+# Root is needed for BPF; as root (CI, these machines) run directly, else sudo.
+SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+PY      := $(abspath $(VENV))/bin/python
+
+ifeq ($(V),1)
+Q :=
+msg = @true
+else
+Q := @
+msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
+endif
+
+BPF_SRCS  := $(wildcard bpf/*.bpf.c)
+BPF_OBJS  := $(patsubst bpf/%.bpf.c,$(BUILD)/%.bpf.o,$(BPF_SRCS))
+BPF_SKELS := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
+BPF_HDRS  := $(wildcard bpf/*.h)
+LIB_SRCS  := $(wildcard userspace/c/lib/*.c)
+LIB_HDRS  := $(wildcard userspace/c/lib/*.h)
+LIB       := $(BUILD)/libtamebpf.so
+
+BPF_CFLAGS := -g -O2 -Wall -Werror -target bpf -D__TARGET_ARCH_$(ARCH) \
+              -I$(BUILD) -Ibpf
+CFLAGS     ?= -O2 -g
+LIB_CFLAGS := $(CFLAGS) -Wall -Wextra -Werror -fPIC -I$(BUILD) -Ibpf -Iuserspace/c/lib
+LIB_LDLIBS := -lbpf -lelf -lz
+
+.PHONY: all deps run test lint unit bench eval install clean cmd
+
+all: $(LIB) cmd
+
+deps:
+	$(Q)scripts/install-deps
+
+$(BUILD):
+	$(Q)mkdir -p $@
+
+# vmlinux.h is generated from the running kernel's BTF rather than checked in:
+# CO-RE relocations make the object portable, and the header always matches
+# the kernel we test on (see docs/design.md).
+$(BUILD)/vmlinux.h: | $(BUILD)
+	$(call msg,BTF,$@)
+	$(Q)test -r /sys/kernel/btf/vmlinux || { echo "no BTF at /sys/kernel/btf/vmlinux: tamebpf needs a kernel built with CONFIG_DEBUG_INFO_BTF=y" >&2; exit 1; }
+	$(Q)$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@
+
+$(BUILD)/%.bpf.o: bpf/%.bpf.c $(BPF_HDRS) $(BUILD)/vmlinux.h | $(BUILD)
+	$(call msg,BPF,$@)
+	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+$(BUILD)/%.skel.h: $(BUILD)/%.bpf.o
+	$(call msg,GEN-SKEL,$@)
+	$(Q)$(BPFTOOL) gen skeleton $< > $@
+
+$(LIB): $(LIB_SRCS) $(LIB_HDRS) $(BPF_SKELS) $(BPF_HDRS)
+	$(call msg,LIB,$@)
+	$(Q)$(CC) $(LIB_CFLAGS) -shared -o $@ $(LIB_SRCS) $(LIB_LDLIBS)
+
+# The command: the venv's entry point, linked onto PATH when we may write there.
+cmd:
+	$(Q)test -x $(VENV)/bin/tamebpf || { echo "no $(VENV)/bin/tamebpf: run 'make deps' first" >&2; exit 1; }
+	$(Q)if [ -w $(PREFIX)/bin ]; then ln -sf $(abspath $(VENV))/bin/tamebpf $(PREFIX)/bin/tamebpf; \
+	  else echo "note: $(PREFIX)/bin not writable; the command is $(abspath $(VENV))/bin/tamebpf"; fi
+
+run: deps all
+	$(SUDO) $(abspath $(VENV))/bin/tamebpf flows
+
+lint:
+	$(Q)$(VENV)/bin/ruff check userspace tests scripts
+	$(Q)$(VENV)/bin/mypy
+
+test: deps all lint
+	$(SUDO) $(PY) -m pytest -q -ra tests
+
+unit: deps
+	$(PY) -m pytest -q tests/unit
+
+bench: deps all
+	$(SUDO) $(PY) scripts/bench_overhead.py --write docs/performance.md
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/lib/tamebpf
+	install -m 0755 $(LIB) $(DESTDIR)$(PREFIX)/lib/tamebpf/
+	$(PY) -m pip install --no-deps --prefix=$(DESTDIR)$(PREFIX) .
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,1 @@
+"""Shared fixtures. Kernel-facing fixtures live in tests/integration/conftest.py."""

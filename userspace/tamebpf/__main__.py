@@ -1,0 +1,3 @@
+from tamebpf.cli import main
+
+raise SystemExit(main())

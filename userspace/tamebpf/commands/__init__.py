@@ -1,0 +1,1 @@
+"""Sub-commands of the tamebpf CLI; see tamebpf.cli.COMMANDS."""
