@@ -36,6 +36,11 @@ BPF_HDRS  := $(wildcard bpf/*.h)
 LIB_SRCS  := $(wildcard userspace/c/lib/*.c)
 LIB_HDRS  := $(wildcard userspace/c/lib/*.h)
 LIB       := $(BUILD)/libtamebpf.so
+# Standalone C programs: userspace/c/tools/NAME.c -> $(BUILD)/NAME, linked with
+# LDLIBS_NAME (set below per tool).
+TOOL_SRCS := $(wildcard userspace/c/tools/*.c)
+TOOLS     := $(patsubst userspace/c/tools/%.c,$(BUILD)/%,$(TOOL_SRCS))
+LDLIBS_tamebpf-delayline := -lnetfilter_queue -lmnl
 
 BPF_CFLAGS := -g -O2 -Wall -Werror -target bpf -D__TARGET_ARCH_$(ARCH) \
               -I$(BUILD) -Ibpf
@@ -45,7 +50,7 @@ LIB_LDLIBS := -lbpf -lelf -lz
 
 .PHONY: all deps run test lint unit bench eval install clean cmd
 
-all: $(LIB) cmd
+all: $(LIB) $(TOOLS) cmd
 
 deps:
 	$(Q)scripts/install-deps
@@ -72,6 +77,10 @@ $(BUILD)/%.skel.h: $(BUILD)/%.bpf.o
 $(LIB): $(LIB_SRCS) $(LIB_HDRS) $(BPF_SKELS) $(BPF_HDRS)
 	$(call msg,LIB,$@)
 	$(Q)$(CC) $(LIB_CFLAGS) -shared -o $@ $(LIB_SRCS) $(LIB_LDLIBS)
+
+$(BUILD)/%: userspace/c/tools/%.c | $(BUILD)
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -Wall -Wextra -Werror -o $@ $< $(LDLIBS_$*)
 
 # The command: the venv's entry point, linked onto PATH when we may write there.
 cmd:
