@@ -1,0 +1,60 @@
+"""The mathematics of tamebpf (docs/model.md): pure functions, no I/O.
+
+Typical use, as `tamebpf predict`, `advise` and `watch` do::
+
+    fit = fit_throughput([Probe(1, 50.0), Probe(10, 200.0)])
+    pred = predict(fit, Settings(max_impact=0.10))
+    pred.advice.num_flows            # 2
+"""
+
+from tamebpf.model._checks import ModelInputError
+from tamebpf.model.advice import (
+    DEFAULT_GAIN_THRESHOLD,
+    DEFAULT_MAX_IMPACT,
+    DEFAULT_MAX_STREAMS,
+    MAX_STREAMS_LIMIT,
+    Advice,
+    CurvePoint,
+    LimitReason,
+    Prediction,
+    Settings,
+    advise,
+    predict,
+)
+from tamebpf.model.fit import (
+    BASELINES,
+    MODEL_LABELS,
+    MODELS,
+    Baseline,
+    Fit,
+    LossSample,
+    ModelName,
+    Probe,
+    fit_loss_rtt,
+    fit_throughput,
+)
+
+__all__ = [
+    "BASELINES",
+    "DEFAULT_GAIN_THRESHOLD",
+    "DEFAULT_MAX_IMPACT",
+    "DEFAULT_MAX_STREAMS",
+    "MAX_STREAMS_LIMIT",
+    "MODELS",
+    "MODEL_LABELS",
+    "Advice",
+    "Baseline",
+    "CurvePoint",
+    "Fit",
+    "LimitReason",
+    "LossSample",
+    "ModelInputError",
+    "ModelName",
+    "Prediction",
+    "Probe",
+    "Settings",
+    "advise",
+    "fit_loss_rtt",
+    "fit_throughput",
+    "predict",
+]

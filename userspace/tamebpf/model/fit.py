@@ -1,0 +1,369 @@
+"""Fitting the loss curve p'_n of Lu et al. (IPDPS 2005, Eq 6-14) from probes.
+
+Every model is held as one quadratic in the number of streams n,
+
+    p'(n) = q2 * n^2 + q1 * n + q0          (units: 1 / throughput^2)
+
+    partial order 2 (Eq 7, default): q1 = 0        -> params a' = q2, b' = q0
+    full order 2    (Eq 6):          all three     -> a = q2, b = q1, c = q0
+    linear          (Eq 8):          q2 = 0        -> a' = q1, b' = q0
+
+so that throughput(n) = n / sqrt(p'(n)) (Eq 10) and the impact on cross
+traffic (Eq 18) are the same code for all of them.  A fit is only ever built
+with q2, q1, q0 >= 0 and not all zero: p'(0) is the loss index the cross traffic
+sees without us, and adding flows cannot lower loss.  Fits that break this
+(noise, uncongested or saturated paths) are projected back with a warning; see
+docs/model.md, "Degenerate input".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from tamebpf.model._checks import (
+    ModelInputError,
+    finite,
+    fraction,
+    positive,
+    stream_count,
+)
+from tamebpf.model.linalg import least_squares
+
+ModelName = Literal["partial", "full", "linear"]
+Baseline = Literal["one-stream", "none"]
+Source = Literal["throughput", "loss-rtt"]
+
+MODELS: tuple[ModelName, ...] = ("partial", "full", "linear")
+MODEL_LABELS: dict[ModelName, str] = {
+    "partial": "partial-order-2",
+    "full": "full-order-2",
+    "linear": "linear",
+}
+BASELINES: tuple[Baseline, ...] = ("one-stream", "none")
+
+# Mathis et al. constant sqrt(3/2) (one segment acknowledged per ACK, c1 = 1):
+# C in Eq 4 when the throughput curve of a loss/RTT fit is scaled from the MSS.
+MATHIS_C = math.sqrt(1.5)
+# A loss/RTT fit whose calibrated curve misses a measured throughput by more
+# than this (relative) gets a warning: the paper's own errors are ~0.2.
+CALIBRATION_TOLERANCE = 0.25
+
+
+@dataclass(frozen=True)
+class Probe:
+    """Aggregate throughput measured with `streams` parallel flows (any unit)."""
+
+    streams: int
+    throughput: float
+
+    def __post_init__(self) -> None:
+        stream_count(self.streams, "probe streams")
+        positive(self.throughput, f"throughput of the {self.streams}-stream probe")
+
+
+@dataclass(frozen=True)
+class LossSample:
+    """Kernel measurement during a probe: loss rate p, smoothed RTT, and
+    optionally the aggregate throughput seen (used to scale the curve)."""
+
+    streams: int
+    loss_rate: float
+    rtt_s: float
+    throughput: float | None = None
+
+    def __post_init__(self) -> None:
+        stream_count(self.streams, "sample streams")
+        fraction(self.loss_rate, f"loss rate of the {self.streams}-stream sample")
+        positive(self.rtt_s, f"RTT of the {self.streams}-stream sample")
+        if self.throughput is not None:
+            positive(self.throughput, f"throughput of the {self.streams}-stream sample")
+
+
+@dataclass(frozen=True)
+class Fit:
+    """A fitted loss curve p'(n) = q2 n^2 + q1 n + q0, in 1/throughput^2 units."""
+
+    model: str  # one of MODEL_LABELS' values
+    coeffs: tuple[float, float, float]  # (q2, q1, q0)
+    probes: tuple[Probe, ...]
+    source: Source = "throughput"
+    samples: tuple[LossSample, ...] = ()
+    warnings: tuple[str, ...] = ()
+    # Largest stream count the advice may use; set when the probes show no
+    # congestion, so that we do not extrapolate beyond the evidence.
+    evidence_limit: int | None = None
+    # For loss/RTT fits: the constant C*MSS (throughput units) that maps
+    # p*RTT^2 onto p'(n); coefficients in seconds^2 are coeffs * calibration^2.
+    calibration: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.model not in MODEL_LABELS.values():
+            raise ModelInputError(f"unknown model {self.model!r}")
+        for c in self.coeffs:
+            finite(c, "fit coefficient")
+        if min(self.coeffs) < 0.0 or max(self.coeffs) <= 0.0:
+            raise ModelInputError(f"fit coefficients must be >= 0, not all 0: {self.coeffs}")
+
+    @property
+    def params(self) -> dict[str, float]:
+        """The paper's parameters: a', b' (and c for full order 2)."""
+        q2, q1, q0 = self.coeffs
+        if self.model == "full-order-2":
+            return {"a": q2, "b": q1, "c": q0}
+        if self.model == "linear":
+            return {"a": q1, "b": q0}
+        return {"a": q2, "b": q0}
+
+    @property
+    def asymptote(self) -> float | None:
+        """Limit of throughput(n) as n grows (1/sqrt(a')), None if unbounded."""
+        q2 = self.coeffs[0]
+        return 1.0 / math.sqrt(q2) if q2 > 0.0 else None
+
+    def loss_index(self, n: float) -> float:
+        """p'(n): loss rate times RTT^2, scaled by 1/(C MSS)^2 (Eq 9)."""
+        q2, q1, q0 = self.coeffs
+        return (q2 * n + q1) * n + q0
+
+    def throughput(self, n: float) -> float:
+        """Predicted aggregate throughput with n streams (Eq 10)."""
+        n = positive(n, "number of streams")
+        return n / math.sqrt(self.loss_index(n))
+
+    def impact(self, n: float, baseline: Baseline = "one-stream") -> float:
+        """Relative throughput loss of a cross-traffic flow (Eq 18), in [0, 1].
+
+        baseline "one-stream" compares n streams with a 1-stream transfer (the
+        paper's n1 = 1); "none" compares with no transfer at all (n1 = 0).
+        """
+        n = positive(n, "number of streams")
+        if baseline not in BASELINES:
+            raise ModelInputError(f"unknown impact baseline {baseline!r}")
+        ref = self.loss_index(1.0 if baseline == "one-stream" else 0.0)
+        value = 1.0 - math.sqrt(ref / self.loss_index(n))
+        # n below the reference would be a gain for cross traffic; the model
+        # reports impact, so it is floored at 0 (and ratios keep it < 1).
+        return min(max(value, 0.0), 1.0)
+
+
+def fit_throughput(probes: Iterable[Probe], model: ModelName = "partial") -> Fit:
+    """Fit from (streams, aggregate throughput) probes: y = n^2 / BW^2 (Eq 11-14).
+
+    Two probes at distinct levels give the paper's exact Eq 13/14 (three for
+    "full", solved exactly); more probes give a least-squares fit in y.
+    """
+    probes = tuple(probes)
+    _check_model(model)
+    if not all(isinstance(p, Probe) for p in probes):
+        raise ModelInputError("probes must be Probe(streams, throughput) values")
+    levels = [p.streams for p in probes]
+    ys = [(p.streams / p.throughput) ** 2 for p in probes]
+    label, coeffs, warnings, limit = _fit_curve(levels, ys, model, "throughput")
+    return Fit(label, coeffs, probes, "throughput", (), warnings, limit)
+
+
+def fit_loss_rtt(
+    samples: Iterable[LossSample],
+    model: ModelName = "partial",
+    *,
+    mss_bytes: int | None = None,
+) -> Fit:
+    """Fit p*RTT^2 = a n^2 + b from kernel samples (model.md section 3).
+
+    The impact curve needs only ratios of p*RTT^2, so it comes straight from
+    the samples.  The throughput curve needs the constant C*MSS of Eq 4: if
+    every sample carries its measured throughput, C*MSS is the geometric mean of
+    throughput_i * sqrt(fit(n_i)) / n_i (a least-squares fit in log space, so
+    the curve lands in the samples' own unit); otherwise mss_bytes gives the
+    Mathis constant sqrt(3/2)*MSS and the curve is in Mbit/s.
+    """
+    samples = tuple(samples)
+    _check_model(model)
+    if not all(isinstance(s, LossSample) for s in samples):
+        raise ModelInputError("samples must be LossSample(streams, loss_rate, rtt_s) values")
+    measured = all(s.throughput is not None for s in samples)
+    if not measured and mss_bytes is None:
+        raise ModelInputError(
+            "cannot scale the throughput curve: give every sample its measured "
+            "throughput, or the MSS"
+        )
+    mss = None if mss_bytes is None else stream_count(mss_bytes, "MSS in bytes")
+    probes = tuple(
+        Probe(s.streams, s.throughput) for s in samples if s.throughput is not None
+    )
+    levels = [s.streams for s in samples]
+    _check_levels(levels, model)
+    ys = [s.loss_rate * s.rtt_s**2 for s in samples]
+    top = max(levels)
+    if _mean_at(levels, ys, top) <= 0.0:
+        return _lossless_fit(samples, probes, model, top)
+    label, raw, warnings, limit = _fit_curve(levels, ys, model, "loss-rtt")
+    if measured:
+        scale = _calibrate(raw, probes)
+        warnings += _calibration_warnings(raw, scale, probes)
+    else:
+        assert mss is not None
+        scale = MATHIS_C * mss * 8.0 / 1e6  # bytes/s -> Mbit/s
+    coeffs = (raw[0] / scale**2, raw[1] / scale**2, raw[2] / scale**2)
+    return Fit(label, coeffs, probes, "loss-rtt", samples, warnings, limit, scale)
+
+
+def _check_model(model: str) -> None:
+    if model not in MODELS:
+        raise ModelInputError(f"unknown model {model!r}: use one of {', '.join(MODELS)}")
+
+
+def _unknowns(model: ModelName) -> int:
+    return 3 if model == "full" else 2
+
+
+def _check_levels(levels: Sequence[int], model: ModelName) -> None:
+    need = _unknowns(model)
+    distinct = sorted(set(levels))
+    if len(distinct) < need:
+        got = ", ".join(map(str, distinct)) or "none"
+        raise ModelInputError(
+            f"the {MODEL_LABELS[model]} model needs probes at {need} different "
+            f"stream counts, got {got}"
+        )
+
+
+def _mean_at(levels: Sequence[int], ys: Sequence[float], level: int) -> float:
+    at = [y for n, y in zip(levels, ys, strict=True) if n == level]
+    return sum(at) / len(at)
+
+
+def _solve(levels: Sequence[int], ys: Sequence[float], model: ModelName) -> tuple[float, ...]:
+    """Unconstrained (q2, q1, q0) through or nearest to the points."""
+    coef = least_squares([_basis(model, float(n)) for n in levels], ys)
+    if model == "partial":
+        return (coef[0], 0.0, coef[1])
+    if model == "linear":
+        return (0.0, coef[0], coef[1])
+    return (coef[0], coef[1], coef[2])
+
+
+def _basis(model: ModelName, n: float) -> list[float]:
+    """The terms of p'(n) that each model fits."""
+    if model == "partial":
+        return [n * n, 1.0]
+    if model == "linear":
+        return [n, 1.0]
+    return [n * n, n, 1.0]
+
+
+def _fit_curve(
+    levels: Sequence[int], ys: Sequence[float], model: ModelName, source: Source
+) -> tuple[str, tuple[float, float, float], tuple[str, ...], int | None]:
+    """Fit, then project onto non-negative coefficients with warnings."""
+    _check_levels(levels, model)
+    warnings: list[str] = []
+    q = _solve(levels, ys, model)
+    if model == "full" and min(q) < 0.0:
+        warnings.append(
+            f"full order 2 fit has a negative coefficient (a={q[0]:.4g}, b={q[1]:.4g}, "
+            f"c={q[2]:.4g}); it is sensitive to probe noise (paper, section IV): "
+            "using partial order 2 on the same probes"
+        )
+        model = "partial"
+        q = _solve(levels, ys, model)
+    low, top = min(levels), max(levels)
+    y_top = _mean_at(levels, ys, top)
+    limit: int | None = None
+    if q[0] + q[1] <= 0.0:
+        # Loss index flat or falling with more streams: no congestion seen.
+        # Hold it at its value at the largest probe (curve through that probe,
+        # per-stream throughput constant, impact 0) and do not advise more
+        # streams than were probed: nothing supports extrapolating further.
+        warnings.append(_no_congestion_message(source, low, top, model, q))
+        q = (0.0, 0.0, y_top)
+        limit = top
+    elif model != "full" and q[2] <= 0.0:
+        # Loss without our flows (b') cannot be negative.  b' = 0 with the
+        # curve through the largest probe overstates impact: the safe side.
+        warnings.append(_saturated_message(source, low, top, model, q[2]))
+        q = (0.0, y_top / top, 0.0) if model == "linear" else (y_top / top**2, 0.0, 0.0)
+    coeffs = (max(q[0], 0.0), max(q[1], 0.0), max(q[2], 0.0))
+    return MODEL_LABELS[model], coeffs, tuple(warnings), limit
+
+
+def _no_congestion_message(
+    source: Source, low: int, top: int, model: ModelName, q: Sequence[float]
+) -> str:
+    what = "per-stream throughput did not fall" if source == "throughput" else (
+        "loss x RTT^2 did not rise"
+    )
+    grow = q[1] if model == "linear" else q[0]
+    return (
+        f"no congestion seen: {what} from {low} to {top} streams (a' = {grow:.4g} <= 0); "
+        f"predictions hold per-stream throughput at the {top}-stream probe and the "
+        f"advice stops at {top} streams, the largest level probed"
+    )
+
+
+def _saturated_message(source: Source, low: int, top: int, model: ModelName, b: float) -> str:
+    if source == "throughput" and model == "partial":
+        cause = (
+            f"aggregate throughput did not grow from {low} to {top} streams "
+            f"(b' = {b:.4g} <= 0): the path looks saturated"
+        )
+    else:
+        cause = f"the fit implies negative loss without our flows (b' = {b:.4g} <= 0)"
+    return (
+        f"{cause}; using b' = 0 through the {top}-stream probe, which overstates "
+        "impact (the safe side)"
+    )
+
+
+def _lossless_fit(
+    samples: tuple[LossSample, ...], probes: tuple[Probe, ...], model: ModelName, top: int
+) -> Fit:
+    """No loss at the largest level: the square-root law has nothing to work with."""
+    at_top = [p.throughput for p in probes if p.streams == top]
+    if not at_top:
+        raise ModelInputError(
+            f"no loss measured at {top} streams and no measured throughput to fall "
+            "back on: give the samples' throughput"
+        )
+    per_stream = sum(at_top) / len(at_top) / top
+    warning = (
+        f"no loss measured at {top} streams: no congestion seen; predictions hold "
+        f"per-stream throughput at the {top}-stream measurement and the advice "
+        f"stops at {top} streams, the largest level probed"
+    )
+    coeffs = (0.0, 0.0, 1.0 / per_stream**2)
+    return Fit(MODEL_LABELS[model], coeffs, probes, "loss-rtt", samples, (warning,), top, None)
+
+
+def _calibrate(raw: Sequence[float], probes: Sequence[Probe]) -> float:
+    """C*MSS: geometric mean of measured / (n / sqrt(raw fit at n))."""
+    logs = [
+        math.log(p.throughput * math.sqrt(_poly(raw, p.streams)) / p.streams) for p in probes
+    ]
+    return math.exp(sum(logs) / len(logs))
+
+
+def _calibration_warnings(
+    raw: Sequence[float], scale: float, probes: Sequence[Probe]
+) -> tuple[str, ...]:
+    worst: tuple[float, Probe] | None = None
+    for p in probes:
+        predicted = scale * p.streams / math.sqrt(_poly(raw, p.streams))
+        err = abs(predicted - p.throughput) / p.throughput
+        if worst is None or err > worst[0]:
+            worst = (err, p)
+    if worst is None or worst[0] <= CALIBRATION_TOLERANCE:
+        return ()
+    return (
+        f"loss x RTT^2 and measured throughput disagree by {worst[0]:.0%} at "
+        f"{worst[1].streams} streams: the square-root law may not hold (receiver "
+        "window limit, BBR or other non-loss-based congestion control, "
+        "synchronised losses)",
+    )
+
+
+def _poly(q: Sequence[float], n: float) -> float:
+    return (q[0] * n + q[1]) * n + q[2]
