@@ -16,6 +16,7 @@ DESTDIR ?=
 CLANG   ?= clang
 CC      ?= cc
 BPFTOOL ?= bpftool
+LLVM_STRIP ?= llvm-strip
 ARCH    := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
 # Root is needed for BPF; as root (CI, these machines) run directly, else sudo.
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -48,6 +49,8 @@ CFLAGS     ?= -O2 -g
 LIB_CFLAGS := $(CFLAGS) -Wall -Wextra -Werror -fPIC -I$(BUILD) -Ibpf -Iuserspace/c/lib
 LIB_LDLIBS := -lbpf -lelf -lz
 
+.SECONDARY: $(BPF_OBJS)
+
 .PHONY: all deps run test lint unit bench eval install clean cmd
 
 all: $(LIB) $(TOOLS) cmd
@@ -69,6 +72,7 @@ $(BUILD)/vmlinux.h: | $(BUILD)
 $(BUILD)/%.bpf.o: bpf/%.bpf.c $(BPF_HDRS) $(BUILD)/vmlinux.h | $(BUILD)
 	$(call msg,BPF,$@)
 	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+	$(Q)$(LLVM_STRIP) -g $@  # drop DWARF, keep BTF: the skeleton embeds the object
 
 $(BUILD)/%.skel.h: $(BUILD)/%.bpf.o
 	$(call msg,GEN-SKEL,$@)

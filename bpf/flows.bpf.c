@@ -1,0 +1,228 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Per-flow TCP telemetry.
+ *
+ * Reading is pull-based and costs nothing between reads:
+ *  - iter/tcp (dump_flows) writes one struct tb_flow per TCP socket when
+ *    userspace reads the iterator; counters come straight from tcp_sock, so
+ *    flows that existed before tamebpf started are covered.
+ *  - tp_btf/inet_sock_set_state (on_state) fires only on state changes: it
+ *    notes when a flow started and, when a socket reaches TCP_CLOSE, keeps its
+ *    final counters in `closed` until userspace has read them.
+ *  - iter/task_file (claim_owners) maps open sockets to the process holding
+ *    them; the answer is kept in socket storage so it survives until close.
+ * Nothing here runs per packet or per ACK.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
+#include "flows.h"
+
+#define AF_INET 2
+#define AF_INET6 10
+#define IPPROTO_TCP 6
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* cgroup v2 subtree to report; 0 reports every cgroup. Set before load. */
+const volatile __u64 target_cgid = 0;
+const volatile __u32 target_level = 0;
+
+struct tb_flows_stats stats = {};
+
+/* What we learn about a socket outside the snapshot; freed with the socket. */
+struct sk_info {
+	__u64 start_ns;
+	__u32 pid;
+	__u32 flags; /* TB_FLOW_START_KNOWN | TB_FLOW_OWNER_KNOWN */
+	char comm[TB_COMM_LEN];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct sk_info);
+} sk_info SEC(".maps");
+
+/* Final counters of closed flows, by cookie; userspace deletes what it read.
+ * Size is set by the loader; a full map counts stats.closed_dropped. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct tb_flow);
+} closed SEC(".maps");
+
+static __always_inline bool in_subtree(struct sock *sk)
+{
+	struct cgroup *cg, *anc = NULL;
+
+	if (!target_cgid)
+		return true;
+	cg = sk->sk_cgrp_data.cgroup;
+	if (!cg || cg->level < (int)target_level)
+		return false;
+	/* ancestors[] is a flexible array: read the slot explicitly. */
+	if (bpf_core_read(&anc, sizeof(anc), &cg->ancestors[target_level]))
+		return false;
+	return anc && BPF_CORE_READ(anc, kn, id) == target_cgid;
+}
+
+static __always_inline void fill_flow(struct tb_flow *f, struct tcp_sock *tp,
+				      __u64 now)
+{
+	struct sock *sk = (struct sock *)tp;
+	struct sock_common *skc = &sk->__sk_common;
+	struct cgroup *cg = sk->sk_cgrp_data.cgroup;
+	const struct tcp_congestion_ops *ca = tp->inet_conn.icsk_ca_ops;
+	struct sk_info *info;
+
+	f->cookie = bpf_get_socket_cookie(sk);
+	f->cgroup_id = cg ? BPF_CORE_READ(cg, kn, id) : 0;
+	f->update_ns = now;
+	f->bytes_acked = tp->bytes_acked;
+	f->bytes_received = tp->bytes_received;
+	f->bytes_sent = tp->bytes_sent;
+	f->bytes_retrans = tp->bytes_retrans;
+	f->segs_out = tp->segs_out;
+	f->segs_in = tp->segs_in;
+	f->data_segs_out = tp->data_segs_out;
+	f->data_segs_in = tp->data_segs_in;
+	f->total_retrans = tp->total_retrans;
+	f->retrans_out = tp->retrans_out;
+	f->lost_out = tp->lost_out;
+	f->srtt_us = tp->srtt_us >> 3;
+	f->rttvar_us = tp->mdev_us >> 2;
+	f->min_rtt_us = tp->rtt_min.s[0].v;
+	f->snd_cwnd = tp->snd_cwnd;
+	f->snd_ssthresh = tp->snd_ssthresh;
+	f->mss = tp->mss_cache;
+	f->rate_delivered = tp->rate_delivered;
+	f->rate_interval_us = tp->rate_interval_us;
+	f->snd_wnd = tp->snd_wnd;
+	f->netns_ino = BPF_CORE_READ(skc, skc_net.net, ns.inum);
+	f->family = skc->skc_family;
+	f->sport = skc->skc_num;
+	f->dport = bpf_ntohs(skc->skc_dport);
+	f->state = skc->skc_state;
+	if (f->family == AF_INET) {
+		BPF_CORE_READ_INTO(&f->saddr, skc, skc_rcv_saddr);
+		BPF_CORE_READ_INTO(&f->daddr, skc, skc_daddr);
+	} else {
+		BPF_CORE_READ_INTO(&f->saddr, skc, skc_v6_rcv_saddr);
+		BPF_CORE_READ_INTO(&f->daddr, skc, skc_v6_daddr);
+	}
+	if (ca)
+		bpf_probe_read_kernel_str(f->cc, sizeof(f->cc), ca->name);
+
+	info = bpf_sk_storage_get(&sk_info, sk, 0, 0);
+	if (info) {
+		f->start_ns = info->start_ns;
+		f->pid = info->pid;
+		f->flags |= info->flags & (TB_FLOW_START_KNOWN | TB_FLOW_OWNER_KNOWN);
+		__builtin_memcpy(f->comm, info->comm, sizeof(f->comm));
+	}
+}
+
+SEC("iter/tcp")
+int dump_flows(struct bpf_iter__tcp *ctx)
+{
+	struct sock_common *skc = ctx->sk_common;
+	struct tcp_sock *tp;
+	struct tb_flow f = {};
+
+	if (!skc)
+		return 0;
+	/* NULL for time-wait and request sockets: they carry no counters. */
+	tp = bpf_skc_to_tcp_sock(skc);
+	if (!tp || tp->inet_conn.icsk_inet.sk.__sk_common.skc_state == TCP_LISTEN)
+		return 0;
+	if (!in_subtree((struct sock *)tp))
+		return 0;
+	fill_flow(&f, tp, bpf_ktime_get_ns());
+	bpf_seq_write(ctx->meta->seq, &f, sizeof(f));
+	return 0;
+}
+
+SEC("tp_btf/inet_sock_set_state")
+int BPF_PROG(on_state, struct sock *sk, int oldstate, int newstate)
+{
+	struct sk_info *info;
+	struct tcp_sock *tp;
+	struct tb_flow f = {};
+
+	if (sk->sk_protocol != IPPROTO_TCP)
+		return 0;
+
+	if (newstate == TCP_SYN_SENT || newstate == TCP_SYN_RECV) {
+		if (!in_subtree(sk))
+			return 0;
+		info = bpf_sk_storage_get(&sk_info, sk, 0,
+					  BPF_SK_STORAGE_GET_F_CREATE);
+		if (!info) {
+			__sync_fetch_and_add(&stats.owners_dropped, 1);
+			return 0;
+		}
+		info->start_ns = bpf_ktime_get_ns();
+		info->flags |= TB_FLOW_START_KNOWN;
+		/* connect() runs in the caller's context, so current is the
+		 * owner; a SYN_RECV child is made in softirq: owner unknown
+		 * until claim_owners sees it in a file table. */
+		if (newstate == TCP_SYN_SENT) {
+			info->pid = bpf_get_current_pid_tgid() >> 32;
+			bpf_get_current_comm(info->comm, sizeof(info->comm));
+			info->flags |= TB_FLOW_OWNER_KNOWN;
+		}
+		return 0;
+	}
+
+	if (newstate != TCP_CLOSE || oldstate == TCP_LISTEN || oldstate == TCP_CLOSE)
+		return 0;
+	if (!in_subtree(sk))
+		return 0;
+	tp = bpf_skc_to_tcp_sock(sk);
+	if (!tp)
+		return 0;
+	fill_flow(&f, tp, bpf_ktime_get_ns());
+	f.state = TCP_CLOSE;
+	f.flags |= TB_FLOW_CLOSED;
+	if (bpf_map_update_elem(&closed, &f.cookie, &f, BPF_ANY))
+		__sync_fetch_and_add(&stats.closed_dropped, 1);
+	else
+		__sync_fetch_and_add(&stats.closed_recorded, 1);
+	return 0;
+}
+
+SEC("iter/task_file")
+int claim_owners(struct bpf_iter__task_file *ctx)
+{
+	struct task_struct *task = ctx->task;
+	struct file *file = ctx->file;
+	struct socket *sock;
+	struct sk_info *info;
+	struct sock *sk;
+
+	if (!task || !file)
+		return 0;
+	sock = bpf_sock_from_file(file);
+	if (!sock)
+		return 0;
+	sk = sock->sk;
+	if (!sk || sk->sk_protocol != IPPROTO_TCP ||
+	    sk->__sk_common.skc_state == TCP_LISTEN || !in_subtree(sk))
+		return 0;
+	info = bpf_sk_storage_get(&sk_info, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (!info) {
+		__sync_fetch_and_add(&stats.owners_dropped, 1);
+		return 0;
+	}
+	if (info->flags & TB_FLOW_OWNER_KNOWN)
+		return 0; /* the first owner (the one that connected) wins */
+	info->pid = task->tgid;
+	__builtin_memcpy(info->comm, task->comm, sizeof(info->comm));
+	info->flags |= TB_FLOW_OWNER_KNOWN;
+	return 0;
+}

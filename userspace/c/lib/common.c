@@ -1,0 +1,121 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Error reporting, libbpf logging and ABI layout export for libtamebpf. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <bpf/libbpf.h>
+#include "tamebpf.h"
+
+static char last_error[512];
+/* libbpf's last warning: when a load fails, the reason (verifier message,
+ * missing BTF) is only in its log, so we keep the last line for the error. */
+static char last_libbpf_warning[256];
+static int verbose;
+
+const char *tb_last_error(void)
+{
+	return last_error;
+}
+
+void tb_set_verbose(int v)
+{
+	verbose = v;
+}
+
+void tb_set_error(const char *fmt, ...)
+{
+	va_list ap;
+	size_t n;
+
+	va_start(ap, fmt);
+	vsnprintf(last_error, sizeof(last_error), fmt, ap);
+	va_end(ap);
+	n = strlen(last_error);
+	if (last_libbpf_warning[0] && n + 4 < sizeof(last_error))
+		snprintf(last_error + n, sizeof(last_error) - n, " (libbpf: %s)",
+			 last_libbpf_warning);
+}
+
+static int print_libbpf(enum libbpf_print_level level, const char *fmt,
+			va_list ap)
+{
+	va_list copy;
+	size_t n;
+
+	if (level == LIBBPF_WARN) {
+		va_copy(copy, ap);
+		vsnprintf(last_libbpf_warning, sizeof(last_libbpf_warning), fmt,
+			  copy);
+		va_end(copy);
+		n = strlen(last_libbpf_warning);
+		while (n && (last_libbpf_warning[n - 1] == '\n'))
+			last_libbpf_warning[--n] = '\0';
+	}
+	if (level == LIBBPF_DEBUG && !verbose)
+		return 0;
+	if (!verbose)
+		return 0;
+	return vfprintf(stderr, fmt, ap);
+}
+
+void tb_libbpf_logging(void)
+{
+	last_libbpf_warning[0] = '\0';
+	last_error[0] = '\0';
+	libbpf_set_print(print_libbpf);
+}
+
+#define FIELD(type, field) { #type, #field, offsetof(struct type, field) }
+#define SIZE(type) { #type, NULL, sizeof(struct type) }
+
+static const struct {
+	const char *type;
+	const char *field; /* NULL: the size of the type */
+	size_t value;
+} layout[] = {
+	SIZE(tb_flow),
+	FIELD(tb_flow, cookie), FIELD(tb_flow, cgroup_id),
+	FIELD(tb_flow, start_ns), FIELD(tb_flow, update_ns),
+	FIELD(tb_flow, bytes_acked), FIELD(tb_flow, bytes_received),
+	FIELD(tb_flow, bytes_sent), FIELD(tb_flow, bytes_retrans),
+	FIELD(tb_flow, segs_out), FIELD(tb_flow, segs_in),
+	FIELD(tb_flow, data_segs_out), FIELD(tb_flow, data_segs_in),
+	FIELD(tb_flow, total_retrans), FIELD(tb_flow, retrans_out),
+	FIELD(tb_flow, lost_out), FIELD(tb_flow, srtt_us),
+	FIELD(tb_flow, rttvar_us), FIELD(tb_flow, min_rtt_us),
+	FIELD(tb_flow, snd_cwnd), FIELD(tb_flow, snd_ssthresh),
+	FIELD(tb_flow, mss), FIELD(tb_flow, rate_delivered),
+	FIELD(tb_flow, rate_interval_us), FIELD(tb_flow, snd_wnd),
+	FIELD(tb_flow, pid), FIELD(tb_flow, netns_ino),
+	FIELD(tb_flow, family), FIELD(tb_flow, sport), FIELD(tb_flow, dport),
+	FIELD(tb_flow, state), FIELD(tb_flow, flags),
+	FIELD(tb_flow, saddr), FIELD(tb_flow, daddr),
+	FIELD(tb_flow, comm), FIELD(tb_flow, cc),
+	SIZE(tb_flows_stats),
+	FIELD(tb_flows_stats, closed_recorded),
+	FIELD(tb_flows_stats, closed_dropped),
+	FIELD(tb_flows_stats, owners_dropped),
+};
+
+static long lookup_layout(const char *type, const char *field)
+{
+	for (size_t i = 0; i < sizeof(layout) / sizeof(layout[0]); i++) {
+		if (strcmp(layout[i].type, type))
+			continue;
+		if (!field && !layout[i].field)
+			return (long)layout[i].value;
+		if (field && layout[i].field && !strcmp(layout[i].field, field))
+			return (long)layout[i].value;
+	}
+	return -1;
+}
+
+long tb_abi_sizeof(const char *type)
+{
+	return lookup_layout(type, NULL);
+}
+
+long tb_abi_offsetof(const char *type, const char *field)
+{
+	return lookup_layout(type, field);
+}

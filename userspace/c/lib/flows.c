@@ -1,0 +1,362 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Flow telemetry loader and reader: open -> configure rodata -> load ->
+ * attach; each snapshot reads the iter/tcp iterator (once per network
+ * namespace asked for) and drains the map of closed flows.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "tamebpf.h"
+#include "flows.skel.h"
+
+#define DEFAULT_CLOSED_MAX 16384
+/* Owner lookup walks every process's file table: do it at most this often,
+ * and only while some flow's owner is still unknown. */
+#define OWNER_SCAN_INTERVAL_NS 1000000000ULL
+
+struct tb_flows {
+	struct flows_bpf *skel;
+	int self_netns;         /* to return to after reading another netns */
+	int *netns_fds;         /* namespaces to read; n_netns == 0: our own */
+	__u32 *netns_inos;
+	int n_netns;
+	__u32 own_netns_ino;
+	struct tb_flow *recs;   /* the last snapshot */
+	size_t len, cap;
+	char *raw;              /* iterator output buffer */
+	size_t raw_cap;
+	__u64 last_owner_scan;
+	size_t unknown_owners;  /* open flows without an owner, last snapshot */
+	__u32 closed_fill;
+};
+
+static __u64 now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (__u64)ts.tv_sec * 1000000000ULL + (__u64)ts.tv_nsec;
+}
+
+static int fd_inode(int fd, __u32 *ino)
+{
+	struct stat st;
+
+	if (fstat(fd, &st))
+		return -errno;
+	*ino = (__u32)st.st_ino;
+	return 0;
+}
+
+static int reserve(struct tb_flows *h, size_t more)
+{
+	struct tb_flow *n;
+	size_t cap = h->cap ? h->cap : 256;
+
+	if (h->len + more <= h->cap)
+		return 0;
+	while (cap < h->len + more)
+		cap *= 2;
+	n = realloc(h->recs, cap * sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	h->recs = n;
+	h->cap = cap;
+	return 0;
+}
+
+/* Read a whole iterator into h->raw; returns the byte count or -errno. */
+static ssize_t read_iter(struct tb_flows *h, struct bpf_link *link)
+{
+	size_t used = 0;
+	ssize_t n;
+	int fd;
+
+	fd = bpf_iter_create(bpf_link__fd(link));
+	if (fd < 0)
+		return -errno;
+	for (;;) {
+		if (used == h->raw_cap) {
+			size_t cap = h->raw_cap ? h->raw_cap * 2 : 1 << 16;
+			char *r = realloc(h->raw, cap);
+
+			if (!r) {
+				close(fd);
+				return -ENOMEM;
+			}
+			h->raw = r;
+			h->raw_cap = cap;
+		}
+		n = read(fd, h->raw + used, h->raw_cap - used);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			n = -errno;
+			close(fd);
+			return n;
+		}
+		if (n == 0)
+			break;
+		used += (size_t)n;
+	}
+	close(fd);
+	return (ssize_t)used;
+}
+
+/* Run an iterator inside network namespace `fd` (-1: our own). The
+ * namespace is taken when the iterator is created, so we enter it only for
+ * that call and return before doing anything else. */
+static int read_iter_in(struct tb_flows *h, struct bpf_link *link, int fd,
+			ssize_t *bytes)
+{
+	int err = 0;
+
+	*bytes = 0;
+	if (fd >= 0 && setns(fd, CLONE_NEWNET))
+		return -errno;
+	*bytes = read_iter(h, link);
+	if (fd >= 0 && setns(h->self_netns, CLONE_NEWNET))
+		err = -errno; /* cannot happen short of a kernel bug; say so */
+	return err;
+}
+
+static int collect_open(struct tb_flows *h)
+{
+	int n = h->n_netns ? h->n_netns : 1;
+	size_t count;
+	ssize_t bytes = 0;
+	int i, err;
+
+	for (i = 0; i < n; i++) {
+		err = read_iter_in(h, h->skel->links.dump_flows,
+				   h->n_netns ? h->netns_fds[i] : -1, &bytes);
+		if (err) {
+			tb_set_error("cannot enter network namespace: %s",
+				     strerror(-err));
+			return err;
+		}
+		if (bytes < 0) {
+			tb_set_error("reading the TCP iterator failed: %s",
+				     strerror((int)-bytes));
+			return (int)bytes;
+		}
+		count = (size_t)bytes / sizeof(struct tb_flow);
+		if (reserve(h, count))
+			return -ENOMEM;
+		memcpy(h->recs + h->len, h->raw, count * sizeof(struct tb_flow));
+		h->len += count;
+	}
+	return 0;
+}
+
+static int wanted_netns(const struct tb_flows *h, __u32 ino)
+{
+	if (!h->n_netns)
+		return ino == h->own_netns_ino;
+	for (int i = 0; i < h->n_netns; i++)
+		if (h->netns_inos[i] == ino)
+			return 1;
+	return 0;
+}
+
+/* Move every closed flow out of the map: this is the "kept until read, then
+ * freed" promise. Flows of namespaces we were not asked about are freed too. */
+static int drain_closed(struct tb_flows *h)
+{
+	int fd = bpf_map__fd(h->skel->maps.closed);
+	__u64 key, next;
+	struct tb_flow rec;
+	void *prev = NULL;
+	__u32 fill = 0;
+
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		key = next;
+		prev = &key;
+		fill++;
+		if (bpf_map_lookup_elem(fd, &key, &rec))
+			continue;
+		if (!wanted_netns(h, rec.netns_ino))
+			continue;
+		if (reserve(h, 1))
+			return -ENOMEM;
+		h->recs[h->len++] = rec;
+	}
+	/* Delete after walking: deleting the current key would restart
+	 * get_next_key from the beginning of the hash table. */
+	for (size_t i = 0; i < h->len; i++) {
+		if (h->recs[i].flags & TB_FLOW_CLOSED)
+			bpf_map_delete_elem(fd, &h->recs[i].cookie);
+	}
+	prev = NULL;
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		/* left-overs from other namespaces */
+		bpf_map_delete_elem(fd, &next);
+	}
+	h->closed_fill = fill;
+	return 0;
+}
+
+static int by_cookie_closed_last(const void *a, const void *b)
+{
+	const struct tb_flow *x = a, *y = b;
+
+	if (x->cookie != y->cookie)
+		return x->cookie < y->cookie ? -1 : 1;
+	return (x->flags & TB_FLOW_CLOSED) - (y->flags & TB_FLOW_CLOSED);
+}
+
+/* A flow that closed between the iterator and the drain is in both: keep
+ * the closed record, whose counters are final. */
+static void dedupe(struct tb_flows *h)
+{
+	size_t out = 0;
+
+	qsort(h->recs, h->len, sizeof(*h->recs), by_cookie_closed_last);
+	for (size_t i = 0; i < h->len; i++) {
+		if (i + 1 < h->len && h->recs[i + 1].cookie == h->recs[i].cookie)
+			continue;
+		h->recs[out++] = h->recs[i];
+	}
+	h->len = out;
+}
+
+static void scan_owners(struct tb_flows *h)
+{
+	ssize_t bytes = read_iter(h, h->skel->links.claim_owners);
+
+	(void)bytes; /* it writes socket storage, not output; best effort */
+	h->last_owner_scan = now_ns();
+}
+
+int tb_flows_snapshot(struct tb_flows *h, const struct tb_flow **records,
+		      size_t *count)
+{
+	int err;
+
+	if (!h->last_owner_scan ||
+	    (h->unknown_owners &&
+	     now_ns() - h->last_owner_scan >= OWNER_SCAN_INTERVAL_NS))
+		scan_owners(h);
+	h->len = 0;
+	err = collect_open(h);
+	if (!err)
+		err = drain_closed(h);
+	if (err)
+		return err;
+	dedupe(h);
+	h->unknown_owners = 0;
+	for (size_t i = 0; i < h->len; i++)
+		if (!(h->recs[i].flags & (TB_FLOW_OWNER_KNOWN | TB_FLOW_CLOSED)))
+			h->unknown_owners++;
+	*records = h->recs;
+	*count = h->len;
+	return 0;
+}
+
+int tb_flows_stats(struct tb_flows *h, struct tb_flows_stats *stats,
+		   __u32 *closed_fill, __u32 *closed_max)
+{
+	*stats = h->skel->bss->stats;
+	*closed_fill = h->closed_fill;
+	*closed_max = bpf_map__max_entries(h->skel->maps.closed);
+	return 0;
+}
+
+void tb_flows_close(struct tb_flows *h)
+{
+	if (!h)
+		return;
+	flows_bpf__destroy(h->skel);
+	for (int i = 0; i < h->n_netns; i++)
+		close(h->netns_fds[i]);
+	if (h->self_netns >= 0)
+		close(h->self_netns);
+	free(h->netns_fds);
+	free(h->netns_inos);
+	free(h->recs);
+	free(h->raw);
+	free(h);
+}
+
+static int open_netns(struct tb_flows *h, const int *fds, int n)
+{
+	int err;
+
+	h->self_netns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (h->self_netns < 0)
+		return -errno;
+	err = fd_inode(h->self_netns, &h->own_netns_ino);
+	if (err || n <= 0)
+		return err;
+	h->netns_fds = calloc((size_t)n, sizeof(int));
+	h->netns_inos = calloc((size_t)n, sizeof(__u32));
+	if (!h->netns_fds || !h->netns_inos)
+		return -ENOMEM;
+	for (int i = 0; i < n; i++) {
+		h->netns_fds[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 0);
+		if (h->netns_fds[i] < 0)
+			return -errno;
+		h->n_netns = i + 1;
+		err = fd_inode(fds[i], &h->netns_inos[i]);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+int tb_flows_open(struct tb_flows **out, __u64 cgid, __u32 level,
+		  __u32 closed_max, const int *netns_fds, int n_netns)
+{
+	struct tb_flows *h;
+	int err;
+
+	tb_libbpf_logging();
+	*out = NULL;
+	h = calloc(1, sizeof(*h));
+	if (!h) {
+		tb_set_error("out of memory");
+		return -ENOMEM;
+	}
+	h->self_netns = -1;
+	err = open_netns(h, netns_fds, n_netns);
+	if (err) {
+		tb_set_error("cannot open network namespace: %s", strerror(-err));
+		goto fail;
+	}
+	h->skel = flows_bpf__open();
+	if (!h->skel) {
+		err = -errno;
+		tb_set_error("cannot open the flows BPF object: %s", strerror(-err));
+		goto fail;
+	}
+	h->skel->rodata->target_cgid = cgid;
+	h->skel->rodata->target_level = level;
+	err = bpf_map__set_max_entries(h->skel->maps.closed,
+				       closed_max ? closed_max : DEFAULT_CLOSED_MAX);
+	if (!err)
+		err = flows_bpf__load(h->skel);
+	if (err) {
+		tb_set_error("cannot load the flows BPF programs: %s", strerror(-err));
+		goto fail;
+	}
+	err = flows_bpf__attach(h->skel);
+	if (err) {
+		tb_set_error("cannot attach the flows BPF programs: %s",
+			     strerror(-err));
+		goto fail;
+	}
+	*out = h;
+	return 0;
+fail:
+	tb_flows_close(h);
+	return err;
+}

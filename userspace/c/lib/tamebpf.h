@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * libtamebpf: the C API the Python package calls through ctypes.
+ * Functions return 0 or a negative errno; tb_last_error() then says what
+ * failed in one line. Structs that cross the boundary live in bpf/flows.h.
+ */
+#ifndef TAMEBPF_LIB_H
+#define TAMEBPF_LIB_H
+
+#include <stddef.h>
+#include <linux/types.h>
+#include "flows.h"
+
+struct tb_flows;
+
+/* Load and attach flow telemetry for cgroup subtree `cgid` at depth `level`
+ * below the cgroup v2 root (cgid 0: every cgroup). Flows are read in the
+ * network namespaces given as open fds (none: the caller's own). The closed
+ * map holds `closed_max` flows between two reads (0: the default). */
+int tb_flows_open(struct tb_flows **out, __u64 cgid, __u32 level,
+		  __u32 closed_max, const int *netns_fds, int n_netns);
+
+/* One snapshot: open flows, then flows that closed since the last snapshot
+ * (flag TB_FLOW_CLOSED), each cookie once. *records stays valid until the
+ * next call on the same handle. */
+int tb_flows_snapshot(struct tb_flows *h, const struct tb_flow **records,
+		      size_t *count);
+
+/* Health counters of the BPF side, and how full the closed map was at the
+ * last snapshot. */
+int tb_flows_stats(struct tb_flows *h, struct tb_flows_stats *stats,
+		   __u32 *closed_fill, __u32 *closed_max);
+
+void tb_flows_close(struct tb_flows *h);
+
+/* Diagnostics shared by every part of the library (common.c). */
+const char *tb_last_error(void);
+void tb_set_verbose(int verbose);
+void tb_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void tb_libbpf_logging(void);
+
+/* Layout of the boundary structs as this compiler sees them, for the test
+ * that compares it with Python's ctypes and the BPF object's BTF.
+ * Returns -1 for an unknown name. */
+long tb_abi_sizeof(const char *type);
+long tb_abi_offsetof(const char *type, const char *field);
+
+#endif /* TAMEBPF_LIB_H */

@@ -1,0 +1,73 @@
+"""ctypes mirror of bpf/flows.h: the structs that cross into Python.
+
+tests/unit/test_abi.py checks these against the C compiler's layout (as
+exported by libtamebpf) and against the BPF object's BTF.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+TB_COMM_LEN = 16
+TB_CC_LEN = 16
+
+TB_FLOW_CLOSED = 0x1
+TB_FLOW_START_KNOWN = 0x2
+TB_FLOW_OWNER_KNOWN = 0x4
+
+u8, u16, u32, u64 = ctypes.c_uint8, ctypes.c_uint16, ctypes.c_uint32, ctypes.c_uint64
+
+
+class TbFlow(ctypes.Structure):
+    _fields_ = [
+        ("cookie", u64),
+        ("cgroup_id", u64),
+        ("start_ns", u64),
+        ("update_ns", u64),
+        ("bytes_acked", u64),
+        ("bytes_received", u64),
+        ("bytes_sent", u64),
+        ("bytes_retrans", u64),
+        ("segs_out", u32),
+        ("segs_in", u32),
+        ("data_segs_out", u32),
+        ("data_segs_in", u32),
+        ("total_retrans", u32),
+        ("retrans_out", u32),
+        ("lost_out", u32),
+        ("srtt_us", u32),
+        ("rttvar_us", u32),
+        ("min_rtt_us", u32),
+        ("snd_cwnd", u32),
+        ("snd_ssthresh", u32),
+        ("mss", u32),
+        ("rate_delivered", u32),
+        ("rate_interval_us", u32),
+        ("snd_wnd", u32),
+        ("pid", u32),
+        ("netns_ino", u32),
+        ("family", u16),
+        ("sport", u16),
+        ("dport", u16),
+        ("state", u8),
+        ("flags", u8),
+        ("saddr", u8 * 16),
+        ("daddr", u8 * 16),
+        ("comm", ctypes.c_char * TB_COMM_LEN),
+        ("cc", ctypes.c_char * TB_CC_LEN),
+    ]
+
+
+class TbFlowsStats(ctypes.Structure):
+    _fields_ = [
+        ("closed_recorded", u64),
+        ("closed_dropped", u64),
+        ("owners_dropped", u64),
+    ]
+
+
+# Every boundary struct, by its C name, for the layout test.
+STRUCTS: dict[str, type[ctypes.Structure]] = {
+    "tb_flow": TbFlow,
+    "tb_flows_stats": TbFlowsStats,
+}

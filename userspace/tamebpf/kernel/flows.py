@@ -1,0 +1,255 @@
+"""Per-flow TCP telemetry read from the kernel (bpf/flows.bpf.c).
+
+`FlowReader` keeps the BPF programs attached for as long as it is open, so a
+live view reads many snapshots through one handle without reloading: each
+`snapshot()` is one pass of the TCP iterator plus a drain of flows that
+closed since the previous call.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ipaddress
+import os
+import socket
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from tamebpf.cgroups import Cgroup, CgroupNames, resolve
+from tamebpf.errors import TamebpfError, UsageError
+from tamebpf.kernel import native, preflight
+from tamebpf.kernel.abi import (
+    TB_FLOW_CLOSED,
+    TB_FLOW_OWNER_KNOWN,
+    TB_FLOW_START_KNOWN,
+    TbFlow,
+    TbFlowsStats,
+)
+
+TCP_STATES = {
+    1: "ESTABLISHED", 2: "SYN_SENT", 3: "SYN_RECV", 4: "FIN_WAIT1", 5: "FIN_WAIT2",
+    6: "TIME_WAIT", 7: "CLOSE", 8: "CLOSE_WAIT", 9: "LAST_ACK", 10: "LISTEN",
+    11: "CLOSING", 12: "NEW_SYN_RECV",
+}
+# tcp_sock fields that hold these values mean "not measured yet".
+NO_MIN_RTT = 0xFFFFFFFF
+INFINITE_SSTHRESH = 0x7FFFFFFF
+
+
+@dataclass(frozen=True)
+class Flow:
+    """One TCP flow; None means the kernel does not know the value (yet)."""
+
+    cookie: int
+    pid: int | None
+    comm: str | None
+    cgroup_id: int
+    cgroup: str | None
+    family: str  # "ipv4" or "ipv6" (IPv4-mapped IPv6 sockets count as ipv4)
+    local_addr: str
+    local_port: int
+    remote_addr: str
+    remote_port: int
+    state: str
+    closed: bool
+    congestion_control: str | None
+    srtt_us: int | None
+    rttvar_us: int | None
+    min_rtt_us: int | None
+    segs_out: int
+    segs_in: int
+    data_segs_out: int
+    data_segs_in: int
+    total_retrans: int
+    retrans_out: int
+    lost_out: int
+    bytes_acked: int
+    bytes_received: int
+    bytes_sent: int
+    bytes_retrans: int
+    snd_cwnd: int
+    snd_ssthresh: int | None
+    snd_wnd: int
+    mss: int
+    delivery_rate_bps: int | None
+    loss_rate: float | None  # total_retrans / data_segs_out
+    age_s: float | None  # since SYN sent/received, if tamebpf saw it
+    netns: int
+    read_monotonic_ns: int  # CLOCK_MONOTONIC when the counters were read
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _addr(family: int, raw: Any) -> tuple[str, str]:
+    data = bytes(raw)
+    if family == socket.AF_INET:
+        return "ipv4", str(ipaddress.IPv4Address(data[:4]))
+    v6 = ipaddress.IPv6Address(data)
+    if v6.ipv4_mapped is not None:
+        return "ipv4", str(v6.ipv4_mapped)
+    return "ipv6", str(v6)
+
+
+def _text(raw: bytes) -> str:
+    return raw.split(b"\0", 1)[0].decode(errors="replace")
+
+
+def flow_from_record(rec: TbFlow, names: CgroupNames | None, now_ns: int) -> Flow:
+    family, local = _addr(rec.family, rec.saddr)
+    _, remote = _addr(rec.family, rec.daddr)
+    owner = bool(rec.flags & TB_FLOW_OWNER_KNOWN)
+    rate = None
+    if rec.rate_delivered and rec.rate_interval_us:
+        # As tcp_info's delivery rate: segments x MSS over the sample interval.
+        rate = rec.rate_delivered * rec.mss * 8 * 1_000_000 // rec.rate_interval_us
+    has_rtt = rec.srtt_us > 0
+    return Flow(
+        cookie=rec.cookie,
+        pid=rec.pid if owner else None,
+        comm=_text(rec.comm) if owner else None,
+        cgroup_id=rec.cgroup_id,
+        cgroup=names.name(rec.cgroup_id) if names else None,
+        family=family,
+        local_addr=local,
+        local_port=rec.sport,
+        remote_addr=remote,
+        remote_port=rec.dport,
+        state=TCP_STATES.get(rec.state, str(rec.state)),
+        closed=bool(rec.flags & TB_FLOW_CLOSED),
+        congestion_control=_text(rec.cc) or None,
+        srtt_us=rec.srtt_us if has_rtt else None,
+        rttvar_us=rec.rttvar_us if has_rtt else None,
+        min_rtt_us=rec.min_rtt_us if rec.min_rtt_us not in (0, NO_MIN_RTT) else None,
+        segs_out=rec.segs_out,
+        segs_in=rec.segs_in,
+        data_segs_out=rec.data_segs_out,
+        data_segs_in=rec.data_segs_in,
+        total_retrans=rec.total_retrans,
+        retrans_out=rec.retrans_out,
+        lost_out=rec.lost_out,
+        bytes_acked=rec.bytes_acked,
+        bytes_received=rec.bytes_received,
+        bytes_sent=rec.bytes_sent,
+        bytes_retrans=rec.bytes_retrans,
+        snd_cwnd=rec.snd_cwnd,
+        snd_ssthresh=rec.snd_ssthresh if rec.snd_ssthresh < INFINITE_SSTHRESH else None,
+        snd_wnd=rec.snd_wnd,
+        mss=rec.mss,
+        delivery_rate_bps=rate,
+        loss_rate=rec.total_retrans / rec.data_segs_out if rec.data_segs_out else None,
+        age_s=(now_ns - rec.start_ns) / 1e9 if rec.flags & TB_FLOW_START_KNOWN else None,
+        netns=rec.netns_ino,
+        read_monotonic_ns=rec.update_ns,
+    )
+
+
+@dataclass(frozen=True)
+class ReaderStats:
+    closed_recorded: int
+    closed_dropped: int
+    owners_dropped: int
+    closed_fill: int
+    closed_max: int
+
+
+def netns_path(name: str) -> str:
+    """A namespace as `ip netns` names it, or a path such as /proc/PID/ns/net."""
+    return name if "/" in name else f"/run/netns/{name}"
+
+
+class FlowReader:
+    """Attach flow telemetry for a cgroup subtree; read snapshots; detach.
+
+    Use as a context manager so the programs are detached on every exit path.
+    """
+
+    def __init__(
+        self,
+        cgroup: str | None = None,
+        netns: Sequence[str] = (),
+        closed_max: int = 0,
+        verbose: bool = False,
+        command: str = "flows",
+    ) -> None:
+        root = preflight.check(command)
+        self.names = CgroupNames(root)
+        self.cgroup: Cgroup | None = resolve(cgroup) if cgroup else None
+        self._lib = native.load()
+        self._lib.tb_set_verbose(1 if verbose else 0)
+        fds = []
+        try:
+            for name in netns:
+                try:
+                    fds.append(os.open(netns_path(name), os.O_RDONLY | os.O_CLOEXEC))
+                except OSError as err:
+                    raise UsageError(
+                        f"--netns {name}: {err.strerror}", "name one from 'ip netns list'"
+                    ) from None
+            arr = (ctypes.c_int * max(1, len(fds)))(*fds)
+            handle = ctypes.c_void_p()
+            # The root cgroup means "everything": no filter in the kernel.
+            cg = self.cgroup if self.cgroup and self.cgroup.level > 0 else None
+            err = self._lib.tb_flows_open(
+                ctypes.byref(handle),
+                cg.id if cg else 0,
+                cg.level if cg else 0,
+                closed_max,
+                arr,
+                len(fds),
+            )
+        finally:
+            for fd in fds:
+                os.close(fd)
+        if err:
+            raise TamebpfError(native.last_error(self._lib), _hint(-err))
+        self._handle: ctypes.c_void_p | None = handle
+
+    def __enter__(self) -> FlowReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._lib.tb_flows_close(self._handle)
+            self._handle = None
+
+    def _live(self) -> ctypes.c_void_p:
+        if self._handle is None:
+            raise TamebpfError("flow reader is closed")
+        return self._handle
+
+    def records(self) -> list[TbFlow]:
+        """Raw records of one snapshot (copies, safe to keep)."""
+        ptr = ctypes.POINTER(TbFlow)()
+        count = ctypes.c_size_t()
+        err = self._lib.tb_flows_snapshot(self._live(), ctypes.byref(ptr), ctypes.byref(count))
+        if err:
+            raise TamebpfError(native.last_error(self._lib))
+        return [TbFlow.from_buffer_copy(ptr[i]) for i in range(count.value)]
+
+    def snapshot(self) -> list[Flow]:
+        recs = self.records()
+        now = time.monotonic_ns()
+        return [flow_from_record(r, self.names, now) for r in recs]
+
+    def stats(self) -> ReaderStats:
+        st = TbFlowsStats()
+        fill, cap = ctypes.c_uint32(), ctypes.c_uint32()
+        self._lib.tb_flows_stats(self._live(), ctypes.byref(st), ctypes.byref(fill),
+                                 ctypes.byref(cap))
+        return ReaderStats(st.closed_recorded, st.closed_dropped, st.owners_dropped,
+                           fill.value, cap.value)
+
+
+def _hint(errno_value: int) -> str | None:
+    if errno_value == 1:  # EPERM
+        return "BPF is not permitted: run as root, and check kernel.unprivileged_bpf_disabled " \
+               "and any LSM policy"
+    if errno_value == 22:  # EINVAL
+        return "the kernel refused a program; run with -v for libbpf's log"
+    return None

@@ -1,0 +1,80 @@
+"""Finding and loading libtamebpf.so, with its function prototypes."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from pathlib import Path
+
+from tamebpf.errors import TamebpfError
+from tamebpf.kernel.abi import TbFlow, TbFlowsStats
+
+LIB_NAME = "libtamebpf.so"
+
+
+def candidate_paths() -> list[Path]:
+    """Where the library may be: $TAMEBPF_LIB, an install, the source tree."""
+    paths = []
+    if os.environ.get("TAMEBPF_LIB"):
+        paths.append(Path(os.environ["TAMEBPF_LIB"]))
+    here = Path(__file__).resolve()
+    # Installed by `make install`: PREFIX/lib/tamebpf/ beside PREFIX/lib/pythonX/...
+    for parent in here.parents:
+        if parent.name == "lib":
+            paths.append(parent / "tamebpf" / LIB_NAME)
+            break
+    # Source tree (editable install): userspace/tamebpf/kernel -> repo/build.
+    paths.append(here.parents[3] / "build" / LIB_NAME)
+    return paths
+
+
+_lib: ctypes.CDLL | None = None
+
+
+def load() -> ctypes.CDLL:
+    global _lib
+    if _lib is not None:
+        return _lib
+    tried = candidate_paths()
+    for path in tried:
+        if path.is_file():
+            lib = ctypes.CDLL(str(path), use_errno=True)
+            _declare(lib)
+            _lib = lib
+            return lib
+    raise TamebpfError(
+        f"{LIB_NAME} not found (looked in {', '.join(map(str, tried))})",
+        "run 'make' in the tamebpf source tree, or set TAMEBPF_LIB",
+    )
+
+
+def last_error(lib: ctypes.CDLL) -> str:
+    msg: bytes = lib.tb_last_error()
+    return msg.decode(errors="replace")
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    c = ctypes
+    lib.tb_last_error.restype = c.c_char_p
+    lib.tb_last_error.argtypes = []
+    lib.tb_set_verbose.argtypes = [c.c_int]
+    lib.tb_set_verbose.restype = None
+    lib.tb_abi_sizeof.argtypes = [c.c_char_p]
+    lib.tb_abi_sizeof.restype = c.c_long
+    lib.tb_abi_offsetof.argtypes = [c.c_char_p, c.c_char_p]
+    lib.tb_abi_offsetof.restype = c.c_long
+    lib.tb_flows_open.argtypes = [
+        c.POINTER(c.c_void_p), c.c_uint64, c.c_uint32, c.c_uint32,
+        c.POINTER(c.c_int), c.c_int,
+    ]
+    lib.tb_flows_open.restype = c.c_int
+    lib.tb_flows_snapshot.argtypes = [
+        c.c_void_p, c.POINTER(c.POINTER(TbFlow)), c.POINTER(c.c_size_t),
+    ]
+    lib.tb_flows_snapshot.restype = c.c_int
+    lib.tb_flows_stats.argtypes = [
+        c.c_void_p, c.POINTER(TbFlowsStats), c.POINTER(c.c_uint32), c.POINTER(c.c_uint32),
+    ]
+    lib.tb_flows_stats.restype = c.c_int
+    lib.tb_flows_close.argtypes = [c.c_void_p]
+    lib.tb_flows_close.restype = None
