@@ -21,6 +21,17 @@ from tamebpf.model.advice import (
     advise,
     predict,
 )
+from tamebpf.model.baselines import (
+    AltmanFit,
+    TransferTimeFit,
+    altman_share,
+    fit_altman,
+    fit_dualpats,
+    hacker_from_probe,
+    hacker_upper_bound,
+    mathis_throughput,
+    padhye_throughput,
+)
 from tamebpf.model.fit import (
     BASELINES,
     MODEL_LABELS,
@@ -43,6 +54,7 @@ __all__ = [
     "MODELS",
     "MODEL_LABELS",
     "Advice",
+    "AltmanFit",
     "Baseline",
     "CurvePoint",
     "Fit",
@@ -53,8 +65,16 @@ __all__ = [
     "Prediction",
     "Probe",
     "Settings",
+    "TransferTimeFit",
     "advise",
+    "altman_share",
+    "fit_altman",
+    "fit_dualpats",
     "fit_loss_rtt",
     "fit_throughput",
+    "hacker_from_probe",
+    "hacker_upper_bound",
+    "mathis_throughput",
+    "padhye_throughput",
     "predict",
 ]

@@ -191,9 +191,7 @@ def fit_loss_rtt(
             "throughput, or the MSS"
         )
     mss = None if mss_bytes is None else stream_count(mss_bytes, "MSS in bytes")
-    probes = tuple(
-        Probe(s.streams, s.throughput) for s in samples if s.throughput is not None
-    )
+    probes = tuple(Probe(s.streams, s.throughput) for s in samples if s.throughput is not None)
     levels = [s.streams for s in samples]
     _check_levels(levels, model)
     ys = [s.loss_rate * s.rtt_s**2 for s in samples]
@@ -293,8 +291,10 @@ def _fit_curve(
 def _no_congestion_message(
     source: Source, low: int, top: int, model: ModelName, q: Sequence[float]
 ) -> str:
-    what = "per-stream throughput did not fall" if source == "throughput" else (
-        "loss x RTT^2 did not rise"
+    what = (
+        "per-stream throughput did not fall"
+        if source == "throughput"
+        else ("loss x RTT^2 did not rise")
     )
     grow = q[1] if model == "linear" else q[0]
     return (
@@ -340,9 +340,7 @@ def _lossless_fit(
 
 def _calibrate(raw: Sequence[float], probes: Sequence[Probe]) -> float:
     """C*MSS: geometric mean of measured / (n / sqrt(raw fit at n))."""
-    logs = [
-        math.log(p.throughput * math.sqrt(_poly(raw, p.streams)) / p.streams) for p in probes
-    ]
+    logs = [math.log(p.throughput * math.sqrt(_poly(raw, p.streams)) / p.streams) for p in probes]
     return math.exp(sum(logs) / len(logs))
 
 

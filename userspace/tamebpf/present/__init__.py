@@ -1,0 +1,1 @@
+"""Presentation of model results: plain data in, JSON-ready dicts or text out."""
