@@ -1,0 +1,122 @@
+"""Starting, checking and stopping the tamebpf-delayline processes."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tamebpf.errors import TamebpfError
+from tamebpf.testbed import config as C
+from tamebpf.testbed import shaping
+from tamebpf.testbed.sh import in_ns
+
+PROGRAM = "tamebpf-delayline"
+REPO = Path(__file__).resolve().parents[3]
+FIFO_PRIO = 10  # above normal tasks, below kernel threads that matter
+
+
+def program_path() -> Path:
+    env = os.environ.get("TAMEBPF_DELAYLINE")
+    path = Path(env) if env else REPO / "build" / PROGRAM
+    if not os.access(path, os.X_OK):
+        raise TamebpfError(f"{path} not found", f"build it: make build/{PROGRAM}")
+    return path
+
+
+@dataclass(frozen=True)
+class LineSpec:
+    """One delay-line instance: which queue, and what it does to packets."""
+
+    label: str
+    queue: int
+    argv: list[str]
+
+
+def specs(cfg: C.TestbedConfig) -> list[LineSpec]:
+    out = [
+        LineSpec("sender-acks", shaping.Q_SENDER_ACKS,
+                 ["--delay-us", str(round(cfg.rtt_ms * 1000))]),
+        LineSpec("cross-acks", shaping.Q_CROSS_ACKS,
+                 ["--delay-us", str(round(cfg.effective_cross_rtt_ms * 1000))]),
+    ]
+    if cfg.needs_dataline:
+        argv = ["--delay-us", "0", "--seed", str(cfg.seed)]
+        if cfg.loss_pct > 0:
+            argv += ["--loss", repr(cfg.loss_pct)]
+        if cfg.aqm == "red" and cfg.red is not None:
+            r = cfg.red
+            argv += ["--red", f"{r.min_th},{r.max_th},{r.max_p},{r.w_q}",
+                     "--rate-bps", str(cfg.rate_mbit * 1e6), "--limit", str(cfg.queue_pkts)]
+        out.append(LineSpec("data", shaping.Q_DATA, argv))
+    return out
+
+
+def start(ns: str, spec: LineSpec, log: Path, timeout: float = 5.0) -> int:
+    """Starts one instance in namespace ns; returns its pid once it is bound."""
+    argv = in_ns(ns, [str(program_path()), "--queue", str(spec.queue),
+                      "--fifo-prio", str(FIFO_PRIO), *spec.argv])
+    with log.open("ab") as err:
+        # Own session: it outlives `scripts/testbed up` and ignores its Ctrl-C.
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=err, start_new_session=True)
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    line = proc.stdout.readline() if ready else b""
+    proc.stdout.close()
+    if line.strip() != b"ready":
+        proc.kill()
+        proc.wait()
+        raise TamebpfError(f"delay line {spec.label} did not start",
+                           f"see {log}: {log.read_text(errors='replace').strip()[-300:]}")
+    return proc.pid
+
+
+def alive(pid: int) -> bool:
+    """True if pid is a running (not zombie) tamebpf-delayline."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    state = stat.rsplit(")", 1)[1].split()[0]
+    return state not in ("Z", "X") and PROGRAM.encode() in cmdline
+
+
+def kill(pids: list[int], timeout: float = 3.0) -> None:
+    """SIGTERM (the program releases its packets and prints statistics), then SIGKILL."""
+    for pid in pids:
+        _signal(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(_exists(p) for p in pids):
+        _reap(pids)
+        time.sleep(0.02)
+    for pid in pids:
+        if _exists(pid):
+            _signal(pid, signal.SIGKILL)
+    _reap(pids)
+
+
+def _signal(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, sig)
+
+
+def _exists(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def _reap(pids: list[int]) -> None:
+    # Our own children (when up() ran in this process) would stay zombies.
+    for pid in pids:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)

@@ -1,0 +1,72 @@
+"""iperf3 servers and clients on a testbed, and byte counters read with ss."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+from collections.abc import Callable
+
+from tamebpf.errors import TamebpfError
+from tamebpf.testbed.testbed import Testbed
+
+PORT_MAIN = 5201  # our n parallel streams
+PORT_CROSS = 5202  # the m cross-traffic flows
+_ACKED = re.compile(r"bytes_acked:(\d+)")
+
+
+def start_server(tb: Testbed, port: int) -> subprocess.Popen[bytes]:
+    proc = tb.popen("receiver", ["iperf3", "-s", "-p", str(port)],
+                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL)
+    wait_for(lambda: _listening(tb, port), 5.0, f"iperf3 server on port {port}")
+    return proc
+
+
+def _listening(tb: Testbed, port: int) -> bool:
+    out = tb.exec("receiver", ["ss", "-tlnH", f"sport = :{port}"])
+    return bool(out.strip())
+
+
+def client_argv(dst: str, port: int, streams: int, seconds: float, cc: str, *,
+                window_kb: int | None = None, omit: int = 0, json_out: bool = True,
+                udp_mbit: float | None = None) -> list[str]:
+    argv = ["iperf3", "-c", dst, "-p", str(port), "-P", str(streams), "-t", f"{seconds:g}",
+            "-C", cc, "--connect-timeout", "5000"]
+    if window_kb:
+        argv += ["-w", f"{window_kb}K"]
+    if omit:
+        argv += ["-O", str(omit)]
+    if json_out:
+        argv.append("-J")
+    if udp_mbit is not None:
+        argv += ["-u", "-b", f"{udp_mbit}M", "-l", "1472"]
+    return argv
+
+
+def established(tb: Testbed, role: str, port: int) -> int:
+    out = tb.exec(role, ["ss", "-tnH", "state", "established", f"dport = :{port}"])
+    return len([ln for ln in out.splitlines() if ln.strip()])
+
+
+def acked_bytes(tb: Testbed, role: str, port: int) -> tuple[int, float]:
+    """Bytes acknowledged so far on all role's connections to port, and when.
+
+    Read from the sender's sockets (tcp_info bytes_acked) at times we choose,
+    so the cross traffic's throughput with and without our streams covers
+    exactly the measured window. The iperf3 control connection is included;
+    it carries a few hundred bytes.
+    """
+    t0 = time.monotonic()
+    out = tb.exec(role, ["ss", "-tinH", "state", "established", f"dport = :{port}"])
+    t1 = time.monotonic()
+    return sum(int(m) for m in _ACKED.findall(out)), (t0 + t1) / 2
+
+
+def wait_for(cond: Callable[[], bool], timeout: float, what: str, step: float = 0.05) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(step)
+    raise TamebpfError(f"timed out after {timeout:g} s waiting for {what}")

@@ -1,0 +1,38 @@
+"""Running commands, in the root namespace or inside one of ours."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+
+from tamebpf.errors import TamebpfError
+
+
+class CommandError(TamebpfError):
+    """A command the testbed needed failed."""
+
+
+def run(argv: Sequence[str], *, check: bool = True, timeout: float = 30.0) -> str:
+    """Runs argv, returns its stdout; raises CommandError with stderr on failure."""
+    try:
+        proc = subprocess.run(
+            list(argv), capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except FileNotFoundError as err:
+        raise CommandError(f"{argv[0]} not found", "run scripts/install-deps") from err
+    except subprocess.TimeoutExpired as err:
+        raise CommandError(f"{' '.join(argv)} timed out after {timeout:.0f} s") from err
+    if check and proc.returncode != 0:
+        raise CommandError(
+            f"{' '.join(argv)} failed ({proc.returncode})", proc.stderr.strip() or None
+        )
+    return proc.stdout
+
+
+def in_ns(ns: str, argv: Sequence[str]) -> list[str]:
+    """argv run inside network namespace ns (ip netns exec execs, keeping the pid)."""
+    return ["ip", "netns", "exec", ns, *argv]
+
+
+def ns_run(ns: str, argv: Sequence[str], *, check: bool = True, timeout: float = 30.0) -> str:
+    return run(in_ns(ns, argv), check=check, timeout=timeout)

@@ -1,0 +1,193 @@
+"""The Testbed object: bring up, re-open, run things in, tear down."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from tamebpf.errors import TamebpfError
+from tamebpf.testbed import config as C
+from tamebpf.testbed import delay, shaping, topology
+from tamebpf.testbed.sh import in_ns, run
+
+STATE_ROOT = Path(os.environ.get("TAMEBPF_TESTBED_STATE", "/run/tamebpf/testbed"))
+
+
+def state_dir(name: str) -> Path:
+    return STATE_ROOT / name
+
+
+class Testbed:
+    """A running testbed. Use Testbed.up(...) as a context manager in tests:
+    it always tears down. Testbed.attach(name) re-opens one made elsewhere."""
+
+    def __init__(self, name: str, cfg: C.TestbedConfig, pids: dict[str, int]) -> None:
+        self.name = name
+        self.config = cfg
+        self.namespaces = C.namespaces(name)
+        self.addresses = C.addresses(4)
+        self.addresses6 = C.addresses(6)
+        self.pids = pids  # delay-line label -> pid
+
+    # -- life cycle ---------------------------------------------------------
+    @classmethod
+    def up(cls, name: str, rate_mbit: float, rtt_ms: float, queue_pkts: int, *,
+           aqm: str = "droptail", loss_pct: float = 0.0, cross_rtt_ms: float | None = None,
+           cc: str = "cubic", seed: int = 1, red: C.RedParams | None = None) -> Testbed:
+        cfg = C.TestbedConfig(rate_mbit=rate_mbit, rtt_ms=rtt_ms, queue_pkts=queue_pkts,
+                              aqm=aqm, loss_pct=loss_pct, cross_rtt_ms=cross_rtt_ms, cc=cc,
+                              seed=seed, red=red)
+        return cls.up_config(name, cfg)
+
+    @classmethod
+    def up_config(cls, name: str, cfg: C.TestbedConfig) -> Testbed:
+        C.check_name(name)
+        if os.geteuid() != 0:
+            raise TamebpfError("the testbed needs root", "run as root (sudo)")
+        taken = set(C.namespaces(name).values()) & topology.existing_namespaces()
+        if taken or state_dir(name).exists():
+            raise TamebpfError(f"testbed {name} exists already",
+                               f"scripts/testbed down {name}, or pick another name")
+        sdir = state_dir(name)
+        sdir.mkdir(parents=True)
+        tb = cls(name, cfg, {})
+        tb._save()  # so that down() finds what to remove even if we fail half-way
+        try:
+            topology.build(name, cfg)
+            rtr = tb.namespaces["router"]
+            shaping.install_bottleneck(rtr, cfg)
+            # Delay lines first, then the rules that feed them: no packet ever
+            # meets a rule without a listener.
+            for spec in delay.specs(cfg):
+                tb.pids[spec.label] = delay.start(rtr, spec, sdir / f"delay-{spec.label}.log")
+                tb._save()
+            shaping.install_rules(rtr, cfg)
+        except BaseException:
+            tb.down()
+            raise
+        return tb
+
+    @classmethod
+    def attach(cls, name: str) -> Testbed:
+        path = state_dir(C.check_name(name)) / "state.json"
+        try:
+            st = json.loads(path.read_text())
+        except FileNotFoundError as err:
+            raise TamebpfError(f"no testbed {name}", f"no {path}; start one with "
+                               f"scripts/testbed up {name} ...") from err
+        return cls(name, C.TestbedConfig.from_json(st["config"]),
+                   {k: int(v) for k, v in st["pids"].items()})
+
+    def down(self) -> None:
+        teardown(self.name)
+
+    def __enter__(self) -> Testbed:
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.down()
+
+    # -- running things -------------------------------------------------------
+    def argv(self, role: str, argv: Sequence[str]) -> list[str]:
+        if role not in C.ROLES:
+            raise TamebpfError(f"unknown role {role!r}", f"use one of {', '.join(C.ROLES)}")
+        return in_ns(self.namespaces[role], argv)
+
+    def exec(self, role: str, argv: Sequence[str], *, check: bool = True,
+             timeout: float = 60.0) -> str:
+        """Runs argv in role's namespace; returns stdout."""
+        return run(self.argv(role, argv), check=check, timeout=timeout)
+
+    def popen(self, role: str, argv: Sequence[str], **kw: Any) -> subprocess.Popen[bytes]:
+        """Starts argv in role's namespace (keyword arguments go to Popen)."""
+        return subprocess.Popen(self.argv(role, argv), **kw)
+
+    # -- health ---------------------------------------------------------------
+    def dead_delay_lines(self) -> list[str]:
+        return [label for label, pid in self.pids.items() if not delay.alive(pid)]
+
+    def check(self) -> None:
+        """Raises if a delay line died (the path would be dead, not faster)."""
+        dead = self.dead_delay_lines()
+        if dead:
+            logs = " ".join(str(state_dir(self.name) / f"delay-{d}.log") for d in dead)
+            raise TamebpfError(f"testbed {self.name}: delay line(s) {', '.join(dead)} died",
+                               f"see {logs}; scripts/testbed down {self.name} and up again")
+
+    def qdisc_stats(self) -> str:
+        return shaping.qdisc_stats(self.namespaces["router"])
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "namespaces": dict(self.namespaces),
+            "addresses": dict(self.addresses),
+            "addresses6": dict(self.addresses6),
+            "config": self.config.to_json(),
+            "pids": dict(self.pids),
+            "goodput_mbit": round(self.config.goodput_mbit, 3),
+            "state_dir": str(state_dir(self.name)),
+        }
+
+    def _save(self) -> None:
+        path = state_dir(self.name) / "state.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.describe(), indent=1) + "\n")
+        tmp.replace(path)
+
+
+def teardown(name: str) -> None:
+    """Removes testbed name: processes, then namespaces, then state. Idempotent;
+    touches only the pids it recorded and the namespaces named after it."""
+    C.check_name(name)
+    sdir = state_dir(name)
+    pids: list[int] = []
+    try:
+        st = json.loads((sdir / "state.json").read_text())
+        pids = [int(p) for p in st.get("pids", {}).values()]
+    except (OSError, ValueError):
+        pass
+    ours = set(C.namespaces(name).values()) & topology.existing_namespaces()
+    # Whatever runs inside our namespaces (iperf3 servers, clients, pings).
+    inside: list[int] = []
+    for ns in ours:
+        out = run(["ip", "netns", "pids", ns], check=False)
+        inside += [int(p) for p in out.split() if p.isdigit()]
+    _kill_all([p for p in inside if p not in pids])
+    delay.kill([p for p in pids if delay.alive(p)])
+    _kill_all(inside)
+    for ns in ours:
+        run(["ip", "netns", "del", ns], check=False)
+    shutil.rmtree(sdir, ignore_errors=True)
+
+
+def _kill_all(pids: list[int], timeout: float = 3.0) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for pid in pids:  # reap our own children
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, os.WNOHANG)
+            if not any(Path(f"/proc/{p}").exists() and not _zombie(p) for p in pids):
+                return
+            time.sleep(0.02)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return False
