@@ -91,8 +91,9 @@ def render_table(flows: Sequence[Flow]) -> str:
             _opt(None if f.loss_rate is None else f.loss_rate * 100, ".2f"),
             _opt(rate, ".1f"), str(f.snd_cwnd), _opt(f.age_s, ".1f"),
         )
+        widths = [w for _, w in COLUMNS]
         lines.append(" ".join(f"{c:<{w}}" if i < 6 else f"{c:>{w}}"
-                              for i, (c, (_, w)) in enumerate(zip(cells, COLUMNS))).rstrip())
+                              for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip())
     if len(lines) == 1:
         lines.append("(no TCP flows)")
     lines.append(f"{len(flows)} flows; * closed since the last read; MBIT/S is the kernel's "

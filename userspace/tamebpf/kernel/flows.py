@@ -180,19 +180,20 @@ class FlowReader:
         self._lib = native.load()
         self._lib.tb_set_verbose(1 if verbose else 0)
         fds = []
+        handle = ctypes.c_void_p()
+        rc = 0
         try:
             for name in netns:
                 try:
                     fds.append(os.open(netns_path(name), os.O_RDONLY | os.O_CLOEXEC))
-                except OSError as err:
+                except OSError as exc:
                     raise UsageError(
-                        f"--netns {name}: {err.strerror}", "name one from 'ip netns list'"
+                        f"--netns {name}: {exc.strerror}", "name one from 'ip netns list'"
                     ) from None
             arr = (ctypes.c_int * max(1, len(fds)))(*fds)
-            handle = ctypes.c_void_p()
             # The root cgroup means "everything": no filter in the kernel.
             cg = self.cgroup if self.cgroup and self.cgroup.level > 0 else None
-            err = self._lib.tb_flows_open(
+            rc = self._lib.tb_flows_open(
                 ctypes.byref(handle),
                 cg.id if cg else 0,
                 cg.level if cg else 0,
@@ -203,8 +204,8 @@ class FlowReader:
         finally:
             for fd in fds:
                 os.close(fd)
-        if err:
-            raise TamebpfError(native.last_error(self._lib), _hint(-err))
+        if rc:
+            raise TamebpfError(native.last_error(self._lib), _hint(-rc))
         self._handle: ctypes.c_void_p | None = handle
 
     def __enter__(self) -> FlowReader:
