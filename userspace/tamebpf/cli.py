@@ -2,20 +2,28 @@
 
 Each command module defines ``register(subparsers)``, which adds its parser
 and sets ``func`` (taking the parsed namespace, returning an exit code).
+Modules are discovered, so adding a command is adding a module.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import pkgutil
 import sys
 from collections.abc import Sequence
 
+import tamebpf.commands
 from tamebpf import __version__
 from tamebpf.errors import TamebpfError
 
-# Order is the order shown in --help.
-COMMANDS = ("flows", "predict")
+# The order shown in --help; commands not listed here follow, by name.
+ORDER = ("watch", "advise", "predict", "cap", "flows", "export")
+
+
+def command_names() -> list[str]:
+    found = {m.name for m in pkgutil.iter_modules(tamebpf.commands.__path__)}
+    return [n for n in ORDER if n in found] + sorted(found - set(ORDER))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"tamebpf {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMANDS:
+    for name in command_names():
         module = importlib.import_module(f"tamebpf.commands.{name}")
         module.register(sub)
     return parser
