@@ -105,8 +105,11 @@ test: deps all lint
 unit: deps
 	$(PY) -m pytest -q tests/unit
 
+# Long measurements live here, not in the tests. Each script writes its own
+# section of docs/performance.md.
 bench: deps all
 	$(SUDO) $(PY) scripts/bench_overhead.py --write docs/performance.md
+	$(Q)if [ -f scripts/bench_cap.py ]; then $(SUDO) $(PY) scripts/bench_cap.py --write docs/performance.md; fi
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib/tamebpf
