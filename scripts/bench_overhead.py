@@ -112,14 +112,18 @@ def section(results: dict[int, dict], reps: int, seconds: int, interval: float) 
             f"| {n} | {statistics.median(r['off']):.0f} | {statistics.median(r['on']):.0f} "
             f"| {statistics.median(r['ratios']):.3f} | {min(r['ratios']):.3f}.."
             f"{max(r['ratios']):.3f} |")
-    lines += ["", f"Reproduce: `make bench` (runs `{' '.join(['scripts/bench_overhead.py', *sys.argv[1:]])}`).",
+    cmd = " ".join(["scripts/bench_overhead.py", *sys.argv[1:]])
+    lines += ["", f"Reproduce: `make bench` (runs `{cmd}`).",
               "Loopback throughput is CPU-bound and noisy on a 2-CPU VM; the spread column "
               "shows how far single pairs wander.", END]
     return "\n".join(lines) + "\n"
 
 
 def write_section(path: str, text: str) -> None:
-    old = open(path).read() if os.path.exists(path) else "# Performance\n\n"
+    old = "# Performance\n\n"
+    if os.path.exists(path):
+        with open(path) as f:
+            old = f.read()
     if START in old and END in old:
         head, rest = old.split(START, 1)
         new = head + text.rstrip("\n") + rest.split(END, 1)[1]
