@@ -48,6 +48,15 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["sweep"]:  # its own parser: argparse cannot pass options through
+        from tamebpf.testbed.sweep import main as sweep_main
+
+        try:
+            return sweep_main(argv[1:])
+        except TamebpfError as err:
+            print(f"sweep: {err}", file=sys.stderr)
+            return err.exit_code
     args = _parser().parse_args(argv)
     try:
         if args.cmd == "up":
@@ -70,10 +79,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             d["dead_delay_lines"] = tb.dead_delay_lines()
             print(json.dumps(d))
             return 1 if d["dead_delay_lines"] else 0
-        elif args.cmd == "sweep":
-            from tamebpf.testbed.sweep import main as sweep_main
-
-            return sweep_main(args.rest)
     except TamebpfError as err:
         print(f"testbed: {err}", file=sys.stderr)
         return err.exit_code

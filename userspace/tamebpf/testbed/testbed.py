@@ -8,6 +8,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,6 +30,8 @@ def state_dir(name: str) -> Path:
 class Testbed:
     """A running testbed. Use Testbed.up(...) as a context manager in tests:
     it always tears down. Testbed.attach(name) re-opens one made elsewhere."""
+
+    __test__ = False  # not a pytest test class, despite the name
 
     def __init__(self, name: str, cfg: C.TestbedConfig, pids: dict[str, int]) -> None:
         self.name = name
@@ -111,6 +114,16 @@ class Testbed:
     def popen(self, role: str, argv: Sequence[str], **kw: Any) -> subprocess.Popen[bytes]:
         """Starts argv in role's namespace (keyword arguments go to Popen)."""
         return subprocess.Popen(self.argv(role, argv), **kw)
+
+    def ping(self, role: str = "sender", dst: str = "receiver", count: int = 10,
+             interval: float = 0.1, family: int = 4, timeout: float = 2.0) -> dict[str, Any]:
+        """ICMP echo from role to host dst; {"sent", "received", "rtt_ms": [...]}."""
+        addr = (self.addresses if family == 4 else self.addresses6)[dst]
+        out = self.exec(role, [sys.executable, "-m", "tamebpf.testbed.ping", addr,
+                               "-c", str(count), "-i", str(interval), "-W", str(timeout)],
+                        timeout=count * interval + timeout + 30)
+        result: dict[str, Any] = json.loads(out)
+        return result
 
     # -- health ---------------------------------------------------------------
     def dead_delay_lines(self) -> list[str]:

@@ -1,0 +1,276 @@
+"""The emulated WAN testbed (issue 4): real namespaces, real iperf3, real ICMP.
+
+Each test brings up its own testbed under a unique name, measures one
+property against the tolerance the issue sets, and tears it down, checking
+that nothing is left (namespaces, processes, state, root-namespace links).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tamebpf.errors import TamebpfError
+from tamebpf.testbed import Testbed, iperf
+from tamebpf.testbed.config import FRAME, MSS_TS
+from tamebpf.testbed.scenario import SweepPlan
+from tamebpf.testbed.sweep import run_once, sweep
+from tests.integration.conftest_testbed import (
+    in_background,
+    iperf3_json,
+    leftovers,
+    retry,
+    testbed,
+    unique_name,
+)
+
+pytestmark = pytest.mark.root
+REPO = Path(__file__).resolve().parents[2]
+UDP_PAYLOAD = 1472  # iperf3 -l 1472: one full-size frame per datagram
+
+
+def rtt_tolerance(rtt_ms: float) -> float:
+    """The issue's bar: 2% or 0.5 ms, whichever is larger."""
+    return max(0.02 * rtt_ms, 0.5)
+
+
+def test_up_describes_itself_and_down_twice_leaves_nothing() -> None:
+    name = unique_name()
+    tb = Testbed.up(name, 50, 20, 50)
+    try:
+        d = tb.describe()
+        assert d["name"] == name
+        assert set(d["namespaces"]) == {"sender", "cross", "router", "receiver"}
+        assert all(ns.startswith(name) for ns in d["namespaces"].values()), d["namespaces"]
+        assert d["addresses"]["receiver"].startswith("198.1"), d["addresses"]
+        again = Testbed.attach(name)
+        assert again.config == tb.config, f"attach gave {again.config}, expected {tb.config}"
+        routes = tb.exec("sender", ["ip", "route", "get", "192.0.2.1"], check=False)
+        assert "via" not in routes, f"the sender has a route out of the testbed: {routes!r}"
+    finally:
+        pids = list(tb.pids.values())
+        tb.down()
+        tb.down()  # idempotent
+    problems = leftovers(name, pids)
+    assert not problems, f"after down, expected nothing left, got {problems}"
+
+
+def test_cli_up_exec_status_down() -> None:
+    name = unique_name()
+    script = str(REPO / "scripts" / "testbed")
+    try:
+        up = subprocess.run([script, "up", name, "--rate", "20", "--rtt", "10", "--queue",
+                             "30", "--cross-rtt", "30"], capture_output=True, text=True,
+                            check=False, timeout=60)
+        assert up.returncode == 0, f"testbed up failed: {up.stderr}"
+        d = json.loads(up.stdout)
+        for key in ("sender", "cross", "router", "receiver"):
+            assert d["namespaces"][key] == f"{name}-{d['namespaces'][key].split('-')[1]}"
+        for key in ("sender", "cross", "receiver"):
+            assert isinstance(d["addresses"][key], str), d["addresses"]
+        ex = subprocess.run([script, "exec", name, "receiver", "--", "ip", "-o", "-4", "addr"],
+                            capture_output=True, text=True, check=False, timeout=30)
+        assert d["addresses"]["receiver"] in ex.stdout, \
+            f"expected {d['addresses']['receiver']} in receiver's addresses, got {ex.stdout!r}"
+        st = subprocess.run([script, "status", name], capture_output=True, text=True,
+                            check=False, timeout=30)
+        assert st.returncode == 0 and json.loads(st.stdout)["dead_delay_lines"] == [], st.stdout
+    finally:
+        for _ in range(2):
+            down = subprocess.run([script, "down", name], capture_output=True, text=True,
+                                  check=False, timeout=60)
+            assert down.returncode == 0, f"down failed: {down.stderr}"
+    problems = leftovers(name, [])
+    assert not problems, f"after down, expected nothing left, got {problems}"
+
+
+@pytest.mark.parametrize("rtt,cross_rtt", [(50.0, 20.0), (10.0, None)])
+def test_ping_rtt_idle(rtt: float, cross_rtt: float | None) -> None:
+    with testbed(rate_mbit=100, rtt_ms=rtt, queue_pkts=100, cross_rtt_ms=cross_rtt) as tb:
+        for role, want in (("sender", rtt), ("cross", cross_rtt or rtt)):
+            for family in (4, 6):
+                tb.ping(role, count=2, interval=0.05, family=family)  # neighbour discovery
+                r = tb.ping(role, count=30, interval=0.02, family=family)
+                assert r["received"] == 30, f"{role} IPv{family}: lost pings: {r}"
+                med = statistics.median(r["rtt_ms"])
+                tol = rtt_tolerance(want)
+                assert abs(med - want) <= tol, \
+                    f"{role} IPv{family}: median RTT {med:.3f} ms outside {want} +- {tol} ms"
+                assert min(r["rtt_ms"]) >= want - tol, \
+                    f"{role} IPv{family}: a packet came back early: {min(r['rtt_ms'])} ms"
+
+
+def test_udp_rate() -> None:
+    rate = 50.0
+    with testbed(rate_mbit=rate, rtt_ms=10, queue_pkts=100) as tb:
+        def attempt() -> tuple[bool, str]:
+            d = iperf3_json(tb, iperf.client_argv(tb.addresses["receiver"], iperf.PORT_MAIN,
+                                                  1, 4, "cubic", udp_mbit=rate * 1.3))
+            got = d["end"]["sum"]["bits_per_second"] * (1 - d["end"]["sum"]["lost_percent"]
+                                                       / 100) / 1e6
+            want = rate * UDP_PAYLOAD / FRAME
+            return abs(got - want) <= 0.03 * want, \
+                f"UDP goodput {got:.2f} Mbit/s, expected {want:.2f} +- 3%"
+        ok, msgs = retry(2, attempt)
+        assert ok, msgs
+
+
+def test_tcp_rate_one_cubic_flow() -> None:
+    rate = 100.0
+    with testbed(rate_mbit=rate, rtt_ms=20, queue_pkts=100) as tb:
+        def attempt() -> tuple[bool, str]:
+            d = iperf3_json(tb, iperf.client_argv(tb.addresses["receiver"], iperf.PORT_MAIN,
+                                                  1, 6, "cubic", omit=2))
+            got = d["end"]["sum_received"]["bits_per_second"] / 1e6
+            want = rate * MSS_TS / FRAME
+            return abs(got - want) <= 0.03 * want, \
+                f"TCP goodput {got:.2f} Mbit/s, expected {want:.2f} +- 3%"
+        # One retry: a compile on the other core can starve the sender for a
+        # second; a real shaping error fails both attempts.
+        ok, msgs = retry(2, attempt)
+        assert ok, msgs
+
+
+def _ping_under_udp_load(tb: Testbed, load_mbit: float) -> list[float]:
+    server = iperf.start_server(tb, iperf.PORT_MAIN)
+    load = in_background(tb, "cross", iperf.client_argv(
+        tb.addresses["receiver"], iperf.PORT_MAIN, 1, 8, "cubic", udp_mbit=load_mbit,
+        json_out=False))
+    try:
+        iperf.wait_for(lambda: _backlog_pkts(tb) >= tb.config.queue_pkts // 2, 5.0,
+                       "the bottleneck queue to fill")
+        r = tb.ping("sender", count=40, interval=0.05)
+    finally:
+        load.terminate()
+        load.wait(10)
+        server.terminate()
+        server.wait(10)
+    rtts: list[float] = r["rtt_ms"]
+    return rtts
+
+
+def _backlog_pkts(tb: Testbed) -> int:
+    out = tb.qdisc_stats()
+    for line in out.splitlines():
+        if "backlog" in line and "pfifo" not in line:
+            last = line
+    return int(last.split()[2].rstrip("p"))
+
+
+def test_queue_limit_ping_under_load_sees_full_queue() -> None:
+    rate, rtt, queue = 10.0, 20.0, 50
+    with testbed(rate_mbit=rate, rtt_ms=rtt, queue_pkts=queue) as tb:
+        rtts = _ping_under_udp_load(tb, rate * 1.5)
+        assert len(rtts) >= 10, f"expected most pings through a full queue, got {len(rtts)}"
+        # A ping joins a queue of queue-1 full frames (its own slot is the last).
+        want = rtt + (queue - 1) * FRAME * 8 / (rate * 1e3)
+        med = statistics.median(rtts)
+        assert abs(med - want) <= 0.05 * want, \
+            f"ping under load {med:.1f} ms, expected a full queue: {want:.1f} ms +- 5%"
+        stats = tb.qdisc_stats()
+        assert "dropped 0," not in stats, f"expected tail drops at the pfifo, got {stats}"
+
+
+def test_red_keeps_queue_below_limit() -> None:
+    rate, rtt, queue = 10.0, 20.0, 100
+    full = rtt + (queue - 1) * FRAME * 8 / (rate * 1e3)
+    with testbed(rate_mbit=rate, rtt_ms=rtt, queue_pkts=queue, aqm="red") as tb:
+        rtts = _ping_under_udp_load(tb, rate * 1.3)
+        assert rtts, "no ping came through under load"
+        med = statistics.median(rtts)
+        red = tb.config.red
+        assert red is not None
+        # Against a 30% overload RED ("gentle") settles between max_th and
+        # 2*max_th but drops before the hard limit.
+        ceiling = rtt + 2 * red.max_th * FRAME * 8 / (rate * 1e3)
+        assert med < min(full * 0.9, ceiling), \
+            f"RED queueing: ping {med:.1f} ms, expected below {min(full * 0.9, ceiling):.1f} " \
+            f"(full drop-tail queue: {full:.1f} ms)"
+        assert med > rtt + red.min_th * FRAME * 8 / (rate * 1e3), \
+            f"ping {med:.1f} ms: expected the average queue above min_th under overload"
+
+
+def test_random_loss_rate() -> None:
+    loss = 2.0
+    with testbed(rate_mbit=100, rtt_ms=10, queue_pkts=1000, loss_pct=loss, seed=3) as tb:
+        d = iperf3_json(tb, iperf.client_argv(tb.addresses["receiver"], iperf.PORT_MAIN, 1, 3,
+                                              "cubic", udp_mbit=30))
+        s = d["end"]["sum"]
+        n, lost = s["packets"], s["lost_packets"]
+        p = loss / 100
+        sd = (n * p * (1 - p)) ** 0.5
+        assert n > 5000, f"expected > 5000 datagrams, got {n}"
+        assert abs(lost - n * p) <= 4 * sd, \
+            f"lost {lost} of {n} ({100 * lost / n:.2f}%), expected {loss}% +- 4 sd ({4 * sd:.0f})"
+
+
+def test_dead_delay_line_is_noticed_and_path_dies() -> None:
+    with testbed(rate_mbit=10, rtt_ms=20, queue_pkts=50) as tb:
+        tb.check()
+        os.kill(tb.pids["sender-acks"], signal.SIGKILL)
+        iperf.wait_for(lambda: "sender-acks" in tb.dead_delay_lines(), 5.0,
+                       "the killed delay line to show as dead")
+        with pytest.raises(TamebpfError, match="delay line"):
+            tb.check()
+        r = tb.ping("sender", count=5, interval=0.05, timeout=0.5)
+        assert r["received"] == 0, \
+            f"expected a dead path without its delay line (no --queue-bypass), got {r}"
+
+
+def test_delay_line_exits_cleanly_on_sigterm() -> None:
+    with testbed(rate_mbit=10, rtt_ms=20, queue_pkts=50) as tb:
+        tb.ping("sender", count=5, interval=0.02)
+        pid = tb.pids["sender-acks"]
+        os.kill(pid, signal.SIGTERM)
+        iperf.wait_for(lambda: pid in [p for p in [pid] if not Path(f"/proc/{p}").exists()]
+                       or "sender-acks" in tb.dead_delay_lines(), 5.0, "exit on SIGTERM")
+        log = (Path(tb.describe()["state_dir"]) / "delay-sender-acks.log").read_text()
+        assert "packets" in log and "late_mean_us" in log, \
+            f"expected exit statistics in the log after SIGTERM, got {log!r}"
+
+
+def test_sweep_keeps_raw_runs_and_measures_cross_traffic(tmp_path: Path) -> None:
+    with testbed(rate_mbit=20, rtt_ms=20, queue_pkts=40) as tb:
+        plan = SweepPlan(streams=[1, 3], cross=[2], repeats=1, duration_s=2, warmup_s=1,
+                         cc="cubic")
+        runs = sweep(tb, plan)
+        assert [(r.n, r.m) for r in runs] == [(1, 2), (3, 2)], runs
+        cap = tb.config.goodput_mbit
+        for r in runs:
+            assert r.cross_alone_mbit is not None and r.cross_with_mbit is not None, r
+            total = r.mbit + r.cross_with_mbit
+            assert 0.5 * cap < total <= 1.05 * cap, \
+                f"n={r.n}: ours {r.mbit:.2f} + cross {r.cross_with_mbit:.2f} Mbit/s, " \
+                f"expected close to the bottleneck's {cap:.2f}"
+            assert r.cross_with_mbit < r.cross_alone_mbit, \
+                f"n={r.n}: cross traffic got {r.cross_with_mbit:.2f} with our streams, " \
+                f"{r.cross_alone_mbit:.2f} without: expected less with"
+        # And the CLI writes every raw run.
+        out = tmp_path / "s.json"
+        cli = subprocess.run([sys.executable, "-m", "tamebpf.testbed", "sweep", tb.name,
+                              "--streams", "2", "--repeats", "2", "--duration", "1",
+                              "--warmup", "1", "--cc", "cubic", "--out", str(out)],
+                             capture_output=True, text=True, check=False, timeout=120)
+        assert cli.returncode == 0, cli.stderr
+        doc = json.loads(out.read_text())
+        assert len(doc["runs"]) == 2 and doc["summary"][0]["runs"] == 2, doc["summary"]
+        assert out.with_suffix(".csv").read_text().count("\n") == 3
+
+
+def test_run_once_refuses_a_dead_testbed() -> None:
+    with testbed(rate_mbit=10, rtt_ms=10, queue_pkts=20) as tb:
+        os.kill(tb.pids["cross-acks"], signal.SIGKILL)
+        iperf.wait_for(lambda: bool(tb.dead_delay_lines()), 5.0, "dead delay line")
+        plan = SweepPlan(streams=[1], duration_s=1, warmup_s=1)
+        t0 = time.monotonic()
+        with pytest.raises(TamebpfError, match="died"):
+            run_once(tb, plan, 1, 0, 0)
+        assert time.monotonic() - t0 < 5, "expected run_once to refuse at once"
