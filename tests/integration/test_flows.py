@@ -11,6 +11,8 @@ import sys
 from collections.abc import Sequence
 
 import pytest
+
+from tamebpf.kernel.flows import Flow, FlowReader
 from tests.integration.kernel_fixtures import (
     SsFlow,
     cgroup,
@@ -22,8 +24,6 @@ from tests.integration.kernel_fixtures import (
     stop,
     wait_for,
 )
-
-from tamebpf.kernel.flows import Flow, FlowReader
 
 pytestmark = pytest.mark.root
 
