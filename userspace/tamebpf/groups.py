@@ -1,0 +1,592 @@
+"""Flows -> groups: the pure core of `tamebpf watch` and `tamebpf export`.
+
+An `Aggregator` is fed one snapshot of flows at a time (`FlowReader.snapshot()`,
+or synthetic `Flow` objects in tests) and returns one `Group` per (owner,
+destination), where the owner is the process name (comm) or the cgroup.  No
+I/O and no clock: the caller passes the time of each snapshot.
+
+Per refresh, each group gets
+- interval measures (from the counter deltas since the previous snapshot):
+  streams (established flows that sent data), goodput (bytes acknowledged),
+  loss rate (retransmitted / data segments sent), mean smoothed RTT;
+- cumulative counters that never go backwards: the final counters of closed
+  flows are folded into the group when they arrive (each exactly once), live
+  flows add their current counters, and a flow that disappears without a
+  closed record (the kernel's map was full) or changes group (its owner became
+  known) leaves its last counters behind;
+- the passive fit of docs/model.md: goodput observed at two or more distinct
+  stream counts, fitted as if they were probes (no probe traffic is sent),
+  with its advice, the loss x RTT^2 estimator beside it (section 3), and a
+  mark when the group runs more streams than the advice or a cap.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import statistics
+from collections import Counter as Tally
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, fields
+from operator import add, attrgetter
+from typing import Literal, NamedTuple
+
+from tamebpf.kernel.flows import Flow
+from tamebpf.model import (
+    Advice,
+    Fit,
+    LossSample,
+    ModelInputError,
+    Prediction,
+    Probe,
+    Settings,
+    fit_loss_rtt,
+    fit_throughput,
+    predict,
+)
+
+GroupBy = Literal["comm", "cgroup"]
+GROUP_BY: tuple[GroupBy, ...] = ("comm", "cgroup")
+SortKey = Literal["goodput", "streams", "loss", "rtt", "owner", "dest"]
+SORT_KEYS: tuple[SortKey, ...] = ("goodput", "streams", "loss", "rtt", "owner", "dest")
+
+# Congestion controls the square-root law describes (docs/model.md, section 7).
+LOSS_BASED = frozenset({"reno", "cubic", "htcp", "highspeed", "scalable", "bic", "westwood"})
+# Two advices this far apart (in streams) mean the estimators disagree.
+DISAGREEMENT_STREAMS = 2
+# Flows taken for gone without a closed record, remembered in case it comes late.
+GONE_MEMORY = 4096
+
+
+@dataclass(frozen=True)
+class Counters:
+    """Cumulative TCP counters (the kernel's names)."""
+
+    bytes_acked: int = 0
+    bytes_received: int = 0
+    bytes_sent: int = 0
+    bytes_retrans: int = 0
+    segs_out: int = 0
+    segs_in: int = 0
+    data_segs_out: int = 0
+    total_retrans: int = 0
+
+
+COUNTER_NAMES = tuple(f.name for f in fields(Counters))
+# The hot path works on plain tuples in COUNTER_NAMES order: thousands of
+# flows per refresh.
+_Vec = tuple[int, ...]
+_of = attrgetter(*COUNTER_NAMES)
+ZERO: _Vec = (0,) * len(COUNTER_NAMES)
+_ACKED = COUNTER_NAMES.index("bytes_acked")
+_DATA_SEGS = COUNTER_NAMES.index("data_segs_out")
+_RETRANS = COUNTER_NAMES.index("total_retrans")
+
+
+def _add(a: _Vec, b: _Vec) -> _Vec:
+    return tuple(map(add, a, b))
+
+
+def _minus(a: _Vec, b: _Vec) -> _Vec:
+    """Field-wise a - b floored at 0 (counters only grow)."""
+    return tuple(x - y if x > y else 0 for x, y in zip(a, b, strict=True))
+
+
+def _highest(a: _Vec, b: _Vec) -> _Vec:
+    return tuple(map(max, a, b))
+
+
+class GroupKey(NamedTuple):
+    owner: str | None  # comm or cgroup path; None when the kernel does not know it
+    remote_addr: str
+
+
+@dataclass(frozen=True)
+class Cap:
+    """A limit on streams set by `tamebpf cap`, as watch and export see it.
+
+    None in cgroup or remote means "any"; remote is an address or a network
+    (CIDR)."""
+
+    streams: int
+    cgroup: str | None = None
+    remote: str | None = None
+
+    def matches(self, cgroups: Iterable[str | None], remote_addr: str) -> bool:
+        if self.cgroup is not None and not any(
+            c is not None and (c == self.cgroup or c.startswith(self.cgroup.rstrip("/") + "/"))
+            for c in cgroups
+        ):
+            return False
+        if self.remote is None:
+            return True
+        try:
+            net = ipaddress.ip_network(self.remote, strict=False)
+            return ipaddress.ip_address(remote_addr) in net
+        except ValueError:
+            return self.remote == remote_addr
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the group showed while it ran `streams` streams (recent refreshes)."""
+
+    streams: int
+    goodput_mbps: float  # median over the samples
+    loss_rate: float | None  # retransmitted / data segments, over the samples
+    srtt_s: float | None  # median
+    samples: int
+
+
+@dataclass(frozen=True)
+class PassiveFit:
+    """The model fitted to observations instead of probes: the throughput fit
+    (whose advice is the group's advice) and the loss x RTT^2 fit beside it."""
+
+    observations: tuple[Observation, ...]
+    prediction: Prediction
+    loss_rtt: Prediction | None
+    warnings: tuple[str, ...]
+
+    @property
+    def fit(self) -> Fit:
+        return self.prediction.fit
+
+    @property
+    def advice(self) -> Advice:
+        return self.prediction.advice
+
+    @property
+    def loss_rtt_advice(self) -> Advice | None:
+        return self.loss_rtt.advice if self.loss_rtt else None
+
+
+@dataclass(frozen=True)
+class Group:
+    """One (owner, destination) at one refresh."""
+
+    key: GroupKey
+    comm: str | None  # the processes' name, if they share one
+    cgroup: str | None  # their cgroup, if they share one
+    remote_addr: str
+    flows: int  # open flows
+    streams: int  # established flows that sent data in the last interval
+    goodput_bps: float | None  # bit/s acknowledged in the last interval
+    loss_rate: float | None  # retransmitted / data segments sent, last interval
+    srtt_us: float | None  # mean over the streams (over open flows if none)
+    congestion_control: str | None  # e.g. "cubic", or "bbr,cubic" when mixed
+    counters: Counters  # cumulative, monotone while the aggregator lives
+    flows_closed: int  # cumulative
+    passive: PassiveFit | None
+    cap: int | None  # the tightest matching cap, in streams
+    interval_s: float | None
+    observed: tuple[Observation, ...] = ()  # stream counts seen often enough to fit
+
+    @property
+    def advice(self) -> Advice | None:
+        return self.passive.advice if self.passive else None
+
+    @property
+    def goodput_mbps(self) -> float | None:
+        return None if self.goodput_bps is None else self.goodput_bps / 1e6
+
+    @property
+    def srtt_ms(self) -> float | None:
+        return None if self.srtt_us is None else self.srtt_us / 1000.0
+
+    @property
+    def over_advice(self) -> bool:
+        adv = self.advice
+        return adv is not None and self.streams > adv.num_flows
+
+    @property
+    def over_cap(self) -> bool:
+        return self.cap is not None and self.streams > self.cap
+
+    @property
+    def active(self) -> bool:
+        return self.streams > 0
+
+
+@dataclass
+class _FlowState:
+    key: GroupKey
+    base: _Vec  # counters already credited elsewhere (before it joined this group)
+    last: _Vec
+    missing: int = 0
+
+
+@dataclass
+class _Sample:
+    at_ns: int
+    goodput_mbps: float
+    retrans: int
+    data_segs: int
+    srtt_s: float | None
+
+
+@dataclass
+class _GroupState:
+    key: GroupKey
+    acc: _Vec = ZERO  # folded counters of flows that left
+    closed: int = 0
+    last_active_ns: int = 0
+    prev_streams: int | None = None
+    history: dict[int, deque[_Sample]] = field(default_factory=dict)
+    dirty: bool = False  # history changed since the last fit
+    observed: tuple[Observation, ...] = ()
+    passive: PassiveFit | None = None
+
+
+@dataclass
+class _Round:
+    """One group's sums during one update."""
+
+    delta: _Vec = ZERO
+    flows: int = 0
+    streams: int = 0
+    srtt: list[int] = field(default_factory=list)
+    srtt_any: list[int] = field(default_factory=list)
+    ccs: Tally[str] = field(default_factory=Tally)
+    comms: set[str | None] = field(default_factory=set)
+    cgroups: set[str | None] = field(default_factory=set)
+
+
+class Aggregator:
+    """Groups successive flow snapshots; keeps what must survive between them.
+
+    settings: the limits for the advice (as `tamebpf predict`).
+    history_s: observations older than this are forgotten, so the fit follows
+      changes in cross traffic.  samples_per_level: at most this many kept per
+      stream count.  min_samples: a stream count joins the fit once it was
+      observed this many times.
+    retain_s: a group with no open flows is forgotten after this long (None:
+      never).  max_groups: at most this many groups; idle ones go first.
+    grace: snapshots a flow may be missing without a closed record before its
+      last counters are taken as final.
+    """
+
+    def __init__(
+        self,
+        group_by: GroupBy = "comm",
+        settings: Settings | None = None,
+        *,
+        history_s: float = 600.0,
+        samples_per_level: int = 30,
+        min_samples: int = 3,
+        retain_s: float | None = None,
+        max_groups: int | None = None,
+        grace: int = 1,
+    ) -> None:
+        if group_by not in GROUP_BY:
+            raise ValueError(f"group_by must be one of {GROUP_BY}, got {group_by!r}")
+        self.group_by: GroupBy = group_by
+        self.settings = settings or Settings()
+        self.history_ns = int(history_s * 1e9)
+        self.samples_per_level = samples_per_level
+        self.min_samples = max(1, min_samples)
+        self.retain_ns = None if retain_s is None else int(retain_s * 1e9)
+        self.max_groups = max_groups
+        self.grace = grace
+        self.evicted = 0  # groups forgotten so far
+        self._flows: dict[int, _FlowState] = {}
+        self._groups: dict[GroupKey, _GroupState] = {}
+        self._gone: dict[int, _Vec] = {}  # last counters of flows taken for gone
+        self._prev_ns: int | None = None
+
+    def key(self, flow: Flow) -> GroupKey:
+        owner = flow.comm if self.group_by == "comm" else flow.cgroup
+        return GroupKey(owner, flow.remote_addr)
+
+    @property
+    def tracked_flows(self) -> int:
+        return len(self._flows)
+
+    def update(self, flows: Sequence[Flow], now_ns: int, caps: Sequence[Cap] = ()) -> list[Group]:
+        """Take one snapshot (open flows, plus flows closed since the last one,
+        each exactly once) read at monotonic time now_ns; return every group
+        still remembered, in no particular order."""
+        first = self._prev_ns is None
+        dt_ns = None if self._prev_ns is None else now_ns - self._prev_ns
+        interval = dt_ns / 1e9 if dt_ns and dt_ns > 0 else None
+        rounds: dict[GroupKey, _Round] = {}
+        seen: set[int] = set()
+        for f in flows:
+            key = self.key(f)
+            g = self._group(key)
+            r = rounds.get(key)
+            if r is None:
+                r = rounds[key] = _Round()
+            cur: _Vec = _of(f)
+            st = self._flows.get(f.cookie)
+            if st is None:
+                gone = self._gone.pop(f.cookie, None)
+                if gone is not None:
+                    # Back after being taken for gone (a late closed record):
+                    # its counters up to then are already in its group.
+                    st = _FlowState(key, gone, gone)
+                else:
+                    # Seen for the first time.  After the first snapshot, a new
+                    # flow started since the previous one: all its counters are new.
+                    st = _FlowState(key, ZERO, cur if first else ZERO)
+                self._flows[f.cookie] = st
+            elif st.key != key:
+                old = self._group(st.key)
+                old.acc = _add(old.acc, _minus(st.last, st.base))
+                st.key, st.base = key, st.last
+            delta = _minus(cur, st.last)
+            st.last = _highest(st.last, cur)
+            st.missing = 0
+            r.delta = _add(r.delta, delta)
+            r.comms.add(f.comm)
+            r.cgroups.add(f.cgroup)
+            if f.closed:
+                g.acc = _add(g.acc, _minus(st.last, st.base))
+                g.closed += 1
+                del self._flows[f.cookie]
+                continue
+            seen.add(f.cookie)
+            r.flows += 1
+            if f.srtt_us is not None:
+                r.srtt_any.append(f.srtt_us)
+            sending = delta[_DATA_SEGS] > 0 or delta[_ACKED] > 0
+            if first:
+                sending = f.data_segs_out > 0
+            if f.state == "ESTABLISHED" and sending:
+                r.streams += 1
+                if f.srtt_us is not None:
+                    r.srtt.append(f.srtt_us)
+                if f.congestion_control:
+                    r.ccs[f.congestion_control] += 1
+        live: dict[GroupKey, _Vec] = {}
+        for cookie, st in list(self._flows.items()):
+            if cookie not in seen:
+                st.missing += 1
+                if st.missing > self.grace:
+                    # Gone without a closed record: its last counters are final.
+                    owner = self._group(st.key)
+                    owner.acc = _add(owner.acc, _minus(st.last, st.base))
+                    del self._flows[cookie]
+                    self._gone[cookie] = st.last
+                    if len(self._gone) > GONE_MEMORY:
+                        del self._gone[next(iter(self._gone))]
+                    continue
+            live[st.key] = _add(live.get(st.key, ZERO), _minus(st.last, st.base))
+            if st.key not in rounds:
+                rounds[st.key] = _Round(flows=1)
+            elif cookie not in seen:
+                rounds[st.key].flows += 1
+        out = []
+        for key, r in rounds.items():
+            g = self._group(key)
+            g.last_active_ns = now_ns
+            out.append(self._finish(g, r, live.get(key, ZERO), interval, now_ns, caps))
+        for key, g in self._groups.items():
+            if key not in rounds:
+                out.append(self._finish(g, _Round(), live.get(key, ZERO), interval, now_ns, caps))
+        self._prev_ns = now_ns
+        kept = self._evict(now_ns, set(live))
+        return [x for x in out if x.key in kept]
+
+    def _group(self, key: GroupKey) -> _GroupState:
+        g = self._groups.get(key)
+        if g is None:
+            g = self._groups[key] = _GroupState(key)
+        return g
+
+    def _finish(
+        self,
+        g: _GroupState,
+        r: _Round,
+        live: _Vec,
+        interval: float | None,
+        now_ns: int,
+        caps: Sequence[Cap],
+    ) -> Group:
+        d = r.delta
+        goodput = None if interval is None else d[_ACKED] * 8 / interval
+        loss = None
+        if interval is not None and d[_DATA_SEGS] > 0:
+            loss = min(d[_RETRANS] / d[_DATA_SEGS], 1.0)
+        rtts = r.srtt or r.srtt_any
+        srtt = sum(rtts) / len(rtts) if rtts else None
+        if interval is not None and goodput:
+            self._observe(g, r.streams, goodput / 1e6, d, r.srtt, now_ns)
+        else:
+            g.prev_streams = r.streams
+        self._prune(g, now_ns)
+        g.passive = self._fit(g, r.ccs)
+        comms = {c for c in r.comms if c is not None}
+        cgroups = {c for c in r.cgroups if c is not None}
+        matching = [c.streams for c in caps if c.matches(r.cgroups, g.key.remote_addr)]
+        return Group(
+            key=g.key,
+            comm=next(iter(comms)) if len(comms) == 1 else None,
+            cgroup=next(iter(cgroups)) if len(cgroups) == 1 else None,
+            remote_addr=g.key.remote_addr,
+            flows=r.flows,
+            streams=r.streams,
+            goodput_bps=goodput,
+            loss_rate=loss,
+            srtt_us=srtt,
+            congestion_control=",".join(sorted(r.ccs)) or None,
+            counters=Counters(*_add(g.acc, live)),
+            flows_closed=g.closed,
+            passive=g.passive,
+            cap=min(matching) if matching else None,
+            interval_s=interval,
+            observed=g.observed,
+        )
+
+    def _observe(
+        self, g: _GroupState, streams: int, mbps: float, d: _Vec, srtt: list[int], now: int
+    ) -> None:
+        """Keep the interval as an observation if the stream count held steady
+        across it (an interval where streams came or went mixes two levels)."""
+        stable = streams > 0 and g.prev_streams == streams
+        g.prev_streams = streams
+        if not stable:
+            return
+        level = g.history.get(streams)
+        if level is None:
+            level = g.history[streams] = deque(maxlen=self.samples_per_level)
+        rtt = statistics.median(srtt) / 1e6 if srtt else None
+        level.append(_Sample(now, mbps, d[_RETRANS], d[_DATA_SEGS], rtt))
+        g.dirty = True
+
+    def _prune(self, g: _GroupState, now: int) -> None:
+        for n in list(g.history):
+            level = g.history[n]
+            while level and now - level[0].at_ns > self.history_ns:
+                level.popleft()
+                g.dirty = True
+            if not level:
+                del g.history[n]
+
+    def _observations(self, g: _GroupState) -> tuple[Observation, ...]:
+        out = []
+        for n in sorted(g.history):
+            level = g.history[n]
+            if len(level) < self.min_samples:
+                continue
+            segs = sum(s.data_segs for s in level)
+            rtts = [s.srtt_s for s in level if s.srtt_s is not None]
+            out.append(Observation(
+                streams=n,
+                goodput_mbps=statistics.median(s.goodput_mbps for s in level),
+                loss_rate=min(sum(s.retrans for s in level) / segs, 1.0) if segs else None,
+                srtt_s=statistics.median(rtts) if rtts else None,
+                samples=len(level),
+            ))
+        return tuple(out)
+
+    def _fit(self, g: _GroupState, ccs: Tally[str]) -> PassiveFit | None:
+        if not g.dirty:
+            return g.passive
+        g.dirty = False
+        obs = g.observed = self._observations(g)
+        g.passive = passive_fit(obs, self.settings, ccs) if len(obs) >= 2 else None
+        return g.passive
+
+    def _evict(self, now_ns: int, busy: set[GroupKey]) -> set[GroupKey]:
+        idle = [g for k, g in self._groups.items() if k not in busy]
+        drop: list[GroupKey] = []
+        if self.retain_ns is not None:
+            drop += [g.key for g in idle if now_ns - g.last_active_ns > self.retain_ns]
+        if self.max_groups is not None:
+            excess = len(self._groups) - len(drop) - self.max_groups
+            if excess > 0:
+                rest = sorted((g for g in idle if g.key not in drop),
+                              key=lambda g: g.last_active_ns)
+                drop += [g.key for g in rest[:excess]]
+        for k in drop:
+            del self._groups[k]
+        self.evicted += len(drop)
+        return set(self._groups)
+
+
+def passive_fit(
+    obs: Sequence[Observation], settings: Settings, ccs: Iterable[str] = ()
+) -> PassiveFit | None:
+    """Fit the partial order-2 model to observations at >= 2 stream counts,
+    with the loss x RTT^2 estimator beside it when loss and RTT were seen."""
+    try:
+        pred = predict(fit_throughput([Probe(o.streams, o.goodput_mbps) for o in obs]), settings)
+    except ModelInputError:
+        return None
+    adv = pred.advice
+    warnings = list(pred.warnings)
+    lr = None
+    samples = [
+        LossSample(o.streams, o.loss_rate, o.srtt_s, o.goodput_mbps)
+        for o in obs
+        if o.loss_rate is not None and o.srtt_s is not None and o.srtt_s > 0
+    ]
+    if len({x.streams for x in samples}) >= 2:
+        try:
+            lr = predict(fit_loss_rtt(samples), settings)
+        except ModelInputError:
+            lr = None
+    lr_adv = lr.advice if lr else None
+    if lr_adv is not None and abs(lr_adv.num_flows - adv.num_flows) >= DISAGREEMENT_STREAMS:
+        warnings.append(
+            f"the estimators disagree: throughput fit {adv.num_flows} streams, loss x RTT^2 "
+            f"fit {lr_adv.num_flows}; an assumption of the model may not hold (receiver "
+            "window, non-loss-based congestion control, synchronised losses)"
+        )
+    other = sorted(set(ccs) - LOSS_BASED)
+    if other:
+        warnings.append(
+            f"congestion control {','.join(other)} is not loss-based: the square-root "
+            "law behind the model does not describe it"
+        )
+    return PassiveFit(tuple(obs), pred, lr, tuple(warnings))
+
+
+def _sort_value(g: Group, key: SortKey) -> tuple[int, float | str]:
+    """(missing-last flag, value), arranged so that ascending order is the
+    order shown: numbers largest first, names alphabetical."""
+    if key == "owner":
+        return (g.key.owner is None, g.key.owner or "")
+    if key == "dest":
+        return (0, _addr_order(g.remote_addr))
+    value = {
+        "goodput": g.goodput_bps,
+        "streams": float(g.streams),
+        "loss": g.loss_rate,
+        "rtt": g.srtt_us,
+    }[key]
+    return (1, 0.0) if value is None else (0, -value)
+
+
+def _addr_order(addr: str) -> str:
+    try:
+        ip = ipaddress.ip_address(addr)
+        return f"{ip.version}{int(ip):040d}"
+    except ValueError:
+        return "9" + addr
+
+
+def sort_groups(groups: Iterable[Group], key: SortKey = "goodput") -> list[Group]:
+    """Ordered for display; ties broken by owner, then destination."""
+    return sorted(
+        groups,
+        key=lambda g: (_sort_value(g, key), g.key.owner or "~", _addr_order(g.remote_addr)),
+    )
+
+
+def filter_groups(groups: Iterable[Group], text: str = "", active_only: bool = True) -> list[Group]:
+    """Groups whose owner, comm, cgroup, destination or congestion control
+    contains text (case-insensitive); idle groups only if active_only is off."""
+    needle = text.lower()
+    out = []
+    for g in groups:
+        if active_only and not g.active:
+            continue
+        hay = " ".join(
+            x or "" for x in (g.key.owner, g.comm, g.cgroup, g.remote_addr, g.congestion_control)
+        )
+        if needle and needle not in hay.lower():
+            continue
+        out.append(g)
+    return out
