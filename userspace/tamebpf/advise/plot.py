@@ -1,0 +1,54 @@
+"""`--plot FILE`: predicted throughput and impact, the probes and the advice."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+
+from tamebpf.advise.report import AdviseResult  # noqa: E402
+from tamebpf.errors import UsageError  # noqa: E402
+
+FORMATS = (".png", ".svg")
+
+
+def check_path(path: str) -> None:
+    if not path.lower().endswith(FORMATS):
+        raise UsageError(f"--plot {path}: the file name must end in .png or .svg")
+
+
+def write_plot(result: AdviseResult, path: str) -> None:
+    check_path(path)
+    pred = result.prediction
+    ns = [c.streams for c in pred.curve]
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    ax.plot(ns, [c.throughput for c in pred.curve], color="tab:blue",
+            label="predicted throughput (throughput fit)")
+    if result.loss_prediction is not None:
+        ax.plot(ns, [c.throughput for c in result.loss_prediction.curve], color="tab:blue",
+                linestyle=":", label="predicted throughput (loss-RTT fit)")
+    ax.scatter([p.streams for p in result.probes],
+               [p.steady.goodput_mbps for p in result.probes],
+               color="black", zorder=3, label="probes (kernel goodput)")
+    a = pred.advice
+    ax.scatter([a.num_flows], [a.max_nondisruptive_thru], marker="*", s=200, color="tab:green",
+               zorder=4, label=f"advice: {a.num_flows} streams")
+    ax.set_xlabel("parallel streams")
+    ax.set_ylabel("aggregate throughput (Mbit/s)")
+    ax.set_ylim(bottom=0)
+    ax2 = ax.twinx()
+    ax2.plot(ns, [c.impact * 100 for c in pred.curve], color="tab:red",
+             label="impact on cross traffic")
+    ax2.axhline(pred.settings.max_impact * 100, color="tab:red", linestyle="--", linewidth=0.8,
+                label=f"max impact {pred.settings.max_impact:.0%}")
+    ax2.set_ylabel("impact on cross traffic (%)")
+    ax2.set_ylim(0, 100)
+    h1, l1 = ax.get_legend_handles_labels()
+    h2, l2 = ax2.get_legend_handles_labels()
+    ax.legend(h1 + h2, l1 + l2, loc="center right", fontsize=8)
+    ax.set_title(f"tamebpf advise {result.target.host}:{result.target.port}")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

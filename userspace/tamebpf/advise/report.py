@@ -1,0 +1,166 @@
+"""From two measured probes to advice: both estimators, warnings, output.
+
+Estimators (docs/model.md section 3):
+- throughput fit: Eq 13/14 on the probes' steady kernel goodput. The advice
+  uses this one: it is the estimator the paper validated, and it needs only
+  goodput, which a short probe measures well.
+- loss-RTT fit: p*RTT^2 = a n^2 + b on the kernel's retransmission rate and
+  smoothed RTT. Reported beside it as a check; short probes see few loss
+  events, so its inputs are coarser.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tamebpf.advise.probe import ProbeResult, Target
+from tamebpf.model import (
+    LossSample,
+    ModelInputError,
+    ModelName,
+    Prediction,
+    Probe,
+    Settings,
+    fit_loss_rtt,
+    fit_throughput,
+    predict,
+)
+from tamebpf.present.prediction import prediction_to_json, render_prediction_table
+
+NOISY_CV = 0.30  # per-interval goodput varying more than this: probe too noisy
+RWND_LIMITED = 0.5  # fraction of samples bounded by the receive window
+DISAGREE_IMPACT = 0.10  # estimators' impact at the advised n differ by more
+
+
+@dataclass(frozen=True)
+class AdviseResult:
+    target: Target
+    probes: tuple[ProbeResult, ...]
+    prediction: Prediction  # what the advice uses (throughput fit)
+    loss_prediction: Prediction | None  # the kernel p*RTT^2 estimator
+    loss_error: str | None  # why there is no loss-RTT prediction
+    warnings: tuple[str, ...]
+
+
+def build(target: Target, probes: Sequence[ProbeResult], settings: Settings,
+          model: ModelName = "partial") -> AdviseResult:
+    measured = [Probe(p.streams, p.steady.goodput_mbps) for p in probes]
+    prediction = predict(fit_throughput(measured, model), settings)
+    loss_pred: Prediction | None = None
+    loss_error: str | None = None
+    samples = [LossSample(p.streams, p.steady.loss_rate, p.steady.srtt_ms / 1000,
+                          p.steady.goodput_mbps)
+               for p in probes if p.steady.loss_rate is not None and p.steady.srtt_ms]
+    if len(samples) == len(probes):
+        try:
+            loss_pred = predict(fit_loss_rtt(samples, model), settings)
+        except ModelInputError as err:
+            loss_error = str(err)
+    else:
+        loss_error = "a probe has no RTT or segment counts to fit"
+    warnings = list(_assumption_warnings(probes))
+    if loss_pred is not None:
+        a, b = prediction.advice, loss_pred.advice
+        n = a.num_flows
+        other = loss_pred.fit.impact(n, settings.baseline)
+        if a.num_flows != b.num_flows and abs(a.cross_traffic_impact - other) > DISAGREE_IMPACT:
+            warnings.append(
+                f"the estimators disagree: the throughput fit advises {a.num_flows} streams "
+                f"(impact {a.cross_traffic_impact:.1%}), the loss-RTT fit {b.num_flows} "
+                f"(it puts the impact at {n} streams at {other:.1%}); an assumption of the "
+                "model does not hold on this path (see the other warnings)")
+    return AdviseResult(target, tuple(probes), prediction, loss_pred, loss_error,
+                        tuple(warnings))
+
+
+def _assumption_warnings(probes: Sequence[ProbeResult]) -> list[str]:
+    out = []
+    ccs = sorted({cc for p in probes for cc in p.steady.congestion_control})
+    if "bbr" in ccs:
+        out.append("the probes used BBR, which does not back off on loss: the square-root "
+                   "law behind the model does not describe it (use --congestion cubic or "
+                   "reno to advise for loss-based transfers)")
+    if all(not p.steady.retrans for p in probes):
+        out.append("no retransmissions in any probe: the path showed no congestion up to "
+                   f"{max(p.streams for p in probes)} streams, so the loss-RTT fit has "
+                   "nothing to fit and the impact estimate rests on throughput alone")
+    for p in probes:
+        if p.steady.rwnd_limited > RWND_LIMITED:
+            out.append(f"the {p.streams}-stream probe was limited by the receiver's window "
+                       f"{p.steady.rwnd_limited:.0%} of the time, not by the network: "
+                       "raise the receiver's buffers (net.ipv4.tcp_rmem)")
+        if p.steady.noise is not None and p.steady.noise > NOISY_CV:
+            out.append(f"the {p.streams}-stream probe was noisy (goodput varied by "
+                       f"{p.steady.noise:.0%} between samples): try a longer --duration")
+    return out
+
+
+def _measurement(p: ProbeResult) -> dict[str, Any]:
+    s = p.steady
+    return {
+        "streams": p.streams,
+        "goodput_mbps": s.goodput_mbps,
+        "iperf3_mbps": p.iperf3_mbps,
+        "loss_rate": s.loss_rate,
+        "srtt_ms": s.srtt_ms,
+        "congestion_control": ",".join(s.congestion_control) or None,
+        "duration_s": p.duration_s,
+        "steady_window_s": [s.start_s, s.end_s],
+        "retransmits": s.retrans,
+        "data_segments": s.data_segs,
+        "goodput_cv": s.noise,
+        "rwnd_limited_fraction": s.rwnd_limited,
+        "flows": [{"cookie": f.cookie, "goodput_mbps": f.goodput_mbps,
+                   "loss_rate": f.loss_rate, "srtt_ms": f.srtt_ms} for f in s.flows],
+    }
+
+
+def to_json(result: AdviseResult) -> dict[str, Any]:
+    out = prediction_to_json(result.prediction)
+    out["warnings"] = list(result.prediction.warnings) + list(result.warnings)
+    out["measurements"] = [_measurement(p) for p in result.probes]
+    out["estimators"] = {
+        "used": "throughput",
+        "throughput": {"params": out["params"], "advice": out["advice"]},
+        "loss_rtt": None if result.loss_prediction is None else {
+            k: v for k, v in prediction_to_json(result.loss_prediction).items()
+            if k in ("params", "advice", "warnings", "calibration")},
+        "loss_rtt_error": result.loss_error,
+    }
+    t = result.target
+    out["target"] = {"host": t.host, "port": t.port, "netns": t.netns,
+                     "congestion": t.congestion}
+    return out
+
+
+def _opt(x: float | None, fmt: str) -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def render(result: AdviseResult) -> str:
+    t = result.target
+    lines = [f"advice for {t.host}:{t.port}"
+             + (f" (from netns {t.netns})" if t.netns else ""), "",
+             "probe  streams  kernel Mbit/s  iperf3 Mbit/s   loss    srtt ms  cc",
+             ]
+    for i, p in enumerate(result.probes, 1):
+        s = p.steady
+        lines.append(
+            f"{i:>5}  {p.streams:>7}  {s.goodput_mbps:>13.2f}  {_opt(p.iperf3_mbps, '13.2f'):>13}"
+            f"  {_opt(None if s.loss_rate is None else s.loss_rate * 100, '.3f'):>6}%"
+            f"  {_opt(s.srtt_ms, '8.2f'):>8}  {','.join(s.congestion_control) or '-'}")
+    lines += ["", render_prediction_table(result.prediction).rstrip("\n"), ""]
+    a = result.prediction.advice
+    if result.loss_prediction is not None:
+        b = result.loss_prediction.advice
+        lines.append(f"loss-RTT estimator (check): {b.num_flows} streams, "
+                     f"{b.max_nondisruptive_thru:.2f} Mbit/s, impact {b.cross_traffic_impact:.1%}")
+    else:
+        lines.append(f"loss-RTT estimator (check): none ({result.loss_error})")
+    lines.append(f"ADVICE: {a.num_flows} streams, {a.max_nondisruptive_thru:.2f} Mbit/s, "
+                 f"impact on cross traffic {a.cross_traffic_impact:.1%} (throughput fit)")
+    for w in result.warnings:
+        lines.append(f"warning: {w}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,146 @@
+"""The steady part of a probe, from kernel samples (pure, no I/O).
+
+A short probe is mostly slow start and tail: goodput over the whole run
+underestimates the steady rate (DualPats' `T = A x + B`: B is the start-up
+cost), which is what the model needs. So we measure over a window that
+starts once every data flow has left slow start (ssthresh set), but not
+before `min_skip` of the run nor after `max_start` of it, and ends at the
+last sample where data was still being acknowledged.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class FlowPoint:
+    """One flow's counters at one snapshot."""
+
+    t: float  # seconds, monotonic
+    bytes_acked: int
+    data_segs_out: int
+    total_retrans: int
+    srtt_us: int | None
+    slow_start: bool  # ssthresh still infinite: no loss seen yet
+    rwnd_limited: bool  # the peer's window, not cwnd, bounds what is in flight
+    congestion_control: str | None
+
+
+@dataclass(frozen=True)
+class FlowSteady:
+    cookie: int
+    goodput_mbps: float
+    loss_rate: float | None
+    srtt_ms: float | None
+
+
+@dataclass(frozen=True)
+class Steady:
+    start_s: float  # window, relative to the first sample
+    end_s: float
+    goodput_mbps: float
+    loss_rate: float | None  # retransmitted / data segments in the window
+    retrans: int
+    data_segs: int
+    srtt_ms: float | None  # mean of the data flows' smoothed RTT in the window
+    noise: float | None  # coefficient of variation of per-sample goodput
+    rwnd_limited: float  # fraction of samples limited by the receive window
+    flows: tuple[FlowSteady, ...]
+    congestion_control: tuple[str, ...]
+
+
+def data_flows(series: Mapping[int, Sequence[FlowPoint]], streams: int) -> list[int]:
+    """The probe's data connections: the `streams` flows that moved the most
+    bytes (iperf3's control connection moves a few hundred)."""
+    ranked = sorted(series, key=lambda c: series[c][-1].bytes_acked if series[c] else 0,
+                    reverse=True)
+    return ranked[:streams]
+
+
+def _at(points: Sequence[FlowPoint], t: float) -> FlowPoint:
+    """The last point at or before t (the first point if none)."""
+    best = points[0]
+    for p in points:
+        if p.t <= t:
+            best = p
+        else:
+            break
+    return best
+
+
+def steady(series: Mapping[int, Sequence[FlowPoint]], streams: int,
+           min_skip: float = 0.25, max_start: float = 0.6) -> Steady | None:
+    """Measure the steady window; None when there is too little to measure."""
+    cookies = data_flows(series, streams)
+    flows = [series[c] for c in cookies if series[c]]
+    if not flows:
+        return None
+    times = sorted({p.t for pts in flows for p in pts})
+    if len(times) < 3:
+        return None
+    t0 = times[0]
+
+    def total(t: float) -> int:
+        return sum(_at(pts, t).bytes_acked for pts in flows)
+
+    # End: the last sample before the aggregate reached its final value. The
+    # interval after it holds the end of the transfer (the sender stopped at
+    # some unknown point in it), so counting it would add idle time.
+    final = total(times[-1])
+    growing = [t for t in times if total(t) < final]
+    end = growing[-1] if growing else times[-1]
+    span = end - t0
+    if span <= 0:
+        return None
+    left = [t for t in times
+            if all(not _at(pts, t).slow_start for pts in flows) and t >= t0]
+    start = left[0] if left else t0 + max_start * span
+    start = min(max(start, t0 + min_skip * span), t0 + max_start * span)
+    window = [t for t in times if start <= t <= end]
+    if len(window) < 2:
+        return None
+    ws, we = window[0], window[-1]
+    dt = we - ws
+    if dt <= 0:
+        return None
+
+    def delta(pts: Sequence[FlowPoint], attr: str) -> int:
+        return int(getattr(_at(pts, we), attr)) - int(getattr(_at(pts, ws), attr))
+
+    per_flow = []
+    for c, pts in zip(cookies, flows, strict=True):
+        segs = delta(pts, "data_segs_out")
+        rtts = [p.srtt_us for p in pts if ws <= p.t <= we and p.srtt_us]
+        per_flow.append(FlowSteady(
+            cookie=c,
+            goodput_mbps=delta(pts, "bytes_acked") * 8 / dt / 1e6,
+            loss_rate=delta(pts, "total_retrans") / segs if segs > 0 else None,
+            srtt_ms=statistics.fmean(rtts) / 1000 if rtts else None,
+        ))
+    retrans = sum(delta(pts, "total_retrans") for pts in flows)
+    segs = sum(delta(pts, "data_segs_out") for pts in flows)
+    rates: list[float] = []
+    for a, b in zip(window, window[1:], strict=False):
+        if b > a:
+            rates.append((total(b) - total(a)) * 8 / (b - a) / 1e6)
+    mean_rate = statistics.fmean(rates) if rates else 0.0
+    noise = (statistics.pstdev(rates) / mean_rate) if len(rates) >= 3 and mean_rate > 0 else None
+    in_window = [p for pts in flows for p in pts if ws <= p.t <= we]
+    flow_rtts = [f.srtt_ms for f in per_flow if f.srtt_ms is not None]
+    ccs = sorted({p.congestion_control for p in in_window if p.congestion_control})
+    return Steady(
+        start_s=ws - t0,
+        end_s=we - t0,
+        goodput_mbps=sum(f.goodput_mbps for f in per_flow),
+        loss_rate=retrans / segs if segs > 0 else None,
+        retrans=retrans,
+        data_segs=segs,
+        srtt_ms=statistics.fmean(flow_rtts) if flow_rtts else None,
+        noise=noise,
+        rwnd_limited=sum(p.rwnd_limited for p in in_window) / len(in_window) if in_window else 0.0,
+        flows=tuple(per_flow),
+        congestion_control=tuple(ccs),
+    )

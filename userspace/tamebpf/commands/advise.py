@@ -1,0 +1,139 @@
+"""`tamebpf advise HOST[:PORT]`: probe, fit, advise (root)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+from types import FrameType
+from typing import Any
+
+from tamebpf.advise import DEFAULT_DURATION_S, DEFAULT_PROBES, Progress, Target, run_advice
+from tamebpf.advise.plot import check_path, write_plot
+from tamebpf.advise.report import render, to_json
+from tamebpf.commands.predict import parse_fraction
+from tamebpf.errors import UsageError
+from tamebpf.model import DEFAULT_GAIN_THRESHOLD, DEFAULT_MAX_STREAMS, ModelInputError, Settings
+
+CONGESTION = ("reno", "cubic", "bbr", "system")
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "advise",
+        help="probe a destination twice and advise how many streams to use (root)",
+        description="Run two short iperf3 probes (n1 and n2 parallel streams) against an "
+        "'iperf3 -s' server at HOST, measure them in the kernel, fit the model and advise "
+        "the largest stream count whose predicted impact on cross traffic stays within "
+        "--max-impact.",
+    )
+    p.add_argument("dest", metavar="HOST[:PORT]", help="iperf3 server (default port 5201)")
+    p.add_argument("--max-impact", required=True, metavar="PCT",
+                   help="largest tolerated throughput loss of other traffic: 5%% or 0.05")
+    p.add_argument("--probes", default=",".join(map(str, DEFAULT_PROBES)), metavar="N1,N2",
+                   help="stream counts of the two probes (default %(default)s)")
+    p.add_argument("--duration", type=int, default=DEFAULT_DURATION_S, metavar="SECONDS",
+                   help="length of each probe, whole seconds (default %(default)s)")
+    p.add_argument("--max-streams", type=int, default=DEFAULT_MAX_STREAMS, metavar="N",
+                   help="never advise more than this (default %(default)s)")
+    p.add_argument("--gain-threshold", default=str(DEFAULT_GAIN_THRESHOLD), metavar="PCT",
+                   help="stop adding streams when one more adds less than this "
+                   "(default %(default)s)")
+    p.add_argument("--congestion", choices=CONGESTION, default="system",
+                   help="congestion control of the probes (default: the host's)")
+    p.add_argument("--netns", metavar="NAME", help="probe from this network namespace")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--plot", metavar="FILE", help="write a plot (.png or .svg)")
+    p.set_defaults(func=run)
+
+
+def parse_dest(dest: str) -> tuple[str, int]:
+    host, port = dest, 5201
+    if dest.startswith("["):  # [v6]:port
+        host, _, rest = dest[1:].partition("]")
+        if rest.startswith(":"):
+            port = _port(rest[1:], dest)
+    elif dest.count(":") == 1:
+        host, p = dest.split(":")
+        port = _port(p, dest)
+    if not host:
+        raise UsageError(f"{dest!r}: no host", "give HOST or HOST:PORT")
+    return host, port
+
+
+def _port(text: str, dest: str) -> int:
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise UsageError(f"{dest!r}: bad port {text!r}", "give a port from 1 to 65535")
+    return int(text)
+
+
+def parse_probes(text: str) -> tuple[int, int]:
+    parts = text.split(",")
+    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+        raise UsageError(f"--probes {text}: give two stream counts, e.g. 1,10")
+    n1, n2 = (int(p) for p in parts)
+    if not 1 <= n1 < n2:
+        raise UsageError(f"--probes {text}: need 1 <= N1 < N2")
+    return n1, n2
+
+
+class ProgressLine:
+    """Progress on stderr: one rewritten line on a terminal, else a line a
+    second (logs and pipes should not fill with carriage returns)."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty()
+        self.last: tuple[int, int] = (0, -1)
+
+    def __call__(self, p: Progress) -> None:
+        rate = "" if p.goodput_mbps is None else f", {p.goodput_mbps:9.1f} Mbit/s"
+        line = (f"probe {p.index}/{p.total}: {p.streams} streams, "
+                f"{min(p.elapsed_s, p.duration_s):.1f}/{p.duration_s} s{rate}")
+        if self.tty:
+            sys.stderr.write("\r\x1b[K" + line)
+            sys.stderr.flush()
+        elif (p.index, int(p.elapsed_s)) != self.last:
+            self.last = (p.index, int(p.elapsed_s))
+            print(line, file=sys.stderr, flush=True)
+
+    def clear(self) -> None:
+        if self.tty:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+
+
+def _sigterm(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def run(args: argparse.Namespace) -> int:
+    host, port = parse_dest(args.dest)
+    n1, n2 = parse_probes(args.probes)
+    if args.duration < 1:
+        raise UsageError(f"--duration {args.duration}: give at least 1 second")
+    if args.plot:
+        check_path(args.plot)
+    try:
+        settings = Settings(max_impact=parse_fraction(args.max_impact, "--max-impact"),
+                            gain_threshold=parse_fraction(args.gain_threshold,
+                                                          "--gain-threshold"),
+                            max_streams=args.max_streams)
+    except ModelInputError as err:
+        raise UsageError(str(err)) from None
+    target = Target(host, port, args.netns, args.congestion)
+    progress = ProgressLine()
+    old = signal.signal(signal.SIGTERM, _sigterm)
+    try:
+        result = run_advice(target, settings, (n1, n2), args.duration, on_progress=progress)
+    finally:
+        signal.signal(signal.SIGTERM, old)
+        progress.clear()
+    if args.plot:
+        write_plot(result, args.plot)
+    if args.json:
+        json.dump(to_json(result), sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render(result))
+    return 0
