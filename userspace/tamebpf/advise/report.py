@@ -32,6 +32,7 @@ from tamebpf.present.prediction import prediction_to_json, render_prediction_tab
 NOISY_CV = 0.30  # per-interval goodput varying more than this: probe too noisy
 RWND_LIMITED = 0.5  # fraction of samples bounded by the receive window
 DISAGREE_IMPACT = 0.10  # estimators' impact at the advised n differ by more
+# ... or their stream counts differ by a factor of two or more (and by >= 2).
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,9 @@ def build(target: Target, probes: Sequence[ProbeResult], settings: Settings,
         a, b = prediction.advice, loss_pred.advice
         n = a.num_flows
         other = loss_pred.fit.impact(n, settings.baseline)
-        if a.num_flows != b.num_flows and abs(a.cross_traffic_impact - other) > DISAGREE_IMPACT:
+        lo, hi = sorted((a.num_flows, b.num_flows))
+        far_apart = hi >= 2 * lo and hi - lo >= 2
+        if far_apart or (lo != hi and abs(a.cross_traffic_impact - other) > DISAGREE_IMPACT):
             warnings.append(
                 f"the estimators disagree: the throughput fit advises {a.num_flows} streams "
                 f"(impact {a.cross_traffic_impact:.1%}), the loss-RTT fit {b.num_flows} "

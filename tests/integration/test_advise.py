@@ -1,0 +1,110 @@
+"""`tamebpf advise` on the WAN testbed: a short version of `make eval` with
+loose bounds, so that a broken estimator fails here."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from tamebpf.cgroups import cgroup2_mount
+from tamebpf.testbed import Testbed, iperf
+from tests.integration import conftest_testbed as tbfix
+
+pytestmark = pytest.mark.root
+
+RATE, RTT, QUEUE = 20.0, 20.0, 25
+CAPACITY = RATE * 1448 / 1514  # TCP goodput the bottleneck allows
+
+
+def advise(tb: Testbed, *extra: str, port: int = 5201) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tamebpf", "advise", f"{tb.addresses['receiver']}:{port}",
+         "--max-impact", "10%", "--netns", tb.namespaces["sender"], "--congestion", "cubic",
+         *extra], capture_output=True, text=True, timeout=60)
+
+
+def goodput(tb: Testbed, role: str, streams: int, seconds: int = 4, port: int = 5201,
+            ) -> subprocess.Popen[bytes]:
+    argv = iperf.client_argv(tb.addresses["receiver"], port, streams, seconds, "cubic", omit=1)
+    return tb.popen(role, argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+
+
+def mbps(proc: subprocess.Popen[bytes]) -> float:
+    out, _ = proc.communicate(timeout=30)
+    report: dict[str, Any] = json.loads(out)
+    return float(report["end"]["sum_received"]["bits_per_second"]) / 1e6
+
+
+def probe_cgroups() -> list[str]:
+    root = cgroup2_mount()
+    assert root
+    return [d for d in os.listdir(root) if d.startswith("tamebpf-probe-")]
+
+
+def test_advice_predicts_throughput_and_impact_on_a_testbed() -> None:
+    with tbfix.testbed(rate_mbit=RATE, rtt_ms=RTT, queue_pkts=QUEUE, cc="cubic") as tb:
+        servers = [iperf.start_server(tb, p) for p in (5201, 5202)]
+        try:
+            res = advise(tb, "--json")
+            assert res.returncode == 0, res.stderr
+            out = json.loads(res.stdout)
+            m = out["measurements"]
+            assert [x["streams"] for x in m] == [1, 10]
+            for x in m:
+                assert x["congestion_control"] == "cubic", x
+                assert x["goodput_mbps"] <= CAPACITY * 1.03, (
+                    f"{x['streams']} streams: kernel goodput {x['goodput_mbps']:.2f} above "
+                    f"the bottleneck's {CAPACITY:.2f} Mbit/s")
+                assert abs(x["srtt_ms"] - RTT) < RTT, f"srtt {x['srtt_ms']} ms vs base {RTT}"
+            assert m[1]["goodput_mbps"] >= 0.85 * CAPACITY, f"10 streams fill the link: {m[1]}"
+            assert m[1]["loss_rate"] and m[1]["loss_rate"] > 0, "a 25-packet queue drops"
+            assert out["estimators"]["loss_rtt"] is not None, out["estimators"]
+            curve = {c["streams"]: c for c in out["curve"]}
+
+            # Ground truth at 4 streams: our throughput, and the impact on one
+            # cross-traffic flow (alone, then sharing with our 4 streams).
+            ours = mbps(goodput(tb, "sender", 4))
+            alone = mbps(goodput(tb, "cross", 1, port=5202))
+            cross = goodput(tb, "cross", 1, seconds=6, port=5202)
+            ours4 = goodput(tb, "sender", 4, seconds=4)
+            mbps(ours4)
+            shared = mbps(cross)
+            measured_impact = 1 - shared / alone
+            predicted = curve[4]
+            err = (predicted["throughput_mbps"] - ours) / ours
+            assert abs(err) <= 0.15, (
+                f"4 streams: predicted {predicted['throughput_mbps']:.2f}, measured {ours:.2f} "
+                f"Mbit/s (error {err:+.0%}, bound 15%)")
+            assert abs(predicted["impact"] - measured_impact) <= 0.30, (
+                f"impact of 4 streams on one cross flow: predicted {predicted['impact']:.2f}, "
+                f"measured {measured_impact:.2f} ({alone:.2f} -> {shared:.2f} Mbit/s)")
+        finally:
+            for s in servers:
+                s.kill()
+                s.wait()
+    assert not probe_cgroups(), f"probe cgroups left: {probe_cgroups()}"
+
+
+def test_no_server_is_one_clear_line_and_nothing_left() -> None:
+    with tbfix.testbed(rate_mbit=RATE, rtt_ms=5.0, queue_pkts=QUEUE, cc="cubic") as tb:
+        res = advise(tb, port=5999)
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 1, f"exit {res.returncode}: {res.stderr}"
+    assert lines and "iperf3" in lines[-1] and "5999" in lines[-1], lines
+    assert not [ln for ln in lines if ln.startswith("Traceback")], res.stderr
+    assert not probe_cgroups(), f"probe cgroups left: {probe_cgroups()}"
+
+
+def test_bad_arguments_exit_2() -> None:
+    for argv in (["h", "--max-impact", "150%"], ["h:0", "--max-impact", "5%"],
+                 ["h", "--max-impact", "5%", "--probes", "4,2"],
+                 ["h", "--max-impact", "5%", "--plot", "x.jpg"]):
+        res = subprocess.run([sys.executable, "-m", "tamebpf", "advise", *argv],
+                             capture_output=True, text=True, timeout=30)
+        assert res.returncode == 2, f"{argv}: exit {res.returncode}, {res.stderr}"
+        assert len(res.stderr.strip().splitlines()) == 1, res.stderr

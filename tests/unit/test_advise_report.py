@@ -1,0 +1,95 @@
+"""Advice from two measured probes: estimators, warnings, output shape."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tamebpf.advise.probe import ProbeResult, Target
+from tamebpf.advise.report import build, render, to_json
+from tamebpf.advise.steady import FlowSteady, Steady
+from tamebpf.commands.advise import parse_dest, parse_probes
+from tamebpf.errors import UsageError
+from tamebpf.model import Settings
+
+
+def probe(n: int, mbps: float, loss: float | None = 0.001, rtt_ms: float = 20.0,
+          cc: str = "cubic", rwnd: float = 0.0, noise: float = 0.02,
+          retrans: int = 10) -> ProbeResult:
+    s = Steady(start_s=0.5, end_s=2.0, goodput_mbps=mbps, loss_rate=loss, retrans=retrans,
+               data_segs=10_000, srtt_ms=rtt_ms, noise=noise, rwnd_limited=rwnd,
+               flows=tuple(FlowSteady(i, mbps / n, loss, rtt_ms) for i in range(n)),
+               congestion_control=(cc,))
+    return ProbeResult(n, 2.2, s, mbps * 0.97)
+
+
+TARGET = Target("198.18.3.2", 5201, "tb-snd", "cubic")
+
+
+def test_worked_example_through_advise() -> None:
+    r = build(TARGET, [probe(1, 50.0), probe(10, 200.0)], Settings(max_impact=0.10))
+    assert r.prediction.advice.num_flows == 2
+    assert r.prediction.advice.max_nondisruptive_thru == pytest.approx(92.88, rel=1e-3)
+
+
+def test_json_has_predict_shape_and_measurements() -> None:
+    r = build(TARGET, [probe(1, 50.0), probe(10, 200.0, loss=0.01)],
+              Settings(max_impact=0.10))
+    out = json.loads(json.dumps(to_json(r)))
+    for key in ("model", "probes", "params", "curve", "advice", "warnings", "measurements"):
+        assert key in out, f"missing {key}"
+    m = out["measurements"]
+    assert [x["streams"] for x in m] == [1, 10]
+    for x in m:
+        assert {"streams", "goodput_mbps", "iperf3_mbps", "loss_rate", "srtt_ms",
+                "congestion_control", "duration_s"} <= x.keys()
+    assert out["estimators"]["used"] == "throughput"
+    assert out["estimators"]["loss_rtt"] is not None
+
+
+@pytest.mark.parametrize(("kwargs", "needle"), [
+    ({"cc": "bbr"}, "BBR"),
+    ({"rwnd": 0.9}, "receiver's window"),
+    ({"noise": 0.6}, "noisy"),
+])
+def test_assumption_warnings(kwargs: dict[str, object], needle: str) -> None:
+    r = build(TARGET, [probe(1, 50.0, **kwargs), probe(10, 200.0, **kwargs)],  # type: ignore[arg-type]
+              Settings(max_impact=0.10))
+    assert any(needle in w for w in r.warnings), f"no '{needle}' warning in {r.warnings}"
+    assert needle in render(r)
+
+
+def test_no_loss_warns_and_still_advises() -> None:
+    r = build(TARGET, [probe(1, 50.0, loss=0.0, retrans=0), probe(10, 200.0, loss=0.0,
+                                                                  retrans=0)],
+              Settings(max_impact=0.10))
+    assert any("no retransmissions" in w for w in r.warnings), r.warnings
+    assert r.prediction.advice.num_flows >= 1
+
+
+def test_estimators_disagreeing_are_flagged() -> None:
+    # Throughput says the path saturates fast; loss barely moves with n.
+    r = build(TARGET, [probe(1, 50.0, loss=0.001), probe(10, 200.0, loss=0.0011)],
+              Settings(max_impact=0.10))
+    assert any("disagree" in w for w in r.warnings), r.warnings
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    ("host", ("host", 5201)), ("host:5301", ("host", 5301)), ("[fd00::1]:7", ("fd00::1", 7)),
+    ("fd00::1", ("fd00::1", 5201)),
+])
+def test_parse_dest(text: str, want: tuple[str, int]) -> None:
+    assert parse_dest(text) == want
+
+
+@pytest.mark.parametrize("bad", ["host:0", "host:x", ":5201", "host:70000"])
+def test_parse_dest_rejects(bad: str) -> None:
+    with pytest.raises(UsageError):
+        parse_dest(bad)
+
+
+@pytest.mark.parametrize("bad", ["1", "10,1", "0,4", "1,a", "1,2,3"])
+def test_parse_probes_rejects(bad: str) -> None:
+    with pytest.raises(UsageError):
+        parse_probes(bad)

@@ -1,0 +1,72 @@
+"""The steady window of a probe, on synthetic kernel samples."""
+
+from __future__ import annotations
+
+import pytest
+
+from tamebpf.advise.steady import FlowPoint, steady
+
+MSS = 1448
+
+
+def flow(rate_mbps: float, slow_start_until: float, stop_at: float, dt: float = 0.1,
+         retrans_per_seg: float = 0.0, rtt_us: int = 20_000, rwnd: bool = False,
+         cc: str = "cubic", ramp: float = 0.25) -> list[FlowPoint]:
+    """A flow that sends at `ramp` x rate until `slow_start_until`, then at
+    `rate`, and stops at `stop_at`; samples every dt until stop_at + 0.3 s."""
+    pts, acked, t = [], 0.0, 0.0
+    while t <= stop_at + 0.3 + 1e-9:
+        segs = int(acked / MSS)
+        pts.append(FlowPoint(t=round(t, 6), bytes_acked=int(acked), data_segs_out=segs,
+                             total_retrans=int(segs * retrans_per_seg), srtt_us=rtt_us,
+                             slow_start=t < slow_start_until, rwnd_limited=rwnd,
+                             congestion_control=cc))
+        if t < stop_at:
+            r = rate_mbps * (ramp if t < slow_start_until else 1.0)
+            acked += r * 1e6 / 8 * dt
+        t += dt
+    return pts
+
+
+def test_window_excludes_slow_start_and_tail() -> None:
+    series = {1: flow(40.0, slow_start_until=0.8, stop_at=3.0)}
+    s = steady(series, 1)
+    assert s is not None
+    assert s.goodput_mbps == pytest.approx(40.0, rel=0.01), f"steady goodput {s.goodput_mbps}"
+    assert s.start_s >= 0.8 - 1e-9, f"window starts in slow start at {s.start_s}"
+    assert s.end_s <= 3.0 + 1e-9, f"window runs into the idle tail, ends {s.end_s}"
+
+
+def test_aggregate_and_control_connection() -> None:
+    series = {c: flow(10.0 * c, 0.5, 2.0, retrans_per_seg=0.01) for c in (1, 2, 3)}
+    # iperf3's control connection: a few hundred bytes, never counted.
+    series[99] = [FlowPoint(t=p.t, bytes_acked=200, data_segs_out=3, total_retrans=0,
+                            srtt_us=20_000, slow_start=True, rwnd_limited=False,
+                            congestion_control="cubic") for p in series[1]]
+    s = steady(series, 3)
+    assert s is not None
+    assert {f.cookie for f in s.flows} == {1, 2, 3}
+    assert s.goodput_mbps == pytest.approx(60.0, rel=0.02)
+    assert s.loss_rate == pytest.approx(0.01, abs=0.002)
+    assert s.srtt_ms == pytest.approx(20.0)
+    assert s.noise is not None and s.noise < 0.05, f"steady flows reported noisy: {s.noise}"
+
+
+def test_window_bounded_when_slow_start_never_ends() -> None:
+    series = {1: flow(30.0, slow_start_until=99, stop_at=2.0, ramp=1.0)}
+    s = steady(series, 1)
+    assert s is not None
+    assert s.start_s <= 0.6 * 2.0 + 0.1, f"window start {s.start_s} past 60% of the run"
+    assert s.goodput_mbps == pytest.approx(30.0, rel=0.01)
+
+
+def test_rwnd_and_congestion_control_reported() -> None:
+    s = steady({1: flow(10.0, 0.3, 2.0, rwnd=True, cc="bbr")}, 1)
+    assert s is not None
+    assert s.rwnd_limited == 1.0 and s.congestion_control == ("bbr",)
+
+
+def test_too_little_data_gives_none() -> None:
+    assert steady({}, 1) is None
+    one = flow(10.0, 0.1, 0.1)[:2]
+    assert steady({1: one}, 1) is None
