@@ -1,0 +1,330 @@
+"""`tamebpf watch`: a live, top-like view of TCP transfers and the model's advice.
+
+The loop here only reads the kernel (FlowReader), feeds the aggregator
+(tamebpf.groups) and draws what tamebpf.present.watch renders.  Three
+outputs: a curses screen (a terminal), refreshes printed one after another
+(--iterations / --once, or when stdout is not a terminal), and JSON lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import curses
+import functools
+import importlib
+import json
+import os
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from types import FrameType
+from typing import IO, Any, NoReturn, Protocol
+
+from tamebpf.commands.predict import parse_fraction, parse_streams
+from tamebpf.errors import UsageError
+from tamebpf.groups import GROUP_BY, SORT_KEYS, Aggregator, Cap, Group
+from tamebpf.kernel.flows import Flow, FlowReader, ReaderStats
+from tamebpf.model import (
+    DEFAULT_GAIN_THRESHOLD,
+    DEFAULT_MAX_IMPACT,
+    DEFAULT_MAX_STREAMS,
+    ModelInputError,
+    Settings,
+)
+from tamebpf.present.watch import (
+    KEY_BACKSPACE,
+    KEY_DOWN,
+    KEY_ENTER,
+    KEY_ESC,
+    KEY_UP,
+    ViewState,
+    group_to_json,
+    render,
+)
+
+EPILOG = """\
+examples:
+  tamebpf watch                          live view; h for keys, q to quit
+  tamebpf watch --once                   one refresh, printed
+  tamebpf watch --json | jq .            one JSON object per group per refresh
+
+A group is a process name (or a cgroup, --group-by cgroup) and a destination
+address.  STRMS counts established flows that sent data in the last interval.
+ADVICE appears once a group was seen at two or more stream counts: the model
+of docs/model.md fitted to the goodput seen (no probes are sent).  See
+docs/watch.md.
+"""
+
+
+class FlowSource(Protocol):
+    """What the loop needs from a FlowReader (tests pass a fake)."""
+
+    def snapshot(self) -> list[Flow]: ...
+
+    def stats(self) -> ReaderStats: ...
+
+
+def read_caps() -> list[Cap]:
+    """Caps set by `tamebpf cap`, for marking groups over their cap.
+
+    The one place that knows about the cap module: empty while it does not
+    exist (or offers no way to list caps), so watch and export work without
+    it."""
+    lister = _cap_lister()
+    if lister is None:
+        return []
+    caps = []
+    for c in lister():
+        streams = getattr(c, "streams", None) or getattr(c, "max_streams", None)
+        if isinstance(streams, int):
+            caps.append(Cap(streams, getattr(c, "cgroup", None),
+                            getattr(c, "remote", None) or getattr(c, "dest", None)))
+    return caps
+
+
+@functools.cache
+def _cap_lister() -> Callable[[], Sequence[Any]] | None:
+    try:
+        module = importlib.import_module("tamebpf.kernel.cap")
+    except ImportError:
+        return None
+    lister = getattr(module, "list_caps", None)
+    return lister if callable(lister) else None
+
+
+def add_reader_arguments(p: argparse.ArgumentParser) -> None:
+    """Options shared with `tamebpf export`: what to read and how to group it."""
+    p.add_argument("--cgroup", metavar="PATH",
+                   help="only flows in this cgroup v2 subtree; default: every cgroup")
+    p.add_argument("--netns", metavar="NAME", action="append", default=[],
+                   help="read flows in this network namespace ('ip netns' name or "
+                   "/proc/PID/ns/net); repeatable; default: our own")
+    p.add_argument("--group-by", choices=GROUP_BY, default="comm",
+                   help="group flows by process name or by cgroup, and destination "
+                   "(default comm)")
+    p.add_argument("--max-impact", default=str(DEFAULT_MAX_IMPACT), metavar="PCT",
+                   help=f"largest acceptable impact on cross traffic for the advice "
+                   f"(default {DEFAULT_MAX_IMPACT:.0%}%)")
+    p.add_argument("--gain-threshold", default=str(DEFAULT_GAIN_THRESHOLD), metavar="PCT",
+                   help=f"advice stops where one more stream adds less than this "
+                   f"(default {DEFAULT_GAIN_THRESHOLD:.0%}%)")
+    p.add_argument("--max-streams", default=str(DEFAULT_MAX_STREAMS), metavar="N",
+                   help=f"largest advice (default {DEFAULT_MAX_STREAMS})")
+    p.add_argument("-v", "--verbose", action="store_true", help="libbpf's debug log on stderr")
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    try:
+        return Settings(parse_fraction(args.max_impact, "--max-impact"),
+                        parse_fraction(args.gain_threshold, "--gain-threshold"),
+                        parse_streams(args.max_streams))
+    except ModelInputError as err:
+        raise UsageError(f"bad --max-streams {args.max_streams!r}: {err}") from None
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "watch",
+        help="live view of TCP transfers and how many streams they should use (root)",
+        description="A top-like view of TCP transfers grouped by process (or cgroup) and "
+        "destination: streams, goodput, loss, RTT, congestion control, and the model's "
+        "advice fitted passively from what each group did.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_reader_arguments(p)
+    p.add_argument("--interval", type=float, default=1.0, metavar="SEC",
+                   help="seconds between refreshes (default 1)")
+    p.add_argument("--sort", choices=SORT_KEYS, default="goodput", help="initial sort order")
+    p.add_argument("--filter", default="", metavar="TEXT",
+                   help="only groups whose process, cgroup, destination or CC contains TEXT")
+    p.add_argument("--all", action="store_true",
+                   help="also groups whose flows sent nothing in the last interval")
+    p.add_argument("--json", action="store_true",
+                   help="one JSON object per group per refresh, for pipes")
+    p.add_argument("--iterations", type=int, metavar="N",
+                   help="print N refreshes and exit (no live screen)")
+    p.add_argument("--once", action="store_const", const=1, dest="iterations",
+                   help="print one refresh and exit (--iterations 1)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.interval > 0:
+        raise UsageError(f"bad --interval {args.interval}: must be > 0 seconds")
+    if args.iterations is not None and args.iterations < 1:
+        raise UsageError(f"bad --iterations {args.iterations}: must be >= 1")
+    agg = Aggregator(args.group_by, settings_from(args), retain_s=max(60.0, 30 * args.interval))
+    state = ViewState(sort=args.sort, filter=args.filter, show_idle=args.all)
+    with terminate_as_exit(), FlowReader(cgroup=args.cgroup, netns=args.netns,
+                                         verbose=args.verbose, command="watch") as reader:
+        loop = Loop(reader, agg, args.interval)
+        if args.json:
+            return loop.json_lines(sys.stdout, args.iterations, state)
+        if args.iterations is not None or not (sys.stdout.isatty() and sys.stdin.isatty()):
+            return loop.printed(sys.stdout, args.iterations, state)
+        return loop.screen(state)
+
+
+@contextlib.contextmanager
+def terminate_as_exit() -> Iterator[None]:
+    """SIGTERM (and SIGHUP) raise SystemExit, so every `finally` runs: the
+    terminal is restored and the BPF programs detached."""
+
+    def stop(signum: int, frame: FrameType | None) -> NoReturn:
+        raise SystemExit(128 + signum)
+
+    old = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+
+
+class Loop:
+    """Reads a snapshot every interval, on a fixed schedule: a refresh that
+    runs late is not made up for, so the view never falls behind."""
+
+    def __init__(self, source: FlowSource, agg: Aggregator, interval: float,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.source, self.agg, self.interval, self.clock = source, agg, interval, clock
+        self.groups: list[Group] = []
+        self.open_flows = 0
+        self.stats: ReaderStats | None = None
+        self.next = 0.0
+
+    def refresh(self) -> list[Group]:
+        flows = self.source.snapshot()
+        # When the kernel read the counters (CLOCK_MONOTONIC, as ours).
+        now_ns = max((f.read_monotonic_ns for f in flows if not f.closed),
+                     default=time.monotonic_ns())
+        self.groups = self.agg.update(flows, now_ns, read_caps())
+        self.open_flows = sum(not f.closed for f in flows)
+        self.stats = self.source.stats()
+        return self.groups
+
+    def start(self) -> None:
+        """The first snapshot only sets the baseline for the rates."""
+        self.refresh()
+        self.next = self.clock() + self.interval
+
+    def due_in(self) -> float:
+        return self.next - self.clock()
+
+    def tick(self) -> None:
+        self.refresh()
+        self.next += self.interval
+        now = self.clock()
+        if self.next <= now:  # fell behind: skip the missed refreshes
+            self.next = now + self.interval
+
+    def wait(self) -> None:
+        delay = self.due_in()
+        if delay > 0:
+            time.sleep(delay)
+
+    def frame_lines(self, state: ViewState, width: int, height: int | None,
+                    message: str = "") -> list[str]:
+        shown = state.select(self.groups)
+        frame = state.frame(
+            shown, len(self.groups) - len(shown), self.open_flows, self.interval,
+            time.strftime("%H:%M:%S"),
+            "PROCESS" if self.agg.group_by == "comm" else "CGROUP",
+            self.stats.closed_dropped if self.stats else 0, message)
+        return render(frame, width, height)
+
+    def printed(self, out: IO[str], iterations: int | None, state: ViewState) -> int:
+        width = shutil.get_terminal_size((80, 24)).columns
+        self.start()
+        done = 0
+        while iterations is None or done < iterations:
+            self.wait()
+            self.tick()
+            if done:
+                out.write("\n")
+            out.write("\n".join(self.frame_lines(state, width, None)) + "\n")
+            out.flush()
+            done += 1
+        return 0
+
+    def json_lines(self, out: IO[str], iterations: int | None, state: ViewState) -> int:
+        self.start()
+        done = 0
+        while iterations is None or done < iterations:
+            self.wait()
+            self.tick()
+            now = time.time()
+            for g in state.select(self.groups):
+                out.write(json.dumps(group_to_json(g, now), allow_nan=False) + "\n")
+            out.flush()
+            done += 1
+        return 0
+
+    def screen(self, state: ViewState) -> int:
+        os.environ.setdefault("ESCDELAY", "25")
+        stdscr = curses.initscr()
+        try:
+            curses.noecho()
+            curses.cbreak()
+            stdscr.keypad(True)
+            with contextlib.suppress(curses.error):
+                curses.curs_set(0)
+            self._draw(stdscr, state, "measuring the first interval...")
+            self.start()
+            self._draw(stdscr, state)
+            while True:
+                stdscr.timeout(max(0, int(self.due_in() * 1000)))
+                ch = stdscr.getch()
+                if ch != -1:
+                    name = key_name(ch)
+                    if name and not state.key(name, state.select(self.groups)):
+                        return 0
+                if self.due_in() <= 0:
+                    if state.paused:
+                        self.agg_only()
+                    else:
+                        self.tick()
+                if ch != -1 or not state.paused:
+                    self._draw(stdscr, state)
+        except KeyboardInterrupt:
+            return 0
+        finally:
+            with contextlib.suppress(curses.error):
+                stdscr.keypad(False)
+                curses.nocbreak()
+                curses.echo()
+            curses.endwin()
+
+    def agg_only(self) -> None:
+        """While paused: keep measuring (history, counters), keep the screen."""
+        shown = self.groups
+        self.tick()
+        self.groups = shown
+
+    def _draw(self, stdscr: Any, state: ViewState, message: str = "") -> None:
+        height, width = stdscr.getmaxyx()
+        lines = self.frame_lines(state, width, height, message)
+        stdscr.erase()
+        for y, line in enumerate(lines[:height]):
+            attr = curses.A_BOLD if y == 0 else curses.A_REVERSE if y == 2 else curses.A_NORMAL
+            with contextlib.suppress(curses.error):  # the bottom-right cell
+                stdscr.addnstr(y, 0, line, width, attr)
+        stdscr.refresh()
+
+
+def key_name(ch: int) -> str | None:
+    """A curses key code as ViewState.key() names it."""
+    special = {
+        curses.KEY_UP: KEY_UP, curses.KEY_DOWN: KEY_DOWN, curses.KEY_ENTER: KEY_ENTER,
+        10: KEY_ENTER, 13: KEY_ENTER, 27: KEY_ESC, curses.KEY_BACKSPACE: KEY_BACKSPACE,
+        127: KEY_BACKSPACE, 8: KEY_BACKSPACE,
+    }
+    if ch in special:
+        return special[ch]
+    if 32 <= ch < 127:
+        return chr(ch)
+    return None
