@@ -14,7 +14,10 @@ import pytest
 from tamebpf.kernel import native
 from tamebpf.kernel.abi import STRUCTS
 
-BPF_OBJ = Path(__file__).resolve().parents[2] / "build" / "flows.bpf.o"
+BUILD = Path(__file__).resolve().parents[2] / "build"
+BPF_OBJ = BUILD / "flows.bpf.o"
+# Each boundary struct is checked against the BTF of the object that uses it.
+BPF_OBJS = (BPF_OBJ, BUILD / "cap.bpf.o")
 
 
 def btf_structs(obj: Path) -> dict[str, dict[str, int | dict[str, int]]]:
@@ -46,9 +49,11 @@ def test_ctypes_matches_c_compiler(name: str) -> None:
 @pytest.mark.skipif(shutil.which("bpftool") is None, reason="bpftool not installed")
 @pytest.mark.parametrize("name", sorted(STRUCTS))
 def test_ctypes_matches_bpf_btf(name: str) -> None:
-    assert BPF_OBJ.exists(), f"{BPF_OBJ} missing: run 'make'"
-    btf = btf_structs(BPF_OBJ)
-    assert name in btf, f"struct {name} not in the BTF of {BPF_OBJ.name}"
+    btf: dict[str, dict[str, int | dict[str, int]]] = {}
+    for obj in BPF_OBJS:
+        assert obj.exists(), f"{obj} missing: run 'make'"
+        btf.update(btf_structs(obj))
+    assert name in btf, f"struct {name} not in the BTF of {', '.join(o.name for o in BPF_OBJS)}"
     cls = STRUCTS[name]
     assert btf[name]["size"] == ctypes.sizeof(cls), (
         f"sizeof(struct {name}): BTF {btf[name]['size']}, ctypes {ctypes.sizeof(cls)}")

@@ -95,6 +95,22 @@ static const struct {
 	FIELD(tb_flows_stats, closed_recorded),
 	FIELD(tb_flows_stats, closed_dropped),
 	FIELD(tb_flows_stats, owners_dropped),
+	/* cap */
+	SIZE(tb_cap_rule),
+	FIELD(tb_cap_rule, id), FIELD(tb_cap_rule, addr), FIELD(tb_cap_rule, mask),
+	FIELD(tb_cap_rule, family), FIELD(tb_cap_rule, port),
+	FIELD(tb_cap_rule, prefix_len),
+	SIZE(tb_cap_cgroup),
+	FIELD(tb_cap_cgroup, n), FIELD(tb_cap_cgroup, level),
+	FIELD(tb_cap_cgroup, path), FIELD(tb_cap_cgroup, rules),
+	SIZE(tb_cap_count),
+	FIELD(tb_cap_count, lock), FIELD(tb_cap_count, max),
+	FIELD(tb_cap_count, count), FIELD(tb_cap_count, charged),
+	FIELD(tb_cap_count, refused), FIELD(tb_cap_count, seeded),
+	FIELD(tb_cap_count, released),
+	SIZE(tb_cap_state),
+	FIELD(tb_cap_state, nomem), FIELD(tb_cap_state, overflow),
+	FIELD(tb_cap_state, seed_skipped),
 };
 
 static long lookup_layout(const char *type, const char *field)

@@ -45,4 +45,36 @@ void tb_libbpf_logging(void);
 long tb_abi_sizeof(const char *type);
 long tb_abi_offsetof(const char *type, const char *field);
 
+/* cap: at most N TCP streams from a cgroup subtree to a destination
+ * (cap.c, bpf/cap.bpf.c). Everything is pinned in `pin_dir` (a bpffs
+ * directory) and outlives the calling process. */
+#include "cap.h"
+
+/* Cap the cgroup at `cg_path` (absolute; shown as `rel_path`, at depth
+ * `level` below the cgroup v2 root) to `max` streams matching `rule`; the
+ * new cap's id is written to rule->id. Streams that already exist are
+ * counted by the TCP iterator in each network namespace given (none: ours).
+ * -EEXIST: that destination is already capped on that cgroup (rule then
+ * holds the existing cap). */
+int tb_cap_add(const char *pin_dir, const char *cg_path, const char *rel_path,
+	       __u32 level, struct tb_cap_rule *rule, __u32 max,
+	       const int *netns_fds, int n_netns);
+
+/* Remove the cap on cgroup `cgid` whose destination (family, prefix,
+ * port) equals `rule`'s; removing the last cap removes every program and
+ * pin. -ENOENT: no such cap. */
+int tb_cap_remove(const char *pin_dir, __u64 cgid,
+		  const struct tb_cap_rule *rule);
+
+/* The capped cgroups: up to `max` of them into cgids[] and cgs[]; *n is
+ * how many there are (0, and success, when no cap is set). */
+int tb_cap_list(const char *pin_dir, __u64 *cgids, struct tb_cap_cgroup *cgs,
+		size_t max, size_t *n);
+
+/* One cap's counters (a consistent copy, taken under its lock). */
+int tb_cap_read_count(const char *pin_dir, __u64 id, struct tb_cap_count *out);
+
+/* The BPF side's health counters. */
+int tb_cap_read_state(const char *pin_dir, struct tb_cap_state *out);
+
 #endif /* TAMEBPF_LIB_H */

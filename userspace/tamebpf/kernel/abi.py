@@ -66,8 +66,58 @@ class TbFlowsStats(ctypes.Structure):
     ]
 
 
+# cap: ctypes mirror of bpf/cap.h.
+TB_CAP_RULES_MAX = 16
+TB_CAP_SOCK_MAX = 8
+TB_CAP_PATH_LEN = 256
+
+
+class TbCapRule(ctypes.Structure):
+    _fields_ = [
+        ("id", u64),
+        ("addr", u32 * 4),
+        ("mask", u32 * 4),
+        ("family", u16),
+        ("port", u16),
+        ("prefix_len", u32),
+    ]
+
+
+class TbCapCgroup(ctypes.Structure):
+    _fields_ = [
+        ("n", u32),
+        ("level", u32),
+        ("path", ctypes.c_char * TB_CAP_PATH_LEN),
+        ("rules", TbCapRule * TB_CAP_RULES_MAX),
+    ]
+
+
+class TbCapCount(ctypes.Structure):
+    _fields_ = [
+        ("lock", u32),  # struct bpf_spin_lock
+        ("max", u32),
+        ("count", u64),
+        ("charged", u64),
+        ("refused", u64),
+        ("seeded", u64),
+        ("released", u64),
+    ]
+
+
+class TbCapState(ctypes.Structure):
+    _fields_ = [
+        ("nomem", u64),
+        ("overflow", u64),
+        ("seed_skipped", u64),
+    ]
+
+
 # Every boundary struct, by its C name, for the layout test.
 STRUCTS: dict[str, type[ctypes.Structure]] = {
     "tb_flow": TbFlow,
     "tb_flows_stats": TbFlowsStats,
+    "tb_cap_rule": TbCapRule,
+    "tb_cap_cgroup": TbCapCgroup,
+    "tb_cap_count": TbCapCount,
+    "tb_cap_state": TbCapState,
 }

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from tamebpf.errors import TamebpfError
-from tamebpf.kernel.abi import TbFlow, TbFlowsStats
+from tamebpf.kernel.abi import TbCapCgroup, TbCapCount, TbCapRule, TbCapState, TbFlow, TbFlowsStats
 
 LIB_NAME = "libtamebpf.so"
 
@@ -78,3 +78,20 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.tb_flows_stats.restype = c.c_int
     lib.tb_flows_close.argtypes = [c.c_void_p]
     lib.tb_flows_close.restype = None
+    # cap
+    lib.tb_cap_add.argtypes = [
+        c.c_char_p, c.c_char_p, c.c_char_p, c.c_uint32, c.POINTER(TbCapRule), c.c_uint32,
+        c.POINTER(c.c_int), c.c_int,
+    ]
+    lib.tb_cap_add.restype = c.c_int
+    lib.tb_cap_remove.argtypes = [c.c_char_p, c.c_uint64, c.POINTER(TbCapRule)]
+    lib.tb_cap_remove.restype = c.c_int
+    lib.tb_cap_list.argtypes = [
+        c.c_char_p, c.POINTER(c.c_uint64), c.POINTER(TbCapCgroup), c.c_size_t,
+        c.POINTER(c.c_size_t),
+    ]
+    lib.tb_cap_list.restype = c.c_int
+    lib.tb_cap_read_count.argtypes = [c.c_char_p, c.c_uint64, c.POINTER(TbCapCount)]
+    lib.tb_cap_read_count.restype = c.c_int
+    lib.tb_cap_read_state.argtypes = [c.c_char_p, c.POINTER(TbCapState)]
+    lib.tb_cap_read_state.restype = c.c_int

@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Structures that cross the kernel/userspace boundary for stream caps
+ * ("this cgroup may have at most N TCP streams to that destination").
+ * Included by bpf/cap.bpf.c and userspace/c/lib/cap.c, mirrored by
+ * userspace/tamebpf/kernel/abi.py (tests/unit/test_abi.py checks all three
+ * agree). Fixed-width types only, explicit padding.
+ */
+#ifndef TAMEBPF_CAP_H
+#define TAMEBPF_CAP_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#include <linux/bpf.h> /* struct bpf_spin_lock */
+#endif
+
+#define TB_CAP_RULES_MAX 16  /* caps on one cgroup */
+#define TB_CAP_SOCK_MAX 8    /* caps one socket can be charged to (power of 2) */
+#define TB_CAP_PATH_LEN 256
+
+/* One destination a cgroup is capped toward. */
+struct tb_cap_rule {
+	__u64 id;               /* key of the cap's counters in cap_counts */
+	__u32 addr[4];          /* prefix, network order, already masked;
+				 * IPv4 uses addr[0] only */
+	__u32 mask[4];          /* prefix mask, network order */
+	__u16 family;           /* AF_INET or AF_INET6 */
+	__u16 port;             /* destination port, host order; 0: any port */
+	__u32 prefix_len;
+};
+
+/* Value of cap_rules, keyed by cgroup id: every cap on that cgroup. */
+struct tb_cap_cgroup {
+	__u32 n;                /* rules[0..n) are in use */
+	__u32 level;            /* depth below the cgroup v2 root */
+	char path[TB_CAP_PATH_LEN]; /* below the cgroup v2 root, for list/rm */
+	struct tb_cap_rule rules[TB_CAP_RULES_MAX];
+};
+
+/* Value of cap_counts, keyed by cap id. `count` is changed only under
+ * `lock`; the totals obey count == charged + seeded - released. */
+struct tb_cap_count {
+	struct bpf_spin_lock lock;
+	__u32 max;              /* N: streams allowed at once */
+	__u64 count;            /* live streams now */
+	__u64 charged;          /* connect()s let through (charged), total */
+	__u64 refused;          /* connect()s refused, total */
+	__u64 seeded;           /* streams that existed when the cap was set */
+	__u64 released;         /* streams counted down, total */
+};
+
+/* The single value of cap_state: the BPF side's health counters. (The next
+ * cap id lives apart, in cap_ids, as only userspace writes it.) */
+struct tb_cap_state {
+	__u64 nomem;            /* connect()s refused: no socket storage */
+	__u64 overflow;         /* connect()s refused: > TB_CAP_SOCK_MAX caps */
+	__u64 seed_skipped;     /* sockets not seeded (storage or overflow) */
+};
+
+#endif /* TAMEBPF_CAP_H */
