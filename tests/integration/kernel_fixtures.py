@@ -192,3 +192,20 @@ def ss_flows(port: int, netns: str | None = None) -> dict[int, SsFlow]:
 
 def iperf3_available() -> bool:
     return shutil.which("iperf3") is not None
+
+
+@contextlib.contextmanager
+def bpf_pin_dir(prefix: str = "tamebpf-test-") -> Iterator[str]:
+    """A fresh directory path on bpffs (mounted at /sys/fs/bpf if it is not)
+    for a test's pins; whatever is pinned there is unpinned on the way out,
+    which detaches pinned links."""
+    if not os.path.ismount("/sys/fs/bpf"):
+        sh("mount", "-t", "bpf", "bpf", "/sys/fs/bpf")
+    path = os.path.join("/sys/fs/bpf", unique(prefix))
+    try:
+        yield path
+    finally:
+        if os.path.isdir(path):
+            for name in os.listdir(path):
+                os.unlink(os.path.join(path, name))
+            os.rmdir(path)
