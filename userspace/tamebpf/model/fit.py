@@ -50,6 +50,10 @@ MATHIS_C = math.sqrt(1.5)
 # A loss/RTT fit whose calibrated curve misses a measured throughput by more
 # than this (relative) gets a warning: the paper's own errors are ~0.2.
 CALIBRATION_TOLERANCE = 0.25
+# Coefficient terms smaller than this fraction of the largest p' probed are
+# rounding noise (e.g. b' from two probes with equal throughput): counted as 0,
+# so that a decision never depends on the unit the throughput is given in.
+REL_EPS = 1e-9
 
 
 @dataclass(frozen=True)
@@ -259,7 +263,10 @@ def _fit_curve(
     """Fit, then project onto non-negative coefficients with warnings."""
     _check_levels(levels, model)
     warnings: list[str] = []
-    q = _solve(levels, ys, model)
+    low, top = min(levels), max(levels)
+    y_top = _mean_at(levels, ys, top)
+    y_scale = max(ys)  # rounding in the solve is relative to the largest y
+    q = _denoise(_solve(levels, ys, model), top, y_scale)
     if model == "full" and min(q) < 0.0:
         warnings.append(
             f"full order 2 fit has a negative coefficient (a={q[0]:.4g}, b={q[1]:.4g}, "
@@ -267,9 +274,7 @@ def _fit_curve(
             "using partial order 2 on the same probes"
         )
         model = "partial"
-        q = _solve(levels, ys, model)
-    low, top = min(levels), max(levels)
-    y_top = _mean_at(levels, ys, top)
+        q = _denoise(_solve(levels, ys, model), top, y_scale)
     limit: int | None = None
     if q[0] + q[1] <= 0.0:
         # Loss index flat or falling with more streams: no congestion seen.
@@ -286,6 +291,16 @@ def _fit_curve(
         q = (0.0, y_top / top, 0.0) if model == "linear" else (y_top / top**2, 0.0, 0.0)
     coeffs = (max(q[0], 0.0), max(q[1], 0.0), max(q[2], 0.0))
     return MODEL_LABELS[model], coeffs, tuple(warnings), limit
+
+
+def _denoise(q: Sequence[float], top: int, y_scale: float) -> tuple[float, float, float]:
+    """Zero the coefficients whose term at the largest probe is rounding noise."""
+    terms = (q[0] * top * top, q[1] * top, q[2])
+    return (
+        0.0 if abs(terms[0]) <= REL_EPS * y_scale else q[0],
+        0.0 if abs(terms[1]) <= REL_EPS * y_scale else q[1],
+        0.0 if abs(terms[2]) <= REL_EPS * y_scale else q[2],
+    )
 
 
 def _no_congestion_message(
