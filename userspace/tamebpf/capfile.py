@@ -131,7 +131,12 @@ def parse_capfile(text: str, name: str = "caps file") -> list[CapSpec]:
     specs: list[CapSpec] = []
     seen: dict[tuple[str, str], int] = {}
     for i, entry in enumerate(entries, 1):
-        specs.append(_spec(entry, f"{name}: cap #{i}"))
+        try:
+            specs.append(_spec(entry, f"{name}: cap #{i}"))
+        except UsageError as exc:
+            if exc.message.startswith(name):
+                raise
+            raise UsageError(f"{name}: cap #{i}: {exc.message}", exc.hint) from None
         key = specs[-1].key
         if key in seen:
             raise UsageError(f"{name}: cap #{i} repeats cap #{seen[key]} "
@@ -150,14 +155,14 @@ def _spec(entry: Any, where: str) -> CapSpec:
     for key in ("cgroup", "dest"):
         if not isinstance(entry.get(key), str) or not entry[key]:
             raise UsageError(f"{where}: '{key}' (a string) is required")
-    dest = parse_dest(entry["dest"], f"{where} dest")
+    dest = parse_dest(entry["dest"], "dest")
     has_n, has_auto = "max_streams" in entry, "auto" in entry
     if has_n == has_auto:
         raise UsageError(f"{where}: give either max_streams or auto (with max_impact)")
     if has_n:
         if "max_impact" in entry:
             raise UsageError(f"{where}: max_impact goes with auto, not max_streams")
-        n = check_max_streams(entry["max_streams"], f"{where} max_streams")
+        n = check_max_streams(entry["max_streams"], "max_streams")
         return CapSpec(entry["cgroup"], dest, max_streams=n)
     if not isinstance(entry["auto"], str) or "max_impact" not in entry:
         raise UsageError(f"{where}: auto needs a host name and max_impact")

@@ -11,9 +11,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from tamebpf.capfile import CapSpec, check_max_streams, parse_capfile, parse_dest
-from tamebpf.cgroups import resolve
 from tamebpf.errors import TamebpfError, UsageError
-from tamebpf.kernel.cap import Cap, CapTable
+from tamebpf.kernel.cap import Cap, CapTable, resolve_cgroup
 
 NO_ADVISOR = "--auto needs 'tamebpf advise', not available in this build"
 
@@ -112,7 +111,7 @@ def run_set(args: argparse.Namespace) -> int:
             raise UsageError("--max-impact goes with --auto")
         spec = CapSpec(args.cgroup, dest, max_streams=check_max_streams(args.max_streams))
     table = CapTable("cap set", verbose=args.verbose)
-    resolve(spec.cgroup)  # a bad cgroup is refused before the advisor runs
+    resolve_cgroup(spec.cgroup)  # a bad cgroup is refused before the advisor runs
     n = _resolve_n(spec)
     cap = table.add(spec.cgroup, dest, n)
     print(f"{cap.cgroup}: at most {_streams(cap.max_streams)} to {cap.dest} "
@@ -145,7 +144,7 @@ def run_apply(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot read {args.file}: {exc.strerror}") from None
     specs = parse_capfile(text, args.file)
     table = CapTable("cap apply", verbose=args.verbose)
-    plan = plan_apply(table, specs, args.prune)
+    plan = plan_apply(table, specs, args.prune, args.file)
     for line in execute_plan(table, plan):
         print(line)
     return 0
@@ -154,18 +153,23 @@ def run_apply(args: argparse.Namespace) -> int:
 Plan = tuple[list[tuple[CapSpec, int]], list[Cap]]
 
 
-def plan_apply(table: CapTable, specs: Sequence[CapSpec], prune: bool) -> Plan:
+def plan_apply(table: CapTable, specs: Sequence[CapSpec], prune: bool,
+               name: str = "caps file") -> Plan:
     """Check every entry against the machine (cgroups exist, advisor runs)
     before changing anything: (caps to set with their N, caps to remove)."""
     current = {(c.cgroup_id, c.dest): c for c in table.list()}
     wanted: dict[tuple[int, str], CapSpec] = {}
     to_set: list[tuple[CapSpec, int]] = []
     to_remove: list[Cap] = []
-    for spec in specs:
-        cg = resolve(spec.cgroup)
+    for i, spec in enumerate(specs, 1):
+        try:
+            cg = resolve_cgroup(spec.cgroup)
+        except UsageError as exc:
+            raise UsageError(f"{name}: cap #{i}: {exc.message.replace('--cgroup ', 'cgroup ')}",
+                             exc.hint) from None
         key = (cg.id, str(spec.dest))
         if key in wanted:
-            raise UsageError(f"{spec.dest} on {cg.rel} is listed twice")
+            raise UsageError(f"{name}: cap #{i}: {spec.dest} on {cg.rel} is listed twice")
         wanted[key] = spec
         n = _resolve_n(spec)
         have = current.get(key)

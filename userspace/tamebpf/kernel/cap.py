@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from tamebpf.capfile import Dest
-from tamebpf.cgroups import CgroupNames, _mounts, resolve
+from tamebpf.cgroups import Cgroup, CgroupNames, _mounts, require_cgroup2, resolve
 from tamebpf.errors import TamebpfError, UsageError
 from tamebpf.kernel import native, preflight
 from tamebpf.kernel.abi import TbCapCgroup, TbCapCount, TbCapRule, TbCapState
@@ -84,6 +84,17 @@ def dest_of(rule: TbCapRule) -> Dest:
     else:
         net = ipaddress.IPv6Network((ipaddress.IPv6Address(raw), rule.prefix_len))
     return Dest(net, rule.port or None)
+
+
+def resolve_cgroup(path: str) -> Cgroup:
+    """A cgroup v2 directory: an absolute path, or a path below the cgroup v2
+    root written with or without a leading slash ("/transfer.slice", as
+    `cap list` shows it)."""
+    root = require_cgroup2()
+    under_root = (path.rstrip("/") + "/").startswith(root.rstrip("/") + "/")
+    if os.path.isabs(path) and not under_root and not os.path.exists(path):
+        return resolve(os.path.join(root, path.lstrip("/")))
+    return resolve(path)
 
 
 def ensure_bpffs(path: str) -> None:
@@ -164,7 +175,7 @@ class CapTable:
         return TamebpfError(native.last_error(self._lib), _hint(-rc))
 
     def add(self, cgroup: str, dest: Dest, max_streams: int) -> Cap:
-        cg = resolve(cgroup)
+        cg = resolve_cgroup(cgroup)
         ensure_bpffs(self.pin)
         rule = rule_for(dest)
         with _netns_open() as fds:
@@ -197,9 +208,10 @@ class CapTable:
         """The cap on this cgroup (a path; one removed since can still be
         named by the path it had) for this destination."""
         try:
-            wanted: int | str = resolve(cgroup).id
+            wanted: int | str = resolve_cgroup(cgroup).id
         except UsageError:
-            rel = cgroup if not os.path.isabs(cgroup) else os.path.relpath(cgroup, self.root)
+            root = self.root.rstrip("/")
+            rel = cgroup[len(root):] if (cgroup + "/").startswith(root + "/") else cgroup
             wanted = "/" + rel.strip("/")
         for cap in self.list():
             if wanted in (cap.cgroup_id, cap.cgroup) and cap.dest == str(dest):

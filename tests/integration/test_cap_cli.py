@@ -1,0 +1,163 @@
+"""`tamebpf cap` as an operator meets it: bad input gets one line, a non-zero
+exit and changes nothing; `cap apply` makes a TOML file's caps be in force."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from tamebpf.cgroups import _mounts
+from tamebpf.cli import main
+from tests.integration.kernel_fixtures import bpf_pin_dir, cgroup, sh
+
+pytestmark = pytest.mark.root
+
+
+@pytest.fixture
+def pins(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    with bpf_pin_dir() as path:
+        monkeypatch.setenv("TAMEBPF_PIN_DIR", path)
+        yield path
+
+
+@pytest.fixture
+def cg() -> Iterator[str]:
+    with cgroup() as path:
+        yield path
+
+
+def tamebpf(*argv: str, user: str | None = None) -> subprocess.CompletedProcess[str]:
+    """The command line, run in this process (the command's own main(), so
+    quick) or, as another user, in a new one."""
+    if user:
+        cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups",
+               sys.executable, "-m", "tamebpf", *argv]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=60,
+                              env={**os.environ, "HOME": "/tmp"})
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(argv))
+        except SystemExit as exc:  # argparse
+            code = exc.code if isinstance(exc.code, int) else 2
+    return subprocess.CompletedProcess(list(argv), code, out.getvalue(), err.getvalue())
+
+
+def state(pins: str) -> tuple[list[str], str, str]:
+    """Everything a cap command could change: pins, caps listed, programs."""
+    listing = tamebpf("cap", "list", "--json")
+    assert listing.returncode == 0, listing.stderr
+    names = sorted(os.listdir(pins)) if os.path.isdir(pins) else []
+    return names, listing.stdout, sh("bpftool", "cgroup", "tree")
+
+
+def v1_cgroup() -> str | None:
+    for point, fstype, _ in _mounts():
+        if fstype == "cgroup":
+            return point
+    return None
+
+
+def assert_refused(res: subprocess.CompletedProcess[str], code: int, says: str) -> None:
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == code, f"expected exit {code}, got {res.returncode}: {res.stderr!r}"
+    assert len(lines) == 1 and lines[0].startswith("tamebpf: "), (
+        f"expected one 'tamebpf: ...' line, got {lines}")
+    assert says in lines[0], f"expected {says!r} in {lines[0]!r}"
+
+
+def bad_inputs(cg: str) -> list[tuple[list[str], int, str]]:
+    dest = ["--dest", "198.18.0.0/15"]
+    cases = [
+        (["set", "--cgroup", cg + "-nope", *dest, "--max-streams", "2"], 2, "no such cgroup"),
+        (["set", "--cgroup", cg, "--dest", "198.18.0.1/15", "--max-streams", "2"], 2,
+         "did you mean 198.18.0.0/15"),
+        (["set", "--cgroup", cg, "--dest", "198.18.0.0/40", "--max-streams", "2"], 2,
+         "bad --dest"),
+        (["set", "--cgroup", cg, "--dest", "[fd00::/64]:70000", "--max-streams", "2"], 2,
+         "port must be"),
+        (["set", "--cgroup", cg, *dest, "--max-streams", "0"], 2, "at least 1"),
+        (["set", "--cgroup", cg, *dest, "--max-streams", "-3"], 2, "at least 1"),
+        (["set", "--cgroup", cg, *dest, "--max-streams", "many"], 2, "whole number"),
+        (["set", "--cgroup", cg, *dest, "--auto", "dtn2"], 2, "--auto needs --max-impact"),
+        (["rm", "--cgroup", cg, "--dest", "10.0.0.0/8"], 2, "no cap for 10.0.0.0/8"),
+    ]
+    v1 = v1_cgroup()
+    if v1:
+        cases.append((["set", "--cgroup", v1, *dest, "--max-streams", "2"], 2, "cgroup v1"))
+    return cases
+
+
+def test_bad_input_gets_one_line_and_changes_nothing(pins: str, cg: str) -> None:
+    for argv, code, says in bad_inputs(cg):  # with no cap set: nothing is created
+        assert_refused(tamebpf("cap", *argv), code, says)
+        assert not os.path.exists(pins), f"{argv} created {pins}"
+    ok = tamebpf("cap", "set", "--cgroup", cg, "--dest", "198.18.0.0/15", "--max-streams", "4")
+    assert ok.returncode == 0, ok.stderr
+    before = state(pins)
+    cases = [*bad_inputs(cg), (["set", "--cgroup", cg, "--dest", "198.18.0.0/15",
+                                "--max-streams", "9"], 2, "already capped")]
+    for argv, code, says in cases:
+        assert_refused(tamebpf("cap", *argv), code, says)
+        assert state(pins) == before, f"{argv} changed the caps in force"
+    assert tamebpf("cap", "rm", "--cgroup", cg, "--dest", "198.18.0.0/15").returncode == 0
+    assert not os.path.exists(pins), "last rm left pins"
+
+
+def test_not_root_gets_one_clear_line(pins: str, cg: str) -> None:
+    for argv in (["list"], ["set", "--cgroup", cg, "--dest", "198.18.0.0/15",
+                            "--max-streams", "2"]):
+        res = tamebpf("cap", *argv, user="65534")
+        assert_refused(res, 1, "needs root")
+    assert not os.path.exists(pins)
+
+
+def test_apply_makes_the_file_be_in_force(pins: str, cg: str, tmp_path: object) -> None:
+    path = os.path.join(str(tmp_path), "caps.toml")
+    rel = "/" + os.path.basename(cg)
+
+    def write(*caps: tuple[str, str, int]) -> None:
+        with open(path, "w") as f:
+            for cgroup_path, dest, n in caps:
+                f.write(f'[[cap]]\ncgroup = "{cgroup_path}"\ndest = "{dest}"\n'
+                        f"max_streams = {n}\n\n")
+
+    def listed() -> list[tuple[str, str, int]]:
+        res = tamebpf("cap", "list", "--json")
+        assert res.returncode == 0, res.stderr
+        return sorted((c["cgroup"], c["dest"], c["max_streams"]) for c in json.loads(res.stdout))
+
+    write((rel, "198.18.0.0/15", 4), (cg, "[fd00:7462::/48]:2811", 2))
+    res = tamebpf("cap", "apply", path)
+    assert res.returncode == 0, res.stderr
+    want = [(rel, "198.18.0.0/15", 4), (rel, "[fd00:7462::/48]:2811", 2)]
+    assert listed() == sorted(want), f"after apply: expected {want}, got {listed()}"
+
+    res = tamebpf("cap", "apply", path)
+    assert res.returncode == 0 and "already" in res.stdout, res.stdout + res.stderr
+
+    write((rel, "198.18.0.0/15", 6), (cg, "[fd00:7462::/48]:2811", 2),
+          (rel + "-missing", "10.0.0.0/8", 1))
+    before = listed()
+    assert_refused(tamebpf("cap", "apply", path), 2, "no such cgroup")
+    assert listed() == before, "a refused file changed the caps"
+
+    write((rel, "198.18.0.0/15", 6))
+    res = tamebpf("cap", "apply", path)
+    assert res.returncode == 0, res.stderr
+    want = [(rel, "198.18.0.0/15", 6), (rel, "[fd00:7462::/48]:2811", 2)]
+    assert listed() == sorted(want), f"N changed, other cap kept: expected {want}, got {listed()}"
+    res = tamebpf("cap", "apply", "--prune", path)
+    assert res.returncode == 0, res.stderr
+    assert listed() == [(rel, "198.18.0.0/15", 6)], f"after --prune: {listed()}"
+
+    write()
+    assert tamebpf("cap", "apply", "--prune", path).returncode == 0
+    assert not os.path.exists(pins), "pruning every cap left pins"
