@@ -137,3 +137,11 @@ def test_installed_command_json() -> None:
     got = (adv["num_flows"], round(adv["max_nondisruptive_thru_mbps"], 2))
     assert got == (2, 92.88), f"expected (2, 92.88), got {got}"
     assert round(adv["cross_traffic_impact"], 4) == 0.0712, f"got {adv}"
+
+
+def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["predict", "--help"])
+    out = capsys.readouterr().out
+    assert exc.value.code == 0, f"expected exit 0, got {exc.value.code}"
+    assert "(default 10%)" in out and "(default 1%)" in out, f"defaults missing:\n{out}"

@@ -41,9 +41,9 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "predict",
         help="predict throughput and impact from probe results",
-        description="Predict aggregate throughput and cross-traffic impact for 1..N "
-        "parallel TCP streams from two or three measured probes, and advise a "
-        "number of streams (Lu et al., IPDPS 2005).",
+        description="Predict aggregate throughput and cross-traffic impact for 1..N\n"
+        "parallel TCP streams from two or three measured probes, and advise a\n"
+        "number of streams (Lu et al., IPDPS 2005). No root needed.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -60,14 +60,14 @@ def register(sub: Any) -> None:
         default=str(DEFAULT_MAX_IMPACT),
         metavar="PCT",
         help=f"largest acceptable impact on cross traffic, 10%% or 0.1 "
-        f"(default {DEFAULT_MAX_IMPACT:.0%})",
+        f"(default {DEFAULT_MAX_IMPACT * 100:g}%%)",
     )
     p.add_argument(
         "--gain-threshold",
         default=str(DEFAULT_GAIN_THRESHOLD),
         metavar="PCT",
         help="stop adding streams when one more adds less than this share of the "
-        f"current throughput; 0 turns it off (default {DEFAULT_GAIN_THRESHOLD:.0%})",
+        f"current throughput; 0 turns it off (default {DEFAULT_GAIN_THRESHOLD * 100:g}%%)",
     )
     p.add_argument(
         "--max-streams",
