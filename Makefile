@@ -111,6 +111,11 @@ bench: deps all
 	$(SUDO) $(PY) scripts/bench_overhead.py --write docs/performance.md
 	$(Q)if [ -f scripts/bench_cap.py ]; then $(SUDO) $(PY) scripts/bench_cap.py --write docs/performance.md; fi
 
+# Accuracy of the advisor on the WAN testbed -> docs/accuracy.md (minutes;
+# EVAL_ARGS=--full adds Reno and more cross traffic).
+eval: deps all
+	$(SUDO) $(PY) scripts/eval_advise.py --write docs/accuracy.md $(EVAL_ARGS)
+
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib/tamebpf
 	install -m 0755 $(LIB) $(DESTDIR)$(PREFIX)/lib/tamebpf/

@@ -71,7 +71,7 @@ def _iperf_pair(port: int, cg: str, streams: int, seconds: int, netns: str | Non
 def test_loopback_iperf3_matches_ss() -> None:
     port = free_port()
     with cgroup() as cg:
-        server, client = _iperf_pair(port, cg, streams=4, seconds=6)
+        server, client = _iperf_pair(port, cg, streams=4, seconds=10)
         try:
             wait_for(lambda: len(ss_flows(port)) >= 10, 5, "5 client + 5 server connections")
             rel = "/" + os.path.relpath(cg, os.path.dirname(cg))
@@ -209,7 +209,8 @@ def test_reader_detaches_its_programs() -> None:
 def test_cli_json_lists_iperf3_flows() -> None:
     port = free_port()
     with cgroup() as cg:
-        server, client = _iperf_pair(port, cg, streams=4, seconds=4)
+        # As the acceptance case: -t 10, and stopped as soon as we have read.
+        server, client = _iperf_pair(port, cg, streams=4, seconds=10)
         try:
             wait_for(lambda: len(ss_flows(port)) >= 10, 5, "iperf3 connections")
             res = subprocess.run([sys.executable, "-m", "tamebpf", "flows", "--json",
