@@ -15,7 +15,8 @@
  *
  * Protocol with the caller: "ready" on stdout once the queue is bound, then
  * stdout is closed; errors and final statistics go to stderr. SIGTERM or
- * SIGINT ends it cleanly. If it dies the rule has no listener and packets are
+ * SIGINT ends it cleanly; SIGUSR1 prints the statistics so far. If it dies
+ * the rule has no listener and packets are
  * dropped (the rule must never use --queue-bypass): a dead delay line shows as
  * a dead path, never as a silently shorter RTT.
  */
@@ -79,7 +80,7 @@ struct mirror {
 	long since_drop; /* RED's count */
 };
 
-static volatile sig_atomic_t stop_flag;
+static volatile sig_atomic_t stop_flag, stats_flag;
 
 static struct entry *ring;
 static unsigned int ring_head, ring_count;
@@ -90,8 +91,22 @@ static uint64_t rng_state;
 
 static void on_signal(int sig)
 {
-	(void)sig;
-	stop_flag = 1;
+	if (sig == SIGUSR1)
+		stats_flag = 1;
+	else
+		stop_flag = 1;
+}
+
+static void print_stats(void)
+{
+	fprintf(stderr,
+		"delayline: queue %u packets %llu released %llu lost %llu red_drops %llu "
+		"tail_drops %llu enobufs %llu late_mean_us %.1f late_max_us %.1f\n",
+		o.queue, (unsigned long long)st.packets, (unsigned long long)st.released,
+		(unsigned long long)st.lost, (unsigned long long)st.red_drops,
+		(unsigned long long)st.tail_drops, (unsigned long long)st.enobufs,
+		st.released ? (double)st.late_sum_ns / (double)st.released / 1e3 : 0.0,
+		(double)st.late_max_ns / 1e3);
 }
 
 static uint64_t now_ns(void)
@@ -382,6 +397,10 @@ static int run(struct mnl_socket *nl)
 		}
 		if (release_due(nl, now_ns()) < 0)
 			return -1;
+		if (stats_flag) {
+			stats_flag = 0;
+			print_stats();
+		}
 	}
 	return 0;
 }
@@ -393,7 +412,7 @@ static void usage(FILE *f)
 		"         [--red MIN,MAX,MAXP,WQ --rate-bps R --limit PKTS]\n"
 		"         [--fifo-prio P] [--slack-ns NS] [--maxlen PKTS]\n"
 		"Delays (and optionally drops) the packets an iptables NFQUEUE rule sends to\n"
-		"queue N. Prints \"ready\" when bound; statistics on stderr at exit.\n");
+		"queue N. Prints \"ready\" when bound; statistics on stderr at exit and on SIGUSR1.\n");
 }
 
 static int parse(int argc, char **argv)
@@ -484,9 +503,11 @@ int main(int argc, char **argv)
 	sigemptyset(&block);
 	sigaddset(&block, SIGTERM);
 	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGUSR1);
 	sigprocmask(SIG_BLOCK, &block, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGUSR1, &sa, NULL); /* statistics so far, on stderr */
 
 	/* Late releases are RTT error: small timer slack, and real-time priority
 	 * when asked (cuts the worst case from ms to sub-ms on a busy VM). */
@@ -527,14 +548,7 @@ int main(int argc, char **argv)
 	/* Let go of what we hold rather than leaving it to the unbind. */
 	if (ring_count)
 		release_due(nl, UINT64_MAX);
-	fprintf(stderr,
-		"delayline: queue %u packets %llu released %llu lost %llu red_drops %llu "
-		"tail_drops %llu enobufs %llu late_mean_us %.1f late_max_us %.1f\n",
-		o.queue, (unsigned long long)st.packets, (unsigned long long)st.released,
-		(unsigned long long)st.lost, (unsigned long long)st.red_drops,
-		(unsigned long long)st.tail_drops, (unsigned long long)st.enobufs,
-		st.released ? (double)st.late_sum_ns / (double)st.released / 1e3 : 0.0,
-		(double)st.late_max_ns / 1e3);
+	print_stats();
 cleanup:
 	if (nl)
 		mnl_socket_close(nl);
