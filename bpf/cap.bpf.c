@@ -199,14 +199,14 @@ static __always_inline int charge(struct bpf_sock_addr *ctx, __u32 *dst,
 	sk = ctx->sk;
 	if (!sk)
 		return ALLOW;
-	st = bpf_sk_storage_get(&cap_socks, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
-	if (!st) {
-		note(0);
-		return REFUSE; /* cannot track it: fail closed */
+	/* Storage is made only for a socket we charge: most connect()s of a
+	 * capped cgroup go elsewhere, and making it costs an allocation. */
+	st = bpf_sk_storage_get(&cap_socks, sk, 0, 0);
+	if (st) {
+		if (st->n && st->last_level <= my_level)
+			release_all(st); /* left from an earlier connect() */
+		st->last_level = my_level;
 	}
-	if (st->n && st->last_level <= my_level)
-		release_all(st); /* left from an earlier connect() */
-	st->last_level = my_level;
 
 	for (i = 0; i < TB_CAP_RULES_MAX; i++) {
 		struct tb_cap_rule *r;
@@ -221,6 +221,15 @@ static __always_inline int charge(struct bpf_sock_addr *ctx, __u32 *dst,
 		c = bpf_map_lookup_elem(&cap_counts, &id);
 		if (!c)
 			continue;
+		if (!st) {
+			st = bpf_sk_storage_get(&cap_socks, sk, 0,
+						BPF_SK_STORAGE_GET_F_CREATE);
+			if (!st) {
+				note(0);
+				return REFUSE; /* cannot track it: fail closed */
+			}
+			st->last_level = my_level;
+		}
 		if (st->n >= TB_CAP_SOCK_MAX) {
 			note(1);
 			release_all(st);

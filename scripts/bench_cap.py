@@ -1,0 +1,221 @@
+#!/usr/bin/env python3
+"""What a stream cap costs a connect() (make bench).
+
+A client process in a test cgroup connect()s over loopback to a server
+outside it and closes each connection with a reset (so no TIME_WAIT piles
+up), timing every connect() call. Three modes, in alternating rounds so
+machine noise hits all alike:
+
+  none     no cap: nothing of ours attached to the cgroup
+  match    a cap in force on the cgroup whose destination matches
+           (127.0.0.0/8, N far above what is reached): charge + count-down
+  other    a cap in force on the cgroup for another destination: the hook
+           runs but matches nothing
+
+Reports the median connect() latency per mode, the median of the per-round
+differences to `none`, and connects per second sustained (connect + close,
+median over rounds). Writes its section of docs/performance.md with --write.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import platform
+import secrets
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "userspace"))
+
+from tamebpf.capfile import parse_dest  # noqa: E402
+from tamebpf.cgroups import require_cgroup2  # noqa: E402
+from tamebpf.kernel.cap import CapTable  # noqa: E402
+
+START, END = "<!-- bench_cap:start -->", "<!-- bench_cap:end -->"
+MODES = ("none", "match", "other")
+DESTS = {"match": "127.0.0.0/8", "other": "198.18.0.0/15"}
+
+SERVER = r"""
+import socket, sys
+lst = socket.socket()
+lst.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+lst.bind(("127.0.0.1", 0))
+lst.listen(4096)
+print(lst.getsockname()[1], flush=True)
+while True:
+    conn, _ = lst.accept()
+    conn.close()
+"""
+
+# "go K": K timed connect()s; answers with the latencies (ns) and the wall
+# time of the whole batch.
+CLIENT = r"""
+import socket, struct, sys, time
+port = int(sys.argv[1])
+addr = ("127.0.0.1", port)
+linger = struct.pack("ii", 1, 0)
+clock = time.perf_counter_ns
+for line in sys.stdin:
+    k = int(line.split()[1])
+    lat = []
+    start = clock()
+    for _ in range(k):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)
+        t0 = clock()
+        s.connect(addr)
+        lat.append(clock() - t0)
+        s.close()
+    wall = clock() - start
+    print(wall, *lat, flush=True)
+"""
+
+
+@contextlib.contextmanager
+def bench_cgroup() -> Iterator[str]:
+    path = os.path.join(require_cgroup2(), f"tamebpf-bench-{secrets.token_hex(3)}")
+    os.mkdir(path)
+    try:
+        yield path
+    finally:
+        for _ in range(100):
+            with contextlib.suppress(OSError):
+                os.rmdir(path)
+                break
+            time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def pin_dir() -> Iterator[str]:
+    path = f"/sys/fs/bpf/tamebpf-bench-{secrets.token_hex(3)}"
+    os.environ["TAMEBPF_PIN_DIR"] = path
+    try:
+        yield path
+    finally:  # unpinning detaches whatever a failed run left attached
+        if os.path.isdir(path):
+            for name in os.listdir(path):
+                os.unlink(os.path.join(path, name))
+            os.rmdir(path)
+
+
+def run(rounds: int, batch: int) -> dict[str, dict[str, list[float]]]:
+    res: dict[str, dict[str, list[float]]] = {
+        m: {"lat": [], "medians": [], "rates": []} for m in MODES}
+    with bench_cgroup() as cg, pin_dir():
+        table = CapTable("bench")
+        server = subprocess.Popen([sys.executable, "-c", SERVER], stdout=subprocess.PIPE,
+                                  text=True)
+        assert server.stdout is not None
+        port = server.stdout.readline().strip()
+
+        def enter() -> None:
+            with open(os.path.join(cg, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+
+        client = subprocess.Popen([sys.executable, "-c", CLIENT, port], preexec_fn=enter,
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert client.stdin is not None and client.stdout is not None
+        try:
+            client.stdin.write(f"go {batch}\n")  # warm-up, not counted
+            client.stdin.flush()
+            client.stdout.readline()
+            for r in range(rounds):
+                order = MODES[r % 3:] + MODES[:r % 3]
+                for mode in order:
+                    if mode != "none":
+                        table.add(cg, parse_dest(DESTS[mode]), 1_000_000)
+                    client.stdin.write(f"go {batch}\n")
+                    client.stdin.flush()
+                    wall, *lat = map(int, client.stdout.readline().split())
+                    if mode != "none":
+                        cap = table.find(cg, parse_dest(DESTS[mode]))
+                        table.remove(cg, parse_dest(DESTS[mode]))
+                        assert cap is not None
+                        want = batch if mode == "match" else 0
+                        assert cap.charged == want, f"{mode}: {cap.charged} charged, not {want}"
+                    res[mode]["lat"] += [x / 1000 for x in lat]
+                    res[mode]["medians"].append(statistics.median(lat) / 1000)
+                    res[mode]["rates"].append(batch / (wall / 1e9))
+        finally:
+            client.kill()
+            server.kill()
+            client.wait()
+            server.wait()
+            for mode, dest in DESTS.items():  # a failed round may have left one
+                with contextlib.suppress(Exception):
+                    table.remove(cg, parse_dest(dest))
+                del mode
+    return res
+
+
+def section(res: dict[str, dict[str, list[float]]], rounds: int, batch: int) -> str:
+    base = res["none"]
+    lines = [
+        START,
+        "## cap: connect() overhead",
+        "",
+        f"Loopback connect() from a process in a test cgroup, closed with a reset; "
+        f"{rounds} rounds of {batch} connects per mode, modes alternating within each "
+        "round. *none*: no cap on the cgroup; *match*: a cap in force whose destination "
+        "matches (every connect is charged and later counted down); *other*: a cap in "
+        "force for another destination (the hook runs, matches nothing). Latency is the "
+        "connect() call alone as Python's `perf_counter_ns` sees it; connects/s is "
+        "connect + close back to back, one process.",
+        "",
+        f"Measured {time.strftime('%Y-%m-%d')} on this VM: "
+        f"Linux {platform.release()}, {os.cpu_count()} CPUs.",
+        "",
+        "| mode | connect() median µs | p90 µs | added vs none, µs (median of rounds) "
+        "| connects/s (median of rounds) |",
+        "|---|---|---|---|---|",
+    ]
+    for mode in MODES:
+        r = res[mode]
+        lat = sorted(r["lat"])
+        p90 = lat[int(0.9 * (len(lat) - 1))]
+        diffs = [m - b for m, b in zip(r["medians"], base["medians"], strict=True)]
+        added = "—" if mode == "none" else f"{statistics.median(diffs):+.2f}"
+        lines.append(f"| {mode} | {statistics.median(lat):.2f} | {p90:.2f} | {added} "
+                     f"| {statistics.median(r['rates']):.0f} |")
+    cmd = " ".join(["scripts/bench_cap.py", *sys.argv[1:]])
+    lines += ["", f"Reproduce: `sudo .venv/bin/python {cmd}` (also run by `make bench`).",
+              "Loopback on a 2-CPU VM is noisy; compare modes within one run only.", END]
+    return "\n".join(lines) + "\n"
+
+
+def write_section(path: str, text: str) -> None:
+    """Replace our section (between the markers) and keep the rest as it is."""
+    old = "# Performance\n\n"
+    if os.path.exists(path):
+        with open(path) as f:
+            old = f.read()
+    if START in old and END in old:
+        head, rest = old.split(START, 1)
+        new = head + text.rstrip("\n") + rest.split(END, 1)[1]
+    else:
+        new = old.rstrip("\n") + "\n\n" + text
+    with open(path, "w") as f:
+        f.write(new)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=15, help="alternating rounds")
+    ap.add_argument("--batch", type=int, default=2000, help="connects per mode and round")
+    ap.add_argument("--write", metavar="FILE", help="write the section into this Markdown file")
+    args = ap.parse_args()
+    res = run(args.rounds, args.batch)
+    text = section(res, args.rounds, args.batch)
+    sys.stdout.write(text)
+    if args.write:
+        write_section(args.write, text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
