@@ -92,8 +92,9 @@ cmd:
 	$(Q)if [ -w $(PREFIX)/bin ]; then ln -sf $(abspath $(VENV))/bin/tamebpf $(PREFIX)/bin/tamebpf; \
 	  else echo "note: $(PREFIX)/bin not writable; the command is $(abspath $(VENV))/bin/tamebpf"; fi
 
+# The main job: the whole tool on a testbed of its own (scripts/demo.py).
 run: deps all
-	$(SUDO) $(abspath $(VENV))/bin/tamebpf flows
+	$(SUDO) $(PY) scripts/demo.py
 
 lint:
 	$(Q)$(VENV)/bin/ruff check userspace tests scripts

@@ -1,0 +1,31 @@
+"""The README's main job (make run) in its non-interactive mode."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.root
+
+DEMO = Path(__file__).resolve().parents[2] / "scripts" / "demo.py"
+
+
+def test_demo_advises_watches_and_cleans_up() -> None:
+    before = set(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True,
+                                check=True).stdout.split())
+    res = subprocess.run([sys.executable, str(DEMO), "--batch", "--refreshes", "14"],
+                         capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
+    out = res.stdout
+    assert res.returncode == 0, f"demo failed ({res.returncode}): {res.stderr[-2000:]}"
+    assert "ADVICE:" in out, "no advice printed"
+    watch_rows = [ln for ln in out.splitlines() if ln.startswith(" iperf3 ")]
+    assert any(ln.split()[2].rstrip("!") == "16" for ln in watch_rows), (
+        f"watch never showed the 16-stream transfer: {watch_rows[-3:]}")
+    assert out.rstrip().endswith("done: nothing left behind")
+    after = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True,
+                           check=True).stdout.split()
+    left = [ns for ns in after if ns.startswith("demo") and ns not in before]
+    assert not left, f"demo left namespaces {left}"
