@@ -241,6 +241,11 @@ def test_caps_mark_groups_over_the_cap() -> None:
     agg.update(t.step(1, 0), 0, caps)
     g = one(agg.update(t.step(1, SECOND), SECOND, caps))
     assert g.cap == 4 and g.over_cap, f"expected cap 4 exceeded by 6 streams, got {g.cap}"
+    port_cap = [Cap(5, remote="10.0.0.2", port=5201), Cap(1, remote="10.0.0.2", port=22)]
+    g = one(agg.update(t.step(1, 2 * SECOND), 2 * SECOND, port_cap))
+    assert g.cap == 1 and g.over_cap, f"6 streams to port 5201 exceed the cap of 5, got {g}"
+    g = one(agg.update(t.step(1, 3 * SECOND), 3 * SECOND, port_cap[1:]))
+    assert g.cap == 1 and not g.over_cap, "a cap on port 22 must not count streams to 5201"
     assert not Cap(2, cgroup="/other").matches(["/test"], "10.0.0.2")
     assert Cap(2, cgroup="/test").matches(["/test/child"], "10.0.0.2")
 

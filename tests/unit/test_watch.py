@@ -208,15 +208,13 @@ def test_caps_hook_without_and_with_a_cap_module(monkeypatch: pytest.MonkeyPatch
     from tamebpf.commands import watch
 
     monkeypatch.setitem(sys.modules, "tamebpf.kernel.cap", None)  # import fails
-    watch._cap_lister.cache_clear()
-    assert read_caps() == [], "no cap module must mean no caps"
-    fake = types.ModuleType("tamebpf.kernel.cap")
-    fake.list_caps = lambda: [types.SimpleNamespace(streams=4, cgroup="/bulk",  # type: ignore
-                                                    remote="10.0.0.0/8")]
-    monkeypatch.setitem(sys.modules, "tamebpf.kernel.cap", fake)
-    watch._cap_lister.cache_clear()
+    watch._cap_table.cache_clear()
     try:
-        got = read_caps()
+        assert watch.cap_table() == [] and read_caps() == [], "no cap module must mean no caps"
     finally:
-        watch._cap_lister.cache_clear()
-    assert got == [Cap(4, "/bulk", "10.0.0.0/8")], f"got {got}"
+        watch._cap_table.cache_clear()
+    kernel_caps = [types.SimpleNamespace(cgroup="/bulk", dest="10.0.0.0/8", max_streams=4),
+                   types.SimpleNamespace(cgroup="/x", dest="[fd00::/64]:5201", max_streams=2)]
+    monkeypatch.setattr(watch, "cap_table", lambda: kernel_caps)
+    got = read_caps()
+    assert got == [Cap(4, "/bulk", "10.0.0.0/8"), Cap(2, "/x", "fd00::/64", 5201)], f"got {got}"

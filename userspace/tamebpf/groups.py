@@ -105,12 +105,13 @@ class GroupKey(NamedTuple):
 class Cap:
     """A limit on streams set by `tamebpf cap`, as watch and export see it.
 
-    None in cgroup or remote means "any"; remote is an address or a network
-    (CIDR)."""
+    None in cgroup or remote means "any"; cgroup covers its subtree; remote
+    is an address or a network (CIDR); port None means every port."""
 
     streams: int
     cgroup: str | None = None
     remote: str | None = None
+    port: int | None = None
 
     def matches(self, cgroups: Iterable[str | None], remote_addr: str) -> bool:
         if self.cgroup is not None and not any(
@@ -181,6 +182,7 @@ class Group:
     cap: int | None  # the tightest matching cap, in streams
     interval_s: float | None
     observed: tuple[Observation, ...] = ()  # stream counts seen often enough to fit
+    over_cap: bool = False  # a matching cap counts more streams than it allows
 
     @property
     def advice(self) -> Advice | None:
@@ -198,10 +200,6 @@ class Group:
     def over_advice(self) -> bool:
         adv = self.advice
         return adv is not None and self.streams > adv.num_flows
-
-    @property
-    def over_cap(self) -> bool:
-        return self.cap is not None and self.streams > self.cap
 
     @property
     def active(self) -> bool:
@@ -248,6 +246,7 @@ class _Round:
     srtt: list[int] = field(default_factory=list)
     srtt_any: list[int] = field(default_factory=list)
     ccs: Tally[str] = field(default_factory=Tally)
+    ports: Tally[int] = field(default_factory=Tally)  # streams by remote port
     comms: set[str | None] = field(default_factory=set)
     cgroups: set[str | None] = field(default_factory=set)
 
@@ -354,6 +353,7 @@ class Aggregator:
                 sending = f.data_segs_out > 0
             if f.state == "ESTABLISHED" and sending:
                 r.streams += 1
+                r.ports[f.remote_port] += 1
                 if f.srtt_us is not None:
                     r.srtt.append(f.srtt_us)
                 if f.congestion_control:
@@ -418,7 +418,10 @@ class Aggregator:
         g.passive = self._fit(g, r.ccs)
         comms = {c for c in r.comms if c is not None}
         cgroups = {c for c in r.cgroups if c is not None}
-        matching = [c.streams for c in caps if c.matches(r.cgroups, g.key.remote_addr)]
+        matching = [c for c in caps if c.matches(r.cgroups, g.key.remote_addr)]
+        over_cap = any(
+            (r.streams if c.port is None else r.ports[c.port]) > c.streams for c in matching
+        )
         return Group(
             key=g.key,
             comm=next(iter(comms)) if len(comms) == 1 else None,
@@ -433,9 +436,10 @@ class Aggregator:
             counters=Counters(*_add(g.acc, live)),
             flows_closed=g.closed,
             passive=g.passive,
-            cap=min(matching) if matching else None,
+            cap=min(c.streams for c in matching) if matching else None,
             interval_s=interval,
             observed=g.observed,
+            over_cap=over_cap,
         )
 
     def _observe(

@@ -12,19 +12,19 @@ import argparse
 import contextlib
 import curses
 import functools
-import importlib
 import json
 import os
 import shutil
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import IO, Any, NoReturn, Protocol
 
+from tamebpf.capfile import parse_dest
 from tamebpf.commands.predict import parse_fraction, parse_streams
-from tamebpf.errors import UsageError
+from tamebpf.errors import TamebpfError, UsageError
 from tamebpf.groups import GROUP_BY, SORT_KEYS, Aggregator, Cap, Group
 from tamebpf.kernel.flows import Flow, FlowReader, ReaderStats
 from tamebpf.model import (
@@ -68,31 +68,42 @@ class FlowSource(Protocol):
 
 
 def read_caps() -> list[Cap]:
-    """Caps set by `tamebpf cap`, for marking groups over their cap.
+    """Caps in force (`tamebpf cap`), as groups mark them.
 
-    The one place that knows about the cap module: empty while it does not
-    exist (or offers no way to list caps), so watch and export work without
-    it."""
-    lister = _cap_lister()
-    if lister is None:
-        return []
+    The one place where watch and export learn about caps: empty when the
+    cap module is absent, no caps are set or they cannot be read, so watch
+    and export work without it."""
     caps = []
-    for c in lister():
-        streams = getattr(c, "streams", None) or getattr(c, "max_streams", None)
-        if isinstance(streams, int):
-            caps.append(Cap(streams, getattr(c, "cgroup", None),
-                            getattr(c, "remote", None) or getattr(c, "dest", None)))
+    for c in cap_table():
+        try:
+            dest = parse_dest(c.dest)
+        except (UsageError, ValueError):
+            continue
+        caps.append(Cap(c.max_streams, c.cgroup, str(dest.network), dest.port))
     return caps
 
 
-@functools.cache
-def _cap_lister() -> Callable[[], Sequence[Any]] | None:
+def cap_table() -> list[Any]:
+    """The kernel's caps with their counters (tamebpf.kernel.cap.Cap), or []."""
+    table = _cap_table()
+    if table is None:
+        return []
     try:
-        module = importlib.import_module("tamebpf.kernel.cap")
+        return list(table.list())
+    except (TamebpfError, OSError):
+        return []
+
+
+@functools.cache
+def _cap_table() -> Any:
+    try:
+        from tamebpf.kernel.cap import CapTable
     except ImportError:
         return None
-    lister = getattr(module, "list_caps", None)
-    return lister if callable(lister) else None
+    try:
+        return CapTable(command="watch")
+    except (TamebpfError, OSError):
+        return None
 
 
 def add_reader_arguments(p: argparse.ArgumentParser) -> None:
