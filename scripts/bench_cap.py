@@ -14,13 +14,18 @@ machine noise hits all alike:
 
 Reports the median connect() latency per mode, the median of the per-round
 differences to `none`, and connects per second sustained (connect + close,
-median over rounds). Writes its section of docs/performance.md with --write.
+median over rounds). End-to-end numbers on a small VM are noisy, so it also
+reports what each of our programs costs per run, from the kernel's BPF
+run-time statistics (enabled for the run through BPF_ENABLE_STATS, which
+ends when we exit). Writes its section of docs/performance.md with --write.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
+import json
 import os
 import platform
 import secrets
@@ -77,6 +82,35 @@ for line in sys.stdin:
 
 
 @contextlib.contextmanager
+def bpf_run_stats() -> Iterator[None]:
+    """Kernel BPF run-time stats while the context lasts (BPF_STATS_RUN_TIME)."""
+    fd = ctypes.CDLL("libbpf.so.1", use_errno=True).bpf_enable_stats(0)
+    if fd < 0:
+        raise SystemExit(f"cannot enable BPF run-time stats: {os.strerror(-fd)}")
+    try:
+        yield
+    finally:
+        os.close(fd)
+
+
+def bpftool_json(*argv: str) -> object:
+    return json.loads(subprocess.run(["bpftool", "-j", *argv], capture_output=True, text=True,
+                                     check=True, timeout=30).stdout)
+
+
+def prog_costs(cg: str, pin: str) -> dict[str, tuple[int, int]]:
+    """(runs, total ns) of our programs on this cgroup and the global one."""
+    ids = {int(p["id"]) for p in bpftool_json("cgroup", "show", cg)}  # type: ignore[attr-defined]
+    link = bpftool_json("link", "show", "pinned", os.path.join(pin, "state"))
+    ids.add(int(link["prog_id"]))  # type: ignore[index]
+    out = {}
+    for prog in bpftool_json("prog", "show"):  # type: ignore[attr-defined]
+        if prog["id"] in ids:
+            out[prog["name"]] = (prog.get("run_cnt", 0), prog.get("run_time_ns", 0))
+    return out
+
+
+@contextlib.contextmanager
 def bench_cgroup() -> Iterator[str]:
     path = os.path.join(require_cgroup2(), f"tamebpf-bench-{secrets.token_hex(3)}")
     os.mkdir(path)
@@ -103,10 +137,13 @@ def pin_dir() -> Iterator[str]:
             os.rmdir(path)
 
 
-def run(rounds: int, batch: int) -> dict[str, dict[str, list[float]]]:
-    res: dict[str, dict[str, list[float]]] = {
-        m: {"lat": [], "medians": [], "rates": []} for m in MODES}
-    with bench_cgroup() as cg, pin_dir():
+Results = dict[str, dict[str, list[float]]]
+
+
+def run(rounds: int, batch: int) -> tuple[Results, dict[str, dict[str, list[int]]]]:
+    res: Results = {m: {"lat": [], "medians": [], "rates": []} for m in MODES}
+    costs: dict[str, dict[str, list[int]]] = {m: {} for m in MODES if m != "none"}
+    with bench_cgroup() as cg, pin_dir() as pin, bpf_run_stats():
         table = CapTable("bench")
         server = subprocess.Popen([sys.executable, "-c", SERVER], stdout=subprocess.PIPE,
                                   text=True)
@@ -133,6 +170,10 @@ def run(rounds: int, batch: int) -> dict[str, dict[str, list[float]]]:
                     client.stdin.flush()
                     wall, *lat = map(int, client.stdout.readline().split())
                     if mode != "none":
+                        for name, (cnt, ns) in prog_costs(cg, pin).items():
+                            acc = costs[mode].setdefault(name, [0, 0])
+                            acc[0] += cnt
+                            acc[1] += ns
                         cap = table.find(cg, parse_dest(DESTS[mode]))
                         table.remove(cg, parse_dest(DESTS[mode]))
                         assert cap is not None
@@ -150,10 +191,11 @@ def run(rounds: int, batch: int) -> dict[str, dict[str, list[float]]]:
                 with contextlib.suppress(Exception):
                     table.remove(cg, parse_dest(dest))
                 del mode
-    return res
+    return res, costs
 
 
-def section(res: dict[str, dict[str, list[float]]], rounds: int, batch: int) -> str:
+def section(res: Results, costs: dict[str, dict[str, list[int]]], rounds: int,
+            batch: int) -> str:
     base = res["none"]
     lines = [
         START,
@@ -182,6 +224,21 @@ def section(res: dict[str, dict[str, list[float]]], rounds: int, batch: int) -> 
         added = "—" if mode == "none" else f"{statistics.median(diffs):+.2f}"
         lines.append(f"| {mode} | {statistics.median(lat):.2f} | {p90:.2f} | {added} "
                      f"| {statistics.median(r['rates']):.0f} |")
+    lines += [
+        "",
+        "In-kernel cost per program run (BPF run-time statistics, same run): the connect "
+        "hook is what a capped cgroup's connect() pays; `tb_cap_release` runs once per "
+        "socket closed in a capped cgroup; `tb_cap_state` runs on every TCP state change "
+        "on the host (any cgroup) while a cap exists, and does real work only on "
+        "TCP_CLOSE of a charged socket.",
+        "",
+        "| program | mode | runs | ns per run |",
+        "|---|---|---|---|",
+    ]
+    for mode, progs in costs.items():
+        for name, (cnt, ns) in sorted(progs.items()):
+            if cnt:
+                lines.append(f"| {name} | {mode} | {cnt} | {ns / cnt:.0f} |")
     cmd = " ".join(["scripts/bench_cap.py", *sys.argv[1:]])
     lines += ["", f"Reproduce: `sudo .venv/bin/python {cmd}` (also run by `make bench`).",
               "Loopback on a 2-CPU VM is noisy; compare modes within one run only.", END]
@@ -209,8 +266,8 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=2000, help="connects per mode and round")
     ap.add_argument("--write", metavar="FILE", help="write the section into this Markdown file")
     args = ap.parse_args()
-    res = run(args.rounds, args.batch)
-    text = section(res, args.rounds, args.batch)
+    res, costs = run(args.rounds, args.batch)
+    text = section(res, costs, args.rounds, args.batch)
     sys.stdout.write(text)
     if args.write:
         write_section(args.write, text)
