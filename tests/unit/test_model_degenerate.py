@@ -231,3 +231,25 @@ def test_zero_gain_threshold_still_refuses_useless_streams() -> None:
     fit = fit_throughput([Probe(1, 50.0), Probe(10, 50.0)])  # flat curve
     adv = advise(fit, max_impact=1.0, gain_threshold=0.0, max_streams=32)
     assert (adv.num_flows, adv.limited_by) == (1, "gain-threshold"), f"got {adv}"
+
+
+@pytest.mark.parametrize(
+    "probes",
+    [
+        [Probe(1, 1e300), Probe(10, 1e300)],
+        [Probe(1, 1e-300), Probe(10, 1e-300)],
+        [Probe(1, 1e-200), Probe(10, 5e-200)],
+    ],
+)
+def test_absurd_magnitudes_are_errors_not_crashes(probes: list[Probe]) -> None:
+    with pytest.raises(ModelInputError, match="too extreme"):
+        fit_throughput(probes)
+
+
+def test_absurd_kernel_values_are_errors_not_crashes() -> None:
+    samples = [LossSample(1, 0.01, 1e200, 50.0), LossSample(10, 0.02, 1e200, 200.0)]
+    with pytest.raises(ModelInputError, match="too extreme"):
+        fit_loss_rtt(samples)
+    lossless = [LossSample(1, 0.0, 0.05, 1e300), LossSample(10, 0.0, 0.05, 1e300)]
+    with pytest.raises(ModelInputError, match="too extreme"):
+        fit_loss_rtt(lossless)

@@ -189,3 +189,27 @@ def test_results_do_not_depend_on_unit(
         assert math.isclose(c1.impact, c2.impact, rel_tol=1e-9, abs_tol=1e-12), (
             f"n={c1.streams}: impact {c1.impact} != {c2.impact}"
         )
+
+
+@FAST
+@given(
+    st.lists(
+        st.tuples(st.integers(1, 1024), st.floats(min_value=1e-320, max_value=1e308)),
+        min_size=2,
+        max_size=3,
+    ),
+    models,
+    limits,
+)
+def test_any_magnitude_gives_error_or_finite_result(
+    raw: list[tuple[int, float]], model: str, s: Settings
+) -> None:
+    from tamebpf.model import ModelInputError
+
+    try:
+        pred = predict(fit_throughput([Probe(n, bw) for n, bw in raw], model), s)  # type: ignore[arg-type]
+    except ModelInputError:
+        return
+    for c in pred.curve:
+        assert math.isfinite(c.throughput) and 0.0 <= c.impact <= 1.0, f"bad point {c}"
+    assert math.isfinite(pred.advice.max_nondisruptive_thru), f"bad advice {pred.advice}"

@@ -54,6 +54,9 @@ CALIBRATION_TOLERANCE = 0.25
 # rounding noise (e.g. b' from two probes with equal throughput): counted as 0,
 # so that a decision never depends on the unit the throughput is given in.
 REL_EPS = 1e-9
+# Range of y = n^2/BW^2 (or p RTT^2) the fit accepts: far beyond any real unit,
+# but it keeps every product in the fit and the curve inside double precision.
+Y_MIN, Y_MAX = 1e-250, 1e250
 
 
 @dataclass(frozen=True)
@@ -132,10 +135,17 @@ class Fit:
         q2, q1, q0 = self.coeffs
         return (q2 * n + q1) * n + q0
 
+    def _positive_index(self, n: float) -> float:
+        # Only reachable with hand-made coefficients near the float limits.
+        y = self.loss_index(n)
+        if not 0.0 < y < math.inf:
+            raise ModelInputError(f"p'({n:g}) = {y!r} is out of range for this fit")
+        return y
+
     def throughput(self, n: float) -> float:
         """Predicted aggregate throughput with n streams (Eq 10)."""
         n = positive(n, "number of streams")
-        return n / math.sqrt(self.loss_index(n))
+        return n / math.sqrt(self._positive_index(n))
 
     def impact(self, n: float, baseline: Baseline = "one-stream") -> float:
         """Relative throughput loss of a cross-traffic flow (Eq 18), in [0, 1].
@@ -147,7 +157,7 @@ class Fit:
         if baseline not in BASELINES:
             raise ModelInputError(f"unknown impact baseline {baseline!r}")
         ref = self.loss_index(1.0 if baseline == "one-stream" else 0.0)
-        value = 1.0 - math.sqrt(ref / self.loss_index(n))
+        value = 1.0 - math.sqrt(ref / self._positive_index(n))
         # n below the reference would be a gain for cross traffic; the model
         # reports impact, so it is floored at 0 (and ratios keep it < 1).
         return min(max(value, 0.0), 1.0)
@@ -164,7 +174,7 @@ def fit_throughput(probes: Iterable[Probe], model: ModelName = "partial") -> Fit
     if not all(isinstance(p, Probe) for p in probes):
         raise ModelInputError("probes must be Probe(streams, throughput) values")
     levels = [p.streams for p in probes]
-    ys = [(p.streams / p.throughput) ** 2 for p in probes]
+    ys = [_point(p.streams / p.throughput, 1.0, f"{p.streams}-stream probe") for p in probes]
     label, coeffs, warnings, limit = _fit_curve(levels, ys, model, "throughput")
     return Fit(label, coeffs, probes, "throughput", (), warnings, limit)
 
@@ -198,19 +208,33 @@ def fit_loss_rtt(
     probes = tuple(Probe(s.streams, s.throughput) for s in samples if s.throughput is not None)
     levels = [s.streams for s in samples]
     _check_levels(levels, model)
-    ys = [s.loss_rate * s.rtt_s**2 for s in samples]
+    ys = [_point(s.rtt_s, s.loss_rate, f"{s.streams}-stream sample") for s in samples]
     top = max(levels)
     if _mean_at(levels, ys, top) <= 0.0:
         return _lossless_fit(samples, probes, model, top)
     label, raw, warnings, limit = _fit_curve(levels, ys, model, "loss-rtt")
-    if measured:
+    if mss is not None and not measured:
+        scale = MATHIS_C * mss * 8.0 / 1e6  # bytes/s -> Mbit/s
+    else:
         scale = _calibrate(raw, probes)
         warnings += _calibration_warnings(raw, scale, probes)
-    else:
-        assert mss is not None
-        scale = MATHIS_C * mss * 8.0 / 1e6  # bytes/s -> Mbit/s
-    coeffs = (raw[0] / scale**2, raw[1] / scale**2, raw[2] / scale**2)
+    # Products, not **: an absurd scale becomes inf/0 and Fit refuses it cleanly.
+    coeffs = (raw[0] / (scale * scale), raw[1] / (scale * scale), raw[2] / (scale * scale))
     return Fit(label, coeffs, probes, "loss-rtt", samples, warnings, limit, scale)
+
+
+def _point(root: float, weight: float, what: str) -> float:
+    """y = weight * root^2 (n^2/BW^2 or p RTT^2), refused outside [Y_MIN, Y_MAX]
+    so that no later step can overflow, underflow to 0 or divide by zero."""
+    if weight == 0.0:
+        return 0.0  # zero loss: handled by the callers
+    y = weight * root * root  # floats: overflow gives inf, not an exception
+    if not Y_MIN <= y <= Y_MAX:
+        raise ModelInputError(
+            f"the {what} is too extreme to fit (n^2/BW^2 or p*RTT^2 = {y:.3g}, "
+            f"outside [{Y_MIN:g}, {Y_MAX:g}]): use a more sensible unit"
+        )
+    return y
 
 
 def _check_model(model: str) -> None:
@@ -267,6 +291,8 @@ def _fit_curve(
     y_top = _mean_at(levels, ys, top)
     y_scale = max(ys)  # rounding in the solve is relative to the largest y
     q = _denoise(_solve(levels, ys, model), top, y_scale)
+    if not all(math.isfinite(c) for c in q):
+        raise ModelInputError("probe values too far apart to fit in floating point")
     if model == "full" and min(q) < 0.0:
         warnings.append(
             f"full order 2 fit has a negative coefficient (a={q[0]:.4g}, b={q[1]:.4g}, "
@@ -343,13 +369,13 @@ def _lossless_fit(
             f"no loss measured at {top} streams and no measured throughput to fall "
             "back on: give the samples' throughput"
         )
-    per_stream = sum(at_top) / len(at_top) / top
+    y_top = _point(top / (sum(at_top) / len(at_top)), 1.0, f"{top}-stream sample")
     warning = (
         f"no loss measured at {top} streams: no congestion seen; predictions hold "
         f"per-stream throughput at the {top}-stream measurement and the advice "
         f"stops at {top} streams, the largest level probed"
     )
-    coeffs = (0.0, 0.0, 1.0 / per_stream**2)
+    coeffs = (0.0, 0.0, y_top)
     return Fit(MODEL_LABELS[model], coeffs, probes, "loss-rtt", samples, (warning,), top, None)
 
 
