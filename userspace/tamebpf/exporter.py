@@ -1,0 +1,304 @@
+"""Prometheus metrics from the kernel's flow telemetry, read at scrape time.
+
+`TamebpfCollector` is a custom prometheus_client collector: every scrape
+takes one snapshot from the flow source (a FlowReader, or a fake in tests),
+feeds the aggregator of tamebpf.groups and yields metric families.  It is
+registered on a registry the caller passes in, so tests scrape it with
+`generate_latest(registry)` and no server.  docs/metrics.md lists every
+metric this module can emit; a unit test checks the two agree.
+
+Counters never go backwards while the collector lives: per group they are
+the final counters of the flows that closed plus the current counters of
+the open ones (tamebpf.groups explains the bookkeeping).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import CollectorRegistry
+
+from tamebpf import __version__
+from tamebpf.groups import Aggregator, Cap, Group
+from tamebpf.kernel.flows import Flow, ReaderStats
+
+PREFIX = "tamebpf_"
+# The BPF programs a FlowReader keeps attached (bpf/flows.bpf.c).
+FLOW_PROGRAMS = ("dump_flows", "on_state", "claim_owners")
+# Scrapes closer together than this reuse the last reading.
+MIN_REFRESH_S = 0.2
+
+
+class FlowSource(Protocol):
+    def snapshot(self) -> list[Flow]: ...
+
+    def stats(self) -> ReaderStats: ...
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One refresh: the groups and what the exporter knows about itself."""
+
+    groups: list[Group]
+    flows: list[Flow]  # open flows only
+    stats: ReaderStats | None
+    duration_s: float
+    time_s: float  # wall clock
+    ok: bool
+
+
+# (name without prefix, help, Group -> value); counters get _total on exposition.
+GROUP_COUNTERS: tuple[tuple[str, str, str], ...] = (
+    ("group_acked_bytes", "Bytes of data sent and acknowledged by the peer (goodput).",
+     "bytes_acked"),
+    ("group_sent_bytes", "Bytes of data sent, retransmissions included.", "bytes_sent"),
+    ("group_retransmitted_bytes", "Bytes of data retransmitted.", "bytes_retrans"),
+    ("group_received_bytes", "Bytes of data received.", "bytes_received"),
+    ("group_sent_segments", "TCP segments sent, pure ACKs included.", "segs_out"),
+    ("group_sent_data_segments", "TCP segments sent that carried data.", "data_segs_out"),
+    ("group_retransmitted_segments", "TCP segments retransmitted.", "total_retrans"),
+    ("group_received_segments", "TCP segments received.", "segs_in"),
+)
+
+FLOW_COUNTERS: tuple[tuple[str, str, str], ...] = (
+    ("flow_acked_bytes", "Bytes of data sent and acknowledged by the peer.", "bytes_acked"),
+    ("flow_sent_bytes", "Bytes of data sent, retransmissions included.", "bytes_sent"),
+    ("flow_received_bytes", "Bytes of data received.", "bytes_received"),
+    ("flow_sent_data_segments", "TCP segments sent that carried data.", "data_segs_out"),
+    ("flow_retransmitted_segments", "TCP segments retransmitted.", "total_retrans"),
+)
+FLOW_LABELS = ("cookie", "comm", "cgroup", "local_port", "remote_addr", "remote_port")
+
+
+class TamebpfCollector:
+    """Reads the flow source at scrape time; safe to scrape from several
+    threads (one reading at a time).
+
+    per_flow: also one series per open flow (unbounded cardinality: ask for
+    it explicitly).  caps: returns the caps in force (tamebpf cap).
+    cap_table: returns the kernel's cap records (for the cap metrics)."""
+
+    def __init__(
+        self,
+        source: FlowSource,
+        agg: Aggregator,
+        *,
+        per_flow: bool = False,
+        caps: Callable[[], list[Cap]] = list,
+        cap_table: Callable[[], Sequence[Any]] = list,
+        programs: Sequence[str] = FLOW_PROGRAMS,
+    ) -> None:
+        self.source, self.agg, self.per_flow = source, agg, per_flow
+        self.caps, self.cap_table, self.programs = caps, cap_table, tuple(programs)
+        self.labels = ("comm" if agg.group_by == "comm" else "cgroup", "remote_addr")
+        self._lock = threading.Lock()
+        self._last: Reading | None = None
+        self._last_mono = 0.0
+        self.read_errors = 0
+        self.scrapes = 0
+
+    def describe(self) -> list[Any]:
+        # No samples at registration: reading the kernel is for scrapes.
+        return []
+
+    def read(self, max_age_s: float = MIN_REFRESH_S) -> Reading:
+        """A fresh reading, or the last one if it is younger than max_age_s."""
+        with self._lock:
+            now = time.monotonic()
+            if self._last is not None and now - self._last_mono < max_age_s:
+                return self._last
+            start = time.perf_counter()
+            ok = True
+            stats: ReaderStats | None
+            try:
+                flows = self.source.snapshot()
+                stats = self.source.stats()
+                now_ns = max((f.read_monotonic_ns for f in flows if not f.closed),
+                             default=time.monotonic_ns())
+                groups = self.agg.update(flows, now_ns, self.caps())
+                open_flows = [f for f in flows if not f.closed]
+            except Exception:  # noqa: BLE001 - a scrape must answer; count and go on
+                self.read_errors += 1
+                ok = False
+                prev = self._last
+                groups = prev.groups if prev else []
+                open_flows = prev.flows if prev else []
+                stats = prev.stats if prev else None
+            self._last = Reading(groups, open_flows, stats, time.perf_counter() - start,
+                                 time.time(), ok)
+            self._last_mono = now
+            return self._last
+
+    def collect(self) -> Iterator[Any]:
+        reading = self.read()
+        self.scrapes += 1
+        yield from self._group_metrics(reading.groups)
+        if self.per_flow:
+            yield from self._flow_metrics(reading.flows)
+        yield from self._cap_metrics()
+        yield from self._health(reading)
+
+    def _key(self, g: Group) -> list[str]:
+        return [g.key.owner or "", g.remote_addr]
+
+    def _group_metrics(self, groups: Sequence[Group]) -> Iterator[Any]:
+        labels = self.labels
+        for name, doc, attr in GROUP_COUNTERS:
+            c = CounterMetricFamily(PREFIX + name, doc, labels=labels)
+            for g in groups:
+                c.add_metric(self._key(g), getattr(g.counters, attr))
+            yield c
+        closed = CounterMetricFamily(PREFIX + "group_flows_closed",
+                                     "TCP flows of the group that closed.", labels=labels)
+        flows = GaugeMetricFamily(PREFIX + "group_flows", "Open TCP flows of the group.",
+                                  labels=labels)
+        streams = GaugeMetricFamily(
+            PREFIX + "group_streams",
+            "Established flows of the group that sent data since the previous reading.",
+            labels=labels)
+        srtt = GaugeMetricFamily(PREFIX + "group_srtt_seconds",
+                                 "Mean smoothed round-trip time of the group's streams.",
+                                 labels=labels)
+        levels = GaugeMetricFamily(
+            PREFIX + "group_observed_stream_counts",
+            "Distinct stream counts the group was seen at (the passive fit needs 2).",
+            labels=labels)
+        for g in groups:
+            key = self._key(g)
+            closed.add_metric(key, g.flows_closed)
+            flows.add_metric(key, g.flows)
+            streams.add_metric(key, g.streams)
+            levels.add_metric(key, len(g.observed))
+            if g.srtt_us is not None:
+                srtt.add_metric(key, g.srtt_us / 1e6)
+        yield from (closed, flows, streams, srtt, levels)
+        yield from self._advice_metrics(groups)
+
+    def _advice_metrics(self, groups: Sequence[Group]) -> Iterator[Any]:
+        labels = self.labels
+        adv_streams = GaugeMetricFamily(
+            PREFIX + "group_advice_streams",
+            "Streams the passive fit advises (present once a fit exists).", labels=labels)
+        adv_rate = GaugeMetricFamily(
+            PREFIX + "group_advice_throughput_bytes_per_second",
+            "Predicted aggregate throughput at the advised streams.", labels=labels)
+        adv_impact = GaugeMetricFamily(
+            PREFIX + "group_advice_impact_ratio",
+            "Predicted relative throughput loss of cross traffic at the advised streams.",
+            labels=labels)
+        over = GaugeMetricFamily(
+            PREFIX + "group_over_advice",
+            "1 if the group runs more streams than advised, else 0 (with a fit).",
+            labels=labels)
+        cap = GaugeMetricFamily(
+            PREFIX + "group_cap_streams",
+            "Tightest stream cap (tamebpf cap) matching the group.", labels=labels)
+        over_cap = GaugeMetricFamily(
+            PREFIX + "group_over_cap",
+            "1 if a matching cap counts more of the group's streams than it allows, else 0.",
+            labels=labels)
+        for g in groups:
+            key = self._key(g)
+            adv = g.advice
+            if adv is not None:
+                adv_streams.add_metric(key, adv.num_flows)
+                adv_rate.add_metric(key, adv.max_nondisruptive_thru * 1e6 / 8)
+                adv_impact.add_metric(key, adv.cross_traffic_impact)
+                over.add_metric(key, 1.0 if g.over_advice else 0.0)
+            if g.cap is not None:
+                cap.add_metric(key, g.cap)
+                over_cap.add_metric(key, 1.0 if g.over_cap else 0.0)
+        yield from (adv_streams, adv_rate, adv_impact, over, cap, over_cap)
+
+    def _flow_metrics(self, flows: Sequence[Flow]) -> Iterator[Any]:
+        def key(f: Flow) -> list[str]:
+            return [str(f.cookie), f.comm or "", f.cgroup or "", str(f.local_port),
+                    f.remote_addr, str(f.remote_port)]
+
+        for name, doc, attr in FLOW_COUNTERS:
+            c = CounterMetricFamily(PREFIX + name, doc, labels=FLOW_LABELS)
+            for f in flows:
+                c.add_metric(key(f), getattr(f, attr))
+            yield c
+        srtt = GaugeMetricFamily(PREFIX + "flow_srtt_seconds", "Smoothed round-trip time.",
+                                 labels=FLOW_LABELS)
+        cwnd = GaugeMetricFamily(PREFIX + "flow_congestion_window_segments",
+                                 "Congestion window.", labels=FLOW_LABELS)
+        for f in flows:
+            if f.srtt_us is not None:
+                srtt.add_metric(key(f), f.srtt_us / 1e6)
+            cwnd.add_metric(key(f), f.snd_cwnd)
+        yield from (srtt, cwnd)
+
+    def _cap_metrics(self) -> Iterator[Any]:
+        labels = ("cgroup", "dest")
+        limit = GaugeMetricFamily(PREFIX + "cap_max_streams",
+                                  "Streams a cap allows (tamebpf cap).", labels=labels)
+        live = GaugeMetricFamily(PREFIX + "cap_streams", "Streams a cap counts now.",
+                                 labels=labels)
+        refused = CounterMetricFamily(PREFIX + "cap_refused_connections",
+                                      "connect() calls a cap refused.", labels=labels)
+        try:
+            table = list(self.cap_table())
+        except Exception:  # noqa: BLE001 - caps are extra; never fail a scrape for them
+            table = []
+        for c in table:
+            key = [str(getattr(c, "cgroup", "")), str(getattr(c, "dest", ""))]
+            limit.add_metric(key, getattr(c, "max_streams", 0))
+            live.add_metric(key, getattr(c, "streams", 0))
+            refused.add_metric(key, getattr(c, "refused", 0))
+        yield from (limit, live, refused)
+
+    def _health(self, r: Reading) -> Iterator[Any]:
+        info = GaugeMetricFamily(PREFIX + "build_info", "tamebpf version (value 1).",
+                                 labels=("version",))
+        info.add_metric([__version__], 1)
+        yield info
+        yield GaugeMetricFamily(PREFIX + "programs_attached",
+                                "BPF programs the exporter keeps attached.",
+                                value=len(self.programs))
+        yield GaugeMetricFamily(PREFIX + "up", "1 if the last reading of the kernel worked.",
+                                value=1 if r.ok else 0)
+        yield CounterMetricFamily(PREFIX + "read_errors",
+                                  "Readings of the kernel that failed.", value=self.read_errors)
+        yield GaugeMetricFamily(PREFIX + "read_duration_seconds",
+                                "Time the last reading took (snapshot and aggregation).",
+                                value=r.duration_s)
+        yield GaugeMetricFamily(PREFIX + "flows", "Open TCP flows seen.", value=len(r.flows))
+        yield GaugeMetricFamily(PREFIX + "groups", "Groups held (open flows or counters kept).",
+                                value=len(r.groups))
+        yield CounterMetricFamily(PREFIX + "groups_evicted",
+                                  "Idle groups forgotten to bound the series (--max-groups).",
+                                  value=self.agg.evicted)
+        st = r.stats
+        fill = GaugeMetricFamily(PREFIX + "map_entries", "Entries in a BPF map now.",
+                                 labels=("map",))
+        size = GaugeMetricFamily(PREFIX + "map_max_entries", "Capacity of a BPF map.",
+                                 labels=("map",))
+        dropped = CounterMetricFamily(
+            PREFIX + "events_dropped",
+            "Kernel events lost: closed-flow records (map full) or flow owners (no storage).",
+            labels=("event",))
+        recorded = CounterMetricFamily(PREFIX + "closed_flows_recorded",
+                                       "Closed flows whose final counters were recorded.")
+        if st is not None:
+            fill.add_metric(["closed"], st.closed_fill)
+            size.add_metric(["closed"], st.closed_max)
+            dropped.add_metric(["closed_flow"], st.closed_dropped)
+            dropped.add_metric(["owner"], st.owners_dropped)
+            recorded.add_metric([], st.closed_recorded)
+        yield from (fill, size, dropped, recorded)
+
+
+def make_registry(collector: TamebpfCollector,
+                  registry: CollectorRegistry | None = None) -> CollectorRegistry:
+    """Register the collector on `registry` (a new one by default, not the
+    process-wide default, so Python's own metrics stay out)."""
+    reg = registry if registry is not None else CollectorRegistry(auto_describe=False)
+    reg.register(collector)
+    return reg
