@@ -161,3 +161,25 @@ def test_apply_makes_the_file_be_in_force(pins: str, cg: str, tmp_path: object) 
     write()
     assert tamebpf("cap", "apply", "--prune", path).returncode == 0
     assert not os.path.exists(pins), "pruning every cap left pins"
+
+
+def test_many_capped_cgroups_are_listed_and_removed(pins: str) -> None:
+    """More capped cgroups than `cap list` first makes room for (16)."""
+    n = 17
+    with contextlib.ExitStack() as stack:
+        cgs = [stack.enter_context(cgroup()) for _ in range(n)]
+        for i, path in enumerate(cgs):
+            res = tamebpf("cap", "set", "--cgroup", path, "--dest", "198.18.0.0/15",
+                          "--max-streams", str(i + 1))
+            assert res.returncode == 0, res.stderr
+        res = tamebpf("cap", "list", "--json")
+        got = sorted((c["cgroup"], c["max_streams"]) for c in json.loads(res.stdout))
+        want = sorted(("/" + os.path.basename(p), i + 1) for i, p in enumerate(cgs))
+        assert got == want, f"expected {n} caps {want}, got {got}"
+        tree = sh("bpftool", "cgroup", "tree")
+        assert tree.count("tb_cap_connect4") == n, f"expected {n} connect4 attachments:\n{tree}"
+        for path in cgs:
+            assert tamebpf("cap", "rm", "--cgroup", path, "--dest",
+                           "198.18.0.0/15").returncode == 0
+        assert not os.path.exists(pins), "pins left after removing every cap"
+        assert "tb_cap" not in sh("bpftool", "cgroup", "tree"), "programs left attached"

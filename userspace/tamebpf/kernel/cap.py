@@ -219,16 +219,21 @@ class CapTable:
         return None
 
     def list(self) -> list[Cap]:
-        ids = (ctypes.c_uint64 * LIST_MAX)()
-        cgs = (TbCapCgroup * LIST_MAX)()
-        n = ctypes.c_size_t()
         if not os.path.isdir(self.pin):
             return []
-        rc = self._lib.tb_cap_list(self.pin.encode(), ids, cgs, LIST_MAX, ctypes.byref(n))
-        if rc:
-            raise self._fail(rc)
+        n = ctypes.c_size_t()
+        want = 16
+        while True:  # room for as many capped cgroups as there are now
+            ids = (ctypes.c_uint64 * want)()
+            cgs = (TbCapCgroup * want)()
+            rc = self._lib.tb_cap_list(self.pin.encode(), ids, cgs, want, ctypes.byref(n))
+            if rc:
+                raise self._fail(rc)
+            if n.value <= want or want >= LIST_MAX:
+                break
+            want = min(LIST_MAX, n.value + 16)
         caps = []
-        for i in range(min(n.value, LIST_MAX)):
+        for i in range(min(n.value, want)):
             cg = cgs[i]
             path = cg.path.decode(errors="replace")
             for j in range(min(cg.n, len(cg.rules))):
