@@ -358,10 +358,15 @@ int tb_cap_add(const char *pin_dir, const char *cg_path, const char *rel_path,
 	__u64 id;
 
 	tb_libbpf_logging();
+	if (strlen(rel_path) >= TB_CAP_PATH_LEN) {
+		tb_set_error("cgroup path %s is longer than %d characters",
+			     rel_path, TB_CAP_PATH_LEN - 1);
+		return -ENAMETOOLONG;
+	}
 	if (!max || (rule->family != AF_INET && rule->family != AF_INET6) ||
-	    strlen(rel_path) >= TB_CAP_PATH_LEN) {
-		tb_set_error("invalid cap (max %u, family %u, path length %zu)",
-			     max, rule->family, strlen(rel_path));
+	    rule->prefix_len > (rule->family == AF_INET ? 32u : 128u)) {
+		tb_set_error("invalid cap (max %u, family %u, prefix /%u)", max,
+			     rule->family, rule->prefix_len);
 		return -EINVAL;
 	}
 	cgfd = open(cg_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
