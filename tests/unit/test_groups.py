@@ -77,6 +77,20 @@ def test_idle_and_receiving_flows_are_not_streams() -> None:
         f"expected 1 stream of 3 flows, got {g.streams}/{g.flows}")
 
 
+def test_a_control_connection_beside_the_streams_is_not_a_stream() -> None:
+    agg = Aggregator()
+    t = Transfer(streams=4, mbps=40.0)
+    control = make_flow(1, data_segs_out=1, bytes_acked=37, bytes_sent=37)
+    agg.update([*t.step(1, 0), control], 0)
+    moved = replace(control, data_segs_out=3, bytes_acked=300, bytes_sent=300)
+    g = one(agg.update([*t.step(1, SECOND), moved], SECOND))
+    assert g.streams == 4, f"expected 4 streams (control connection left out), got {g.streams}"
+    alone = replace(moved, data_segs_out=5, bytes_acked=500, bytes_sent=500)
+    t.set_streams(0)
+    g = one(agg.update([*t.step(1, 2 * SECOND), alone], 2 * SECOND))
+    assert g.streams == 1, f"a flow sending alone is a stream, got {g.streams}"
+
+
 def test_group_by_cgroup_and_mixed_names() -> None:
     agg = Aggregator(group_by="cgroup")
     a = Transfer(streams=1, mbps=10, comm="rsync", cgroup="/backup", next_cookie=1)

@@ -7,7 +7,8 @@ I/O and no clock: the caller passes the time of each snapshot.
 
 Per refresh, each group gets
 - interval measures (from the counter deltas since the previous snapshot):
-  streams (established flows that sent data), goodput (bytes acknowledged),
+  streams (established flows that sent data, not counting those that sent a
+  trifle next to the group's busiest flow), goodput (bytes acknowledged),
   loss rate (retransmitted / data segments sent), mean smoothed RTT;
 - cumulative counters that never go backwards: the final counters of closed
   flows are folded into the group when they arrive (each exactly once), live
@@ -54,6 +55,9 @@ SORT_KEYS: tuple[SortKey, ...] = ("goodput", "streams", "loss", "rtt", "owner", 
 LOSS_BASED = frozenset({"reno", "cubic", "htcp", "highspeed", "scalable", "bic", "westwood"})
 # Two advices this far apart (in streams) mean the estimators disagree.
 DISAGREEMENT_STREAMS = 2
+# A flow that sent less than this share of the bytes its group's busiest flow
+# sent in the interval is not counted as a stream (control connections).
+STREAM_SHARE = 0.01
 # Flows taken for gone without a closed record, remembered in case it comes late.
 GONE_MEMORY = 4096
 
@@ -79,6 +83,7 @@ _Vec = tuple[int, ...]
 _of = attrgetter(*COUNTER_NAMES)
 ZERO: _Vec = (0,) * len(COUNTER_NAMES)
 _ACKED = COUNTER_NAMES.index("bytes_acked")
+_SENT = COUNTER_NAMES.index("bytes_sent")
 _DATA_SEGS = COUNTER_NAMES.index("data_segs_out")
 _RETRANS = COUNTER_NAMES.index("total_retrans")
 
@@ -171,7 +176,7 @@ class Group:
     cgroup: str | None  # their cgroup, if they share one
     remote_addr: str
     flows: int  # open flows
-    streams: int  # established flows that sent data in the last interval
+    streams: int  # established flows that sent data in the last interval (see STREAM_SHARE)
     goodput_bps: float | None  # bit/s acknowledged in the last interval
     loss_rate: float | None  # retransmitted / data segments sent, last interval
     srtt_us: float | None  # mean over the streams (over open flows if none)
@@ -247,6 +252,7 @@ class _Round:
     srtt_any: list[int] = field(default_factory=list)
     ccs: Tally[str] = field(default_factory=Tally)
     ports: Tally[int] = field(default_factory=Tally)  # streams by remote port
+    senders: list[tuple[int, Flow]] = field(default_factory=list)  # (bytes, flow)
     comms: set[str | None] = field(default_factory=set)
     cgroups: set[str | None] = field(default_factory=set)
 
@@ -348,16 +354,13 @@ class Aggregator:
             r.flows += 1
             if f.srtt_us is not None:
                 r.srtt_any.append(f.srtt_us)
-            sending = delta[_DATA_SEGS] > 0 or delta[_ACKED] > 0
-            if first:
-                sending = f.data_segs_out > 0
-            if f.state == "ESTABLISHED" and sending:
-                r.streams += 1
-                r.ports[f.remote_port] += 1
-                if f.srtt_us is not None:
-                    r.srtt.append(f.srtt_us)
-                if f.congestion_control:
-                    r.ccs[f.congestion_control] += 1
+            if first:  # no interval yet: what the flow ever sent
+                sent, active = f.bytes_acked + f.bytes_sent, f.data_segs_out > 0
+            else:
+                sent = delta[_ACKED] + delta[_SENT]
+                active = delta[_DATA_SEGS] > 0 or sent > 0
+            if f.state == "ESTABLISHED" and active:
+                r.senders.append((sent, f))
         live: dict[GroupKey, _Vec] = {}
         for cookie, st in list(self._flows.items()):
             if cookie not in seen:
@@ -378,6 +381,7 @@ class Aggregator:
                 rounds[st.key].flows += 1
         out = []
         for key, r in rounds.items():
+            self._count_streams(r)
             g = self._group(key)
             g.last_active_ns = now_ns
             out.append(self._finish(g, r, live.get(key, ZERO), interval, now_ns, caps))
@@ -387,6 +391,24 @@ class Aggregator:
         self._prev_ns = now_ns
         kept = self._evict(now_ns, set(live))
         return [x for x in out if x.key in kept]
+
+    @staticmethod
+    def _count_streams(r: _Round) -> None:
+        """Streams: flows that sent data in the interval, leaving out those
+        that sent a trifle next to the busiest (a control connection beside
+        its transfer's data connections)."""
+        if not r.senders:
+            return
+        floor = max(sent for sent, _ in r.senders) * STREAM_SHARE
+        for sent, f in r.senders:
+            if sent < floor:
+                continue
+            r.streams += 1
+            r.ports[f.remote_port] += 1
+            if f.srtt_us is not None:
+                r.srtt.append(f.srtt_us)
+            if f.congestion_control:
+                r.ccs[f.congestion_control] += 1
 
     def _group(self, key: GroupKey) -> _GroupState:
         g = self._groups.get(key)

@@ -1,0 +1,226 @@
+"""`tamebpf export` for real: a Prometheus server (Debian package
+`prometheus`) started on loopback scrapes the exporter while iperf3 runs and
+ends; the counters it stored never reset and add up to what iperf3 sent.
+Also `promtool check metrics` on a live scrape, a parse of it, the JSON-lines
+sink, and SIGTERM."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.integration.kernel_fixtures import (
+    cgroup,
+    free_port,
+    iperf3_available,
+    sh,
+    spawn,
+    stop,
+    wait_for,
+)
+
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.skipif(not iperf3_available(), reason="iperf3 not installed"),
+]
+
+TAMEBPF = [sys.executable, "-m", "tamebpf"]
+GROUP = '{comm="iperf3",remote_addr="127.0.0.1"}'
+
+
+def http_get(url: str, timeout: float = 5) -> str:
+    with urllib.request.urlopen(url, timeout=timeout) as r:  # noqa: S310 - loopback only
+        body: bytes = r.read()
+    return body.decode()
+
+
+@contextlib.contextmanager
+def exporter(*args: str) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """`tamebpf export --listen 127.0.0.1:0 ...`; yields it and its /metrics URL."""
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen([*TAMEBPF, "export", "--listen", "127.0.0.1:0", *args],
+                                stdout=subprocess.DEVNULL, stderr=err)
+        try:
+            url: list[str] = []
+
+            def ready() -> bool:
+                err.seek(0)
+                m = re.search(r"serving metrics on (\S+)", err.read())
+                if m:
+                    url.append(m.group(1))
+                assert proc.poll() is None, f"exporter exited {proc.returncode}: {err.read()}"
+                return bool(m)
+
+            wait_for(ready, 15, "the exporter to listen")
+            yield proc, url[0]
+        finally:
+            stop(proc)  # type: ignore[arg-type]
+
+
+@contextlib.contextmanager
+def prometheus(target: str) -> Iterator[str]:
+    """A Prometheus server on a free loopback port with its own storage,
+    scraping target every second; yields its base URL."""
+    binary = shutil.which("prometheus")
+    if binary is None:
+        pytest.skip("Debian package 'prometheus' not installed")
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="tamebpf-prom-") as tmp:
+        config = os.path.join(tmp, "prometheus.yml")
+        with open(config, "w") as f:
+            f.write(
+                "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+                "scrape_configs:\n"
+                f"  - job_name: tamebpf\n    static_configs: [{{targets: ['{target}']}}]\n"
+            )
+        proc = subprocess.Popen(
+            [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp}/data",
+             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        base = f"http://127.0.0.1:{port}"
+        try:
+            def ready() -> bool:
+                assert proc.poll() is None, f"prometheus exited {proc.returncode}"
+                try:
+                    return "Ready" in http_get(base + "/-/ready", 1)
+                except OSError:
+                    return False
+
+            wait_for(ready, 20, "prometheus to be ready", step=0.2)
+            yield base
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=5)
+
+
+def query(base: str, promql: str) -> list[dict[str, Any]]:
+    url = base + "/api/v1/query?" + urllib.parse.urlencode({"query": promql})
+    data = json.loads(http_get(url))
+    assert data["status"] == "success", f"query {promql!r} failed: {data}"
+    result: list[dict[str, Any]] = data["data"]["result"]
+    return result
+
+
+def value(base: str, promql: str) -> float | None:
+    result = query(base, promql)
+    return float(result[0]["value"][1]) if result else None
+
+
+def iperf3_run(cg: str, streams: int, seconds: int, rate: str) -> dict[str, Any]:
+    """A whole iperf3 transfer on loopback in cgroup cg; its JSON report."""
+    port = free_port()
+    server = spawn(["iperf3", "-s", "-1", "-p", str(port)], cgroup_path=cg,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: bool(sh("ss", "-tlnH", f"sport = :{port}").strip()), 5,
+                 f"iperf3 server on port {port}")
+        client = spawn(["iperf3", "-c", "127.0.0.1", "-p", str(port), "-P", str(streams),
+                        "-t", str(seconds), "-b", rate, "-J"], cgroup_path=cg,
+                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        try:
+            out, _ = client.communicate(timeout=seconds + 15)
+        finally:
+            stop(client)
+        report: dict[str, Any] = json.loads(out)
+        assert "error" not in report, f"iperf3 failed: {report['error']}"
+        return report
+    finally:
+        stop(server)
+
+
+def test_real_prometheus_scrapes_monotone_counters_across_closing_flows() -> None:
+    with cgroup() as cg, exporter("--cgroup", cg) as (_, url), \
+            prometheus(urllib.parse.urlparse(url).netloc) as prom:
+        wait_for(lambda: value(prom, 'up{job="tamebpf"}') == 1, 15,
+                 "prometheus to scrape the exporter successfully", step=0.3)
+        report = iperf3_run(cg, streams=4, seconds=4, rate="40M")
+        sent = int(report["end"]["sum_sent"]["bytes"])
+        # A scrape after every flow closed: the 5 client flows (4 + control)
+        # and the server's 5.
+        wait_for(lambda: (value(prom, f"tamebpf_group_flows_closed_total{GROUP}") or 0) >= 10
+                 and value(prom, f"tamebpf_group_flows{GROUP}") == 0, 15,
+                 "a scrape showing the iperf3 flows closed", step=0.3)
+        streams = value(prom, f"max_over_time(tamebpf_group_streams{GROUP}[2m])")
+        assert streams == 4, f"expected 4 streams at the peak, Prometheus stored {streams}"
+        names = json.loads(http_get(prom + "/api/v1/label/__name__/values"))["data"]
+        counters = [n for n in names if n.startswith("tamebpf_") and n.endswith("_total")]
+        assert "tamebpf_group_acked_bytes_total" in counters, f"stored counters: {counters}"
+        for name in counters:
+            resets = query(prom, f"resets({name}[2m]) > 0")
+            assert resets == [], f"{name} went backwards: {[r['metric'] for r in resets]}"
+        acked = value(prom, f"tamebpf_group_acked_bytes_total{GROUP}")
+        assert acked is not None and sent <= acked <= sent * 1.01 + 100_000, (
+            f"expected acked bytes ~ iperf3's {sent}, Prometheus has {acked}")
+        srtt = value(prom, f"max_over_time(tamebpf_group_srtt_seconds{GROUP}[2m])")
+        assert srtt is not None and 0 < srtt < 0.05, f"loopback srtt {srtt} s"
+        assert value(prom, "tamebpf_programs_attached") == 3
+        assert value(prom, 'tamebpf_events_dropped_total{event="closed_flow"}') == 0
+
+
+def test_live_scrape_passes_promtool_and_parses() -> None:
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool (Debian package 'prometheus') not installed")
+    with cgroup() as cg, exporter("--cgroup", cg, "--per-flow") as (proc, url):
+        iperf3_run(cg, streams=2, seconds=1, rate="10M")
+        text = http_get(url)
+        check = subprocess.run([promtool, "check", "metrics"], input=text, text=True,
+                               capture_output=True, timeout=20)
+        assert check.returncode == 0 and not check.stdout.strip() and not check.stderr.strip(), (
+            f"promtool check metrics: rc {check.returncode}: {check.stdout}{check.stderr}")
+        families = {f.name: f for f in text_string_to_metric_families(text)}
+        closed = [s for s in families["tamebpf_group_flows_closed"].samples
+                  if s.labels.get("comm") == "iperf3" and s.name.endswith("_total")]
+        assert closed and closed[0].value >= 3, f"expected iperf3's closed flows, got {closed}"
+        assert families["tamebpf_up"].samples[0].value == 1
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=10)
+        assert rc == 128 + signal.SIGTERM, f"expected exit 143 on SIGTERM, got {rc}"
+        with pytest.raises(OSError):
+            http_get(url, 1)
+
+
+def test_jsonl_sink_without_prometheus() -> None:
+    with cgroup() as cg, tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "metrics.jsonl")
+        proc = subprocess.Popen([*TAMEBPF, "export", "--listen", "off", "--jsonl", path,
+                                 "--interval", "0.5", "--cgroup", cg],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            wait_for(lambda: os.path.exists(path) and os.path.getsize(path) > 0, 15,
+                     "the first JSON lines")
+            iperf3_run(cg, streams=2, seconds=2, rate="20M")
+            wait_for(lambda: any(r.get("comm") == "iperf3" and r["flows"] == 0
+                                 for r in read_jsonl(path)), 10,
+                     "a record after iperf3 ended")
+        finally:
+            stop(proc)  # type: ignore[arg-type]
+        recs = [r for r in read_jsonl(path) if r["type"] == "group" and r["comm"] == "iperf3"]
+        assert max(r["streams"] for r in recs) == 2, f"got streams {[r['streams'] for r in recs]}"
+        acked = [r["counters"]["bytes_acked"] for r in recs]
+        assert acked == sorted(acked), f"bytes_acked went backwards in the sink: {acked}"
+        health = [r for r in read_jsonl(path) if r["type"] == "exporter"]
+        assert health and health[-1]["programs_attached"] == 3 and health[-1]["ok"]
+
+
+def read_jsonl(path: str) -> list[dict[str, Any]]:
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.endswith("\n")]
