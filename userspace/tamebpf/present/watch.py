@@ -9,6 +9,7 @@ or print them, and tests can compare them with exact text.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -74,7 +75,9 @@ def _mbps(value: float | None) -> str:
 
 
 def _pct(value: float | None, digits: int = 2) -> str:
-    return "-" if value is None else f"{value * 100:.{digits}f}"
+    if value is None:
+        return "-"
+    return f"{value * 100:.{digits}f}" if value < 0.9995 else "100"
 
 
 def _ms(value: float | None) -> str:
@@ -102,8 +105,8 @@ def advice_cell(g: Group) -> str:
 
 # name, width, right-aligned
 COLUMNS = (
-    ("", 15, False), ("DESTINATION", 15, False), ("STRMS", 5, True), ("MBIT/S", 8, True),
-    ("LOSS%", 6, True), ("RTT_MS", 7, True), ("CC", 6, False), ("ADVICE", 0, False),
+    ("", 15, False), ("DESTINATION", 15, False), ("STRMS", 5, True), ("MBIT/S", 7, True),
+    ("LOSS%", 5, True), ("RTT_MS", 7, True), ("CC", 5, False), ("ADVICE", 0, False),
 )
 
 
@@ -175,7 +178,12 @@ def details(g: Group, width: int) -> list[str]:
     if other:
         lines.append("; ".join(other))
     if p.warnings:
-        lines.append(f"warning: {p.warnings[0]}")
+        # At most two lines; a longer warning is cut (the JSON has it whole).
+        wrapped = textwrap.wrap(f"warning: {p.warnings[0]}", width, subsequent_indent="  ")
+        if len(wrapped) > 2:
+            rest = " ".join(x.strip() for x in wrapped[1:])
+            wrapped = [wrapped[0], _fit("  " + rest, width)]
+        lines += wrapped
     return [_fit(x, width) for x in lines]
 
 
