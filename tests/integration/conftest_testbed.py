@@ -57,6 +57,11 @@ def leftovers(name: str, pids: list[int]) -> list[str]:
                            check=True).stdout
     found += [f"root-namespace link {ln.split(':')[1].strip()}" for ln in links.splitlines()
               if name in ln]
+    # Our rules live in the router namespace; none may have reached the root's.
+    rules = subprocess.run(["nft", "list", "ruleset"], capture_output=True, text=True,
+                           check=False).stdout
+    found += [f"root-namespace rule mentioning {w}" for w in (name, "rcv0", "snd0", "crs0")
+              if w in rules]
     return found
 
 

@@ -55,6 +55,11 @@ def test_up_describes_itself_and_down_twice_leaves_nothing() -> None:
         assert again.config == tb.config, f"attach gave {again.config}, expected {tb.config}"
         routes = tb.exec("sender", ["ip", "route", "get", "192.0.2.1"], check=False)
         assert "via" not in routes, f"the sender has a route out of the testbed: {routes!r}"
+        rules = tb.exec("router", ["iptables", "-t", "mangle", "-S", "FORWARD"])
+        assert rules.count("NFQUEUE") == 2 and "bypass" not in rules, \
+            f"expected two NFQUEUE rules without --queue-bypass, got {rules!r}"
+        filters = tb.exec("router", ["tc", "filter", "show", "dev", "rcv0"])
+        assert not filters.strip(), f"expected no tc filters (no BPF) at rcv0, got {filters!r}"
     finally:
         pids = list(tb.pids.values())
         tb.down()
@@ -210,6 +215,19 @@ def test_random_loss_rate() -> None:
         assert n > 5000, f"expected > 5000 datagrams, got {n}"
         assert abs(lost - n * p) <= 4 * sd, \
             f"lost {lost} of {n} ({100 * lost / n:.2f}%), expected {loss}% +- 4 sd ({4 * sd:.0f})"
+
+
+def test_loss_is_seeded() -> None:
+    """The same seed drops the same packets of the same sequence; another does not."""
+    lost = {}
+    for seed in (11, 11, 12):
+        with testbed(rate_mbit=100, rtt_ms=1, queue_pkts=100, loss_pct=10, seed=seed) as tb:
+            r = tb.ping("sender", count=300, interval=0.002, timeout=1.0)
+            lost.setdefault(seed, []).append(r["lost_seq"])
+    a, b = lost[11]
+    assert 10 <= len(a) <= 55, f"10% loss of 300 pings: expected 10..55 lost, got {len(a)}"
+    assert a == b, f"seed 11 twice: expected the same lost pings, got {a} and {b}"
+    assert lost[12][0] != a, f"seeds 11 and 12 lost the same pings: {a}"
 
 
 def test_dead_delay_line_is_noticed_and_path_dies() -> None:

@@ -1,8 +1,8 @@
 """A small ICMP echo client (this machine has no ping binary).
 
 Run inside a namespace: ``python -m tamebpf.testbed.ping DST -c N -i S``;
-prints JSON {"sent", "received", "rtt_ms": [...]} (one entry per reply, in
-order of sequence number). Raw sockets need root.
+prints JSON {"sent", "received", "rtt_ms": [...], "lost_seq": [...]} (one
+RTT per reply, in order of sequence number; the sequence numbers lost). Raw sockets need root.
 """
 
 from __future__ import annotations
@@ -65,7 +65,8 @@ def ping(dst: str, count: int, interval: float, size: int = 56,
             if typ == rep and rid == ident and rseq in sent and rseq not in rtts:
                 rtts[rseq] = (t - sent[rseq]) / 1e6
     return {"sent": count, "received": len(rtts),
-            "rtt_ms": [round(rtts[s], 4) for s in sorted(rtts)]}
+            "rtt_ms": [round(rtts[s], 4) for s in sorted(rtts)],
+            "lost_seq": [s for s in range(count) if s not in rtts]}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
