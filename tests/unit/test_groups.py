@@ -306,6 +306,14 @@ def test_sort_and_filter() -> None:
     assert len(filter_groups(groups, active_only=False)) == 4
 
 
+def test_advice_beyond_the_levels_seen_is_flagged() -> None:
+    from tamebpf.groups import Observation
+    obs = [Observation(1, 100.7, None, None, 3), Observation(4, 402.6, None, None, 3)]
+    p = passive_fit(obs, Settings())
+    assert p is not None and p.advice.num_flows > 4, f"expected extrapolation, got {p}"
+    assert "beyond the most streams seen (4)" in p.warnings[0], f"got {p.warnings}"
+
+
 def test_passive_fit_needs_two_levels() -> None:
     from tamebpf.groups import Observation
     assert passive_fit([Observation(2, 10.0, None, None, 3)], Settings()) is None

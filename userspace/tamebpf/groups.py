@@ -542,6 +542,11 @@ def passive_fit(
         return None
     adv = pred.advice
     warnings = list(pred.warnings)
+    top = max(o.streams for o in obs)
+    if adv.num_flows > top:
+        warnings.insert(0, (
+            f"the advice of {adv.num_flows} streams extrapolates beyond the most streams "
+            f"seen ({top}): the fit has no observation of congestion there"))
     lr = None
     samples = [
         LossSample(o.streams, o.loss_rate, o.srtt_s, o.goodput_mbps)
