@@ -209,3 +209,18 @@ def bpf_pin_dir(prefix: str = "tamebpf-test-") -> Iterator[str]:
             for name in os.listdir(path):
                 os.unlink(os.path.join(path, name))
             os.rmdir(path)
+
+
+@contextlib.contextmanager
+def term_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a `timeout`, a CI job cancelled) raises KeyboardInterrupt
+    while this lasts, so the test unwinds and every fixture's clean-up runs
+    (detach, unpin, kill, rmdir) instead of the process dying on the spot."""
+    def interrupt(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    old = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)

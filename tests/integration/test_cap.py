@@ -26,9 +26,16 @@ from tests.integration.kernel_fixtures import (
     sh,
     spawn,
     stop,
+    term_as_interrupt,
 )
 
 pytestmark = pytest.mark.root
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _clean_up_on_sigterm() -> Iterator[None]:
+    with term_as_interrupt():
+        yield
 
 V6_SENDER, V6_RECEIVER = "fd00:7462::1", "fd00:7462::2"
 PORT, OTHER_PORT, CLOSED_PORT = 5001, 5002, 5003

@@ -15,9 +15,15 @@ import pytest
 
 from tamebpf.cgroups import _mounts
 from tamebpf.cli import main
-from tests.integration.kernel_fixtures import bpf_pin_dir, cgroup, sh
+from tests.integration.kernel_fixtures import bpf_pin_dir, cgroup, sh, term_as_interrupt
 
 pytestmark = pytest.mark.root
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _clean_up_on_sigterm() -> Iterator[None]:
+    with term_as_interrupt():
+        yield
 
 
 @pytest.fixture
