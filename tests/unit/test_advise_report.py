@@ -93,3 +93,18 @@ def test_parse_dest_rejects(bad: str) -> None:
 def test_parse_probes_rejects(bad: str) -> None:
     with pytest.raises(UsageError):
         parse_probes(bad)
+
+
+def test_plot_writes_png_and_svg(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from tamebpf.advise.plot import write_plot
+
+    r = build(TARGET, [probe(1, 50.0), probe(10, 200.0, loss=0.01)], Settings(max_impact=0.10))
+    png, svg = Path(str(tmp_path)) / "a.png", Path(str(tmp_path)) / "a.svg"
+    write_plot(r, str(png))
+    write_plot(r, str(svg))
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    assert b"<svg" in svg.read_bytes()[:500], "not an SVG"
+    with pytest.raises(UsageError):
+        write_plot(r, str(Path(str(tmp_path)) / "a.jpg"))

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import matplotlib
+from typing import TYPE_CHECKING
 
-matplotlib.use("Agg")
+from tamebpf.errors import UsageError
 
-import matplotlib.pyplot as plt  # noqa: E402
-
-from tamebpf.advise.report import AdviseResult  # noqa: E402
-from tamebpf.errors import UsageError  # noqa: E402
+if TYPE_CHECKING:
+    from tamebpf.advise.report import AdviseResult
 
 FORMATS = (".png", ".svg")
 
@@ -21,6 +19,12 @@ def check_path(path: str) -> None:
 
 def write_plot(result: AdviseResult, path: str) -> None:
     check_path(path)
+    # Imported here: matplotlib takes most of a second to load, and only
+    # --plot needs it.
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
     pred = result.prediction
     ns = [c.streams for c in pred.curve]
     fig, ax = plt.subplots(figsize=(7, 4.2))
