@@ -207,6 +207,7 @@ class Loop:
         self.open_flows = 0
         self.stats: ReaderStats | None = None
         self.next = 0.0
+        self.ticks = 0  # refreshes after the baseline
 
     def refresh(self) -> list[Group]:
         flows = self.source.snapshot()
@@ -219,8 +220,10 @@ class Loop:
         return self.groups
 
     def start(self) -> None:
-        """The first snapshot only sets the baseline for the rates."""
+        """The first snapshot only sets the baseline for the rates: nothing
+        is shown from it."""
         self.refresh()
+        self.groups = []
         self.next = self.clock() + self.interval
 
     def due_in(self) -> float:
@@ -228,6 +231,7 @@ class Loop:
 
     def tick(self) -> None:
         self.refresh()
+        self.ticks += 1
         self.next += self.interval
         now = self.clock()
         if self.next <= now:  # fell behind: skip the missed refreshes
@@ -284,9 +288,9 @@ class Loop:
             stdscr.keypad(True)
             with contextlib.suppress(curses.error):
                 curses.curs_set(0)
-            self._draw(stdscr, state, "measuring the first interval...")
+            waiting = "measuring the first interval..."
+            self._draw(stdscr, state, waiting)
             self.start()
-            self._draw(stdscr, state)
             while True:
                 stdscr.timeout(max(0, int(self.due_in() * 1000)))
                 ch = stdscr.getch()
@@ -299,7 +303,9 @@ class Loop:
                         self.agg_only()
                     else:
                         self.tick()
-                if ch != -1 or not state.paused:
+                if self.ticks == 0:
+                    self._draw(stdscr, state, waiting)
+                elif ch != -1 or not state.paused:
                     self._draw(stdscr, state)
         except KeyboardInterrupt:
             return 0
