@@ -153,9 +153,9 @@ def test_real_prometheus_scrapes_monotone_counters_across_closing_flows() -> Non
                  "prometheus to scrape the exporter successfully", step=0.3)
         report = iperf3_run(cg, streams=4, seconds=4, rate="40M")
         sent = int(report["end"]["sum_sent"]["bytes"])
-        # A scrape after every flow closed: the 5 client flows (4 + control)
-        # and the server's 5.
-        wait_for(lambda: (value(prom, f"tamebpf_group_flows_closed_total{GROUP}") or 0) >= 10
+        # A scrape after every flow closed: at least the 5 client flows (4 +
+        # control; the server's count here too once their owner was seen).
+        wait_for(lambda: (value(prom, f"tamebpf_group_flows_closed_total{GROUP}") or 0) >= 5
                  and value(prom, f"tamebpf_group_flows{GROUP}") == 0, 15,
                  "a scrape showing the iperf3 flows closed", step=0.3)
         streams = value(prom, f"max_over_time(tamebpf_group_streams{GROUP}[2m])")
