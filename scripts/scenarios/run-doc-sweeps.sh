@@ -1,15 +1,37 @@
 #!/usr/bin/env bash
-# The sweeps behind docs/testbed.md: the repeatability check (the same sweep
-# twice) and the paper scenarios plotted there. Root; ~35 min on 2 cores.
-#   scripts/scenarios/run-doc-sweeps.sh [OUTDIR]   (default scripts/scenarios/results)
+# The measurements behind docs/testbed.md. Root; on 2 cores about 6 min per
+# paper scenario, 9 min per repeatability sweep, 3 min for accuracy.
+#   scripts/scenarios/run-doc-sweeps.sh [OUTDIR [STEP...]]
+# STEP: repeat (the same sweep twice, then compared), accuracy, or a scenario
+# name (paper-s1, paper-s3, ...). Default: repeat accuracy paper-s1 paper-s3.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:-scripts/scenarios/results}
+shift || true
+steps=("$@")
+[ ${#steps[@]} -gt 0 ] || steps=(repeat accuracy paper-s1 paper-s3)
+py=.venv/bin/python
 mkdir -p "$out"
 make -s build/tamebpf-delayline
-for i in 1 2; do
-  scripts/sweep --scenario scripts/scenarios/repeat-check.toml --out "$out/repeat-check-$i.json"
-done
-for s in paper-s1 paper-s3; do
-  scripts/sweep --scenario "scripts/scenarios/$s.toml" --out "$out/$s.json"
+for step in "${steps[@]}"; do
+  case $step in
+  repeat)
+    for i in 1 2; do
+      scripts/sweep --scenario scripts/scenarios/repeat-check.toml --out "$out/repeat-check-$i.json"
+    done
+    $py -m tamebpf.testbed.compare "$out/repeat-check-1.json" "$out/repeat-check-2.json" \
+      | tee "$out/repeat-check-compare.md"
+    $py scripts/plot_sweep.py "$out/repeat-check-1.json" "$out/repeat-check-2.json" \
+      --title "repeatability: 100 Mbit/s, 50 ms, 50 packets, CUBIC" \
+      --out docs/img/testbed-repeat-check.png
+    ;;
+  accuracy)
+    $py -m tamebpf.testbed.accuracy --out "$out/accuracy.json"
+    ;;
+  *)
+    scripts/sweep --scenario "scripts/scenarios/$step.toml" --out "$out/$step.json"
+    $py scripts/plot_sweep.py "$out/$step.json" --out "docs/img/testbed-$step.png" \
+      --title "$(sed -n 's/^description = "\(.*\)"/\1/p' "scripts/scenarios/$step.toml" | cut -c1-70)"
+    ;;
+  esac
 done

@@ -44,6 +44,27 @@ def client_argv(dst: str, port: int, streams: int, seconds: float, cc: str, *,
     return argv
 
 
+def server_idle(tb: Testbed, port: int) -> bool:
+    """No connection left on the server's port: the previous test has ended
+    there too (an iperf3 server that is still busy refuses the next client)."""
+    out = tb.exec("receiver", ["ss", "-tnH", "state", "connected", f"sport = :{port}"])
+    return not out.strip()
+
+
+def wait_flows(tb: Testbed, role: str, port: int, flows: int, proc: subprocess.Popen[bytes],
+               timeout: float = 30.0) -> None:
+    """Waits until flows data connections (plus iperf3's control one) are up;
+    fails at once, with iperf3's message, if the client exits first. The
+    timeout is generous: at low rates SYNs meet a full queue and back off."""
+    def up() -> bool:
+        if proc.poll() is not None:
+            err = proc.stderr.read().decode(errors="replace").strip() if proc.stderr else ""
+            raise TamebpfError(f"iperf3 client in {role} exited ({proc.returncode})",
+                               err[-300:] or None)
+        return established(tb, role, port) > flows
+    wait_for(up, timeout, f"{flows} flows from {role}")
+
+
 def established(tb: Testbed, role: str, port: int) -> int:
     out = tb.exec(role, ["ss", "-tnH", "state", "established", f"dport = :{port}"])
     return len([ln for ln in out.splitlines() if ln.strip()])

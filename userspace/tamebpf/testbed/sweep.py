@@ -70,6 +70,9 @@ def _stop(proc: subprocess.Popen[bytes] | None, timeout: float = 5.0) -> bytes:
 def run_once(tb: Testbed, plan: scenario.SweepPlan, n: int, m: int, repeat: int) -> Run:
     dst = tb.addresses["receiver"]
     tb.check()
+    iperf.wait_for(lambda: all(iperf.server_idle(tb, p)
+                               for p in (iperf.PORT_MAIN, iperf.PORT_CROSS)),
+                   30.0, "the iperf3 servers to finish the previous test")
     _flush(tb)
     started = time.time()
     cross = main = None
@@ -80,8 +83,7 @@ def run_once(tb: Testbed, plan: scenario.SweepPlan, n: int, m: int, repeat: int)
                 dst, iperf.PORT_CROSS, m, 3600, plan.cross_cc or plan.cc,
                 window_kb=plan.cross_window_kb, json_out=False),
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-            iperf.wait_for(lambda: iperf.established(tb, "cross", iperf.PORT_CROSS) > m,
-                           10.0, f"{m} cross flows")
+            iperf.wait_flows(tb, "cross", iperf.PORT_CROSS, m, cross)
             time.sleep(plan.warmup_s)
             a = iperf.acked_bytes(tb, "cross", iperf.PORT_CROSS)
             time.sleep(plan.duration_s)
@@ -92,8 +94,7 @@ def run_once(tb: Testbed, plan: scenario.SweepPlan, n: int, m: int, repeat: int)
             dst, iperf.PORT_MAIN, n, omit + plan.duration_s + 1, plan.cc,
             window_kb=plan.window_kb, omit=omit),
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        iperf.wait_for(lambda: iperf.established(tb, "sender", iperf.PORT_MAIN) > n,
-                       10.0, f"{n} streams")
+        iperf.wait_flows(tb, "sender", iperf.PORT_MAIN, n, main)
         time.sleep(plan.warmup_s)
         s1 = iperf.acked_bytes(tb, "sender", iperf.PORT_MAIN)
         c1 = iperf.acked_bytes(tb, "cross", iperf.PORT_CROSS) if m else None
@@ -118,6 +119,22 @@ def run_once(tb: Testbed, plan: scenario.SweepPlan, n: int, m: int, repeat: int)
     return Run(n=n, m=m, repeat=repeat, mbit=_mbit(s1, s2), cross_alone_mbit=cross_alone,
                cross_with_mbit=cross_with, iperf3_mbit=ip_mbit, retransmits=retrans,
                window_s=s2[1] - s1[1], started=started)
+
+
+def _with_retry(tb: Testbed, plan: scenario.SweepPlan, n: int, m: int, rep: int,
+                attempts: int = 3) -> Run:
+    """A run whose iperf3 failed (e.g. a connection refused while the server
+    was still closing the last test) is repeated; a dead testbed is not."""
+    for i in range(attempts):
+        try:
+            return run_once(tb, plan, n, m, rep)
+        except TamebpfError as err:
+            tb.check()
+            if i == attempts - 1:
+                raise
+            print(f"sweep: n={n} m={m} rep={rep}: {err}; retrying", file=sys.stderr)
+            time.sleep(2)
+    raise AssertionError("unreachable")
 
 
 def summarise(runs: Sequence[Run]) -> list[dict[str, Any]]:
@@ -153,7 +170,7 @@ def sweep(tb: Testbed, plan: scenario.SweepPlan,
                     for s in servers:  # a server that died would hang the run
                         if s.poll() is not None:
                             raise TamebpfError("iperf3 server exited during the sweep")
-                    r = run_once(tb, plan, n, m, rep)
+                    r = _with_retry(tb, plan, n, m, rep)
                     runs.append(r)
                     if progress:
                         progress(r)
