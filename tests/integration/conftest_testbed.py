@@ -20,7 +20,7 @@ def unique_name() -> str:
 
 
 @contextmanager
-def testbed(**kw: Any) -> Iterator[Testbed]:
+def running_testbed(**kw: Any) -> Iterator[Testbed]:
     """A testbed under a fresh name; torn down even if the test fails, and
     checked to have left nothing behind."""
     name = unique_name()

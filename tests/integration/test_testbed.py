@@ -28,7 +28,7 @@ from tests.integration.conftest_testbed import (
     iperf3_json,
     leftovers,
     retry,
-    testbed,
+    running_testbed,
     unique_name,
 )
 
@@ -99,7 +99,7 @@ def test_cli_up_exec_status_down() -> None:
 
 @pytest.mark.parametrize("rtt,cross_rtt", [(50.0, 20.0), (10.0, None)])
 def test_ping_rtt_idle(rtt: float, cross_rtt: float | None) -> None:
-    with testbed(rate_mbit=100, rtt_ms=rtt, queue_pkts=100, cross_rtt_ms=cross_rtt) as tb:
+    with running_testbed(rate_mbit=100, rtt_ms=rtt, queue_pkts=100, cross_rtt_ms=cross_rtt) as tb:
         for role, want in (("sender", rtt), ("cross", cross_rtt or rtt)):
             for family in (4, 6):
                 tb.ping(role, count=2, interval=0.05, family=family)  # neighbour discovery
@@ -115,7 +115,7 @@ def test_ping_rtt_idle(rtt: float, cross_rtt: float | None) -> None:
 
 def test_udp_rate() -> None:
     rate = 50.0
-    with testbed(rate_mbit=rate, rtt_ms=10, queue_pkts=100) as tb:
+    with running_testbed(rate_mbit=rate, rtt_ms=10, queue_pkts=100) as tb:
         def attempt() -> tuple[bool, str]:
             d = iperf3_json(tb, iperf.client_argv(tb.addresses["receiver"], iperf.PORT_MAIN,
                                                   1, 4, "cubic", udp_mbit=rate * 1.3))
@@ -130,7 +130,7 @@ def test_udp_rate() -> None:
 
 def test_tcp_rate_one_cubic_flow() -> None:
     rate = 100.0
-    with testbed(rate_mbit=rate, rtt_ms=20, queue_pkts=100) as tb:
+    with running_testbed(rate_mbit=rate, rtt_ms=20, queue_pkts=100) as tb:
         def attempt() -> tuple[bool, str]:
             d = iperf3_json(tb, iperf.client_argv(tb.addresses["receiver"], iperf.PORT_MAIN,
                                                   1, 6, "cubic", omit=2))
@@ -172,7 +172,7 @@ def _backlog_pkts(tb: Testbed) -> int:
 
 def test_queue_limit_ping_under_load_sees_full_queue() -> None:
     rate, rtt, queue = 10.0, 20.0, 50
-    with testbed(rate_mbit=rate, rtt_ms=rtt, queue_pkts=queue) as tb:
+    with running_testbed(rate_mbit=rate, rtt_ms=rtt, queue_pkts=queue) as tb:
         rtts = _ping_under_udp_load(tb, rate * 1.5)
         assert len(rtts) >= 10, f"expected most pings through a full queue, got {len(rtts)}"
         # A ping joins a queue of queue-1 full frames (its own slot is the last).
@@ -187,7 +187,7 @@ def test_queue_limit_ping_under_load_sees_full_queue() -> None:
 def test_red_keeps_queue_below_limit() -> None:
     rate, rtt, queue = 10.0, 20.0, 100
     full = rtt + (queue - 1) * FRAME * 8 / (rate * 1e3)
-    with testbed(rate_mbit=rate, rtt_ms=rtt, queue_pkts=queue, aqm="red") as tb:
+    with running_testbed(rate_mbit=rate, rtt_ms=rtt, queue_pkts=queue, aqm="red") as tb:
         rtts = _ping_under_udp_load(tb, rate * 1.3)
         assert rtts, "no ping came through under load"
         med = statistics.median(rtts)
@@ -205,7 +205,7 @@ def test_red_keeps_queue_below_limit() -> None:
 
 def test_random_loss_rate() -> None:
     loss = 2.0
-    with testbed(rate_mbit=100, rtt_ms=10, queue_pkts=1000, loss_pct=loss, seed=3) as tb:
+    with running_testbed(rate_mbit=100, rtt_ms=10, queue_pkts=1000, loss_pct=loss, seed=3) as tb:
         d = iperf3_json(tb, iperf.client_argv(tb.addresses["receiver"], iperf.PORT_MAIN, 1, 3,
                                               "cubic", udp_mbit=30))
         s = d["end"]["sum"]
@@ -221,7 +221,7 @@ def test_loss_is_seeded() -> None:
     """The same seed drops the same packets of the same sequence; another does not."""
     lost = {}
     for seed in (11, 11, 12):
-        with testbed(rate_mbit=100, rtt_ms=1, queue_pkts=100, loss_pct=10, seed=seed) as tb:
+        with running_testbed(rate_mbit=100, rtt_ms=1, queue_pkts=100, loss_pct=10, seed=seed) as tb:
             r = tb.ping("sender", count=300, interval=0.002, timeout=1.0)
             lost.setdefault(seed, []).append(r["lost_seq"])
     a, b = lost[11]
@@ -231,7 +231,7 @@ def test_loss_is_seeded() -> None:
 
 
 def test_dead_delay_line_is_noticed_and_path_dies() -> None:
-    with testbed(rate_mbit=10, rtt_ms=20, queue_pkts=50) as tb:
+    with running_testbed(rate_mbit=10, rtt_ms=20, queue_pkts=50) as tb:
         tb.check()
         os.kill(tb.pids["sender-acks"], signal.SIGKILL)
         iperf.wait_for(lambda: "sender-acks" in tb.dead_delay_lines(), 5.0,
@@ -244,7 +244,7 @@ def test_dead_delay_line_is_noticed_and_path_dies() -> None:
 
 
 def test_delay_line_exits_cleanly_on_sigterm() -> None:
-    with testbed(rate_mbit=10, rtt_ms=20, queue_pkts=50) as tb:
+    with running_testbed(rate_mbit=10, rtt_ms=20, queue_pkts=50) as tb:
         tb.ping("sender", count=5, interval=0.02)
         pid = tb.pids["sender-acks"]
         os.kill(pid, signal.SIGTERM)
@@ -256,7 +256,7 @@ def test_delay_line_exits_cleanly_on_sigterm() -> None:
 
 
 def test_sweep_keeps_raw_runs_and_measures_cross_traffic(tmp_path: Path) -> None:
-    with testbed(rate_mbit=20, rtt_ms=20, queue_pkts=40) as tb:
+    with running_testbed(rate_mbit=20, rtt_ms=20, queue_pkts=40) as tb:
         plan = SweepPlan(streams=[1, 3], cross=[2], repeats=1, duration_s=2, warmup_s=1,
                          cc="cubic")
         runs = sweep(tb, plan)
@@ -284,7 +284,7 @@ def test_sweep_keeps_raw_runs_and_measures_cross_traffic(tmp_path: Path) -> None
 
 
 def test_run_once_refuses_a_dead_testbed() -> None:
-    with testbed(rate_mbit=10, rtt_ms=10, queue_pkts=20) as tb:
+    with running_testbed(rate_mbit=10, rtt_ms=10, queue_pkts=20) as tb:
         os.kill(tb.pids["cross-acks"], signal.SIGKILL)
         iperf.wait_for(lambda: bool(tb.dead_delay_lines()), 5.0, "dead delay line")
         plan = SweepPlan(streams=[1], duration_s=1, warmup_s=1)
