@@ -47,7 +47,9 @@ def client_argv(dst: str, port: int, streams: int, seconds: float, cc: str, *,
 def server_idle(tb: Testbed, port: int) -> bool:
     """No connection left on the server's port: the previous test has ended
     there too (an iperf3 server that is still busy refuses the next client)."""
-    out = tb.exec("receiver", ["ss", "-tnH", "state", "connected", f"sport = :{port}"])
+    # TIME-WAIT left by the last test's close does not keep the server busy.
+    out = tb.exec("receiver", ["ss", "-tnH", "state", "connected", "exclude", "time-wait",
+                               f"sport = :{port}"])
     return not out.strip()
 
 

@@ -17,6 +17,7 @@ import argparse
 import csv
 import json
 import secrets
+import signal
 import statistics
 import subprocess
 import sys
@@ -192,6 +193,10 @@ def write(path: Path, tb: Testbed, plan: scenario.SweepPlan, runs: Sequence[Run]
             w.writerow(asdict(r))
 
 
+def _exit_on_signal(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def _ints(s: str) -> list[int]:
     return [int(x) for x in s.split(",") if x]
 
@@ -228,6 +233,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"n={r.n:3d} m={r.m:2d} rep={r.repeat} {r.mbit:8.3f} Mbit/s "
               f"retrans={r.retransmits}{cross}", file=sys.stderr, flush=True)
 
+    # Torn down on SIGTERM too, and on Ctrl-C even when started in the
+    # background (where the shell leaves SIGINT ignored).
+    signal.signal(signal.SIGTERM, _exit_on_signal)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     meta = {"argv": list(argv or sys.argv[1:]), "scenario": sc.name if sc else None,
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     if sc:
