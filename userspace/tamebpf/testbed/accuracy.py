@@ -78,17 +78,37 @@ def measure(rate: float) -> dict[str, Any]:
                 "loadavg": os.getloadavg()[0]}
 
 
+def measure_rtt(rtt: float, pings: int = 50) -> dict[str, Any]:
+    """Idle RTT for sender (rtt) and cross (rtt / 2), IPv4 and IPv6."""
+    row: dict[str, Any] = {"rtt_ms": rtt}
+    with Testbed.up(f"acc{secrets.token_hex(3)}", 100, rtt, 100, cross_rtt_ms=rtt / 2) as tb:
+        for role, want in (("sender", rtt), ("cross", rtt / 2)):
+            for fam in (4, 6):
+                tb.ping(role, count=2, interval=0.05, family=fam)  # neighbour discovery
+                r = sorted(tb.ping(role, count=pings, interval=0.02, family=fam)["rtt_ms"])
+                row[f"{role}_v{fam}"] = {
+                    "want_ms": want, "median_ms": round(statistics.median(r), 3),
+                    "p95_ms": round(r[int(0.95 * (len(r) - 1))], 3),
+                    "min_ms": round(r[0], 3), "max_ms": round(r[-1], 3)}
+    return row
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tamebpf.testbed.accuracy", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rates", default="10,50,100,200,300,500")
+    p.add_argument("--rtts", default="", help="instead: idle RTT table for these RTTs (ms)")
     p.add_argument("--out", type=Path, required=True)
     a = p.parse_args(argv)
     rows = []
-    for r in [float(x) for x in a.rates.split(",")]:
-        row = measure(r)
-        print(json.dumps(row), file=sys.stderr, flush=True)
-        rows.append(row)
+    if a.rtts:
+        for rtt in [float(x) for x in a.rtts.split(",")]:
+            rows.append(measure_rtt(rtt))
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    else:
+        for r in [float(x) for x in a.rates.split(",")]:
+            rows.append(measure(r))
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     a.out.write_text(json.dumps(rows, indent=1) + "\n")
     return 0
 
