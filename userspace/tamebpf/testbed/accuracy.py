@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tamebpf.errors import TamebpfError
 from tamebpf.testbed import iperf
 from tamebpf.testbed.testbed import Testbed, state_dir
 
@@ -107,7 +108,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     else:
         for r in [float(x) for x in a.rates.split(",")]:
-            rows.append(measure(r))
+            try:
+                rows.append(measure(r))
+            except TamebpfError as err:  # e.g. iperf3 cannot keep up: that is a result
+                rows.append({"rate_mbit": r, "error": str(err)})
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     a.out.write_text(json.dumps(rows, indent=1) + "\n")
     return 0
