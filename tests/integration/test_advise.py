@@ -47,7 +47,7 @@ def probe_cgroups() -> list[str]:
 
 
 def test_advice_predicts_throughput_and_impact_on_a_testbed() -> None:
-    with tbfix.testbed(rate_mbit=RATE, rtt_ms=RTT, queue_pkts=QUEUE, cc="cubic") as tb:
+    with tbfix.running_testbed(rate_mbit=RATE, rtt_ms=RTT, queue_pkts=QUEUE, cc="cubic") as tb:
         servers = [iperf.start_server(tb, p) for p in (5201, 5202)]
         try:
             res = advise(tb, "--json")
@@ -91,7 +91,7 @@ def test_advice_predicts_throughput_and_impact_on_a_testbed() -> None:
 
 
 def test_no_server_is_one_clear_line_and_nothing_left() -> None:
-    with tbfix.testbed(rate_mbit=RATE, rtt_ms=5.0, queue_pkts=QUEUE, cc="cubic") as tb:
+    with tbfix.running_testbed(rate_mbit=RATE, rtt_ms=5.0, queue_pkts=QUEUE, cc="cubic") as tb:
         res = advise(tb, port=5999)
     lines = res.stderr.strip().splitlines()
     assert res.returncode == 1, f"exit {res.returncode}: {res.stderr}"
