@@ -66,7 +66,7 @@ struct entry {
 };
 
 struct stats {
-	uint64_t packets, lost, red_drops, tail_drops, released, enobufs;
+	uint64_t packets, lost, red_drops, tail_drops, released, enobufs, verdict_errors;
 	uint64_t late_sum_ns, late_max_ns;
 };
 
@@ -101,10 +101,12 @@ static void print_stats(void)
 {
 	fprintf(stderr,
 		"delayline: queue %u packets %llu released %llu lost %llu red_drops %llu "
-		"tail_drops %llu enobufs %llu late_mean_us %.1f late_max_us %.1f\n",
+		"tail_drops %llu enobufs %llu verdict_errors %llu late_mean_us %.1f "
+		"late_max_us %.1f\n",
 		o.queue, (unsigned long long)st.packets, (unsigned long long)st.released,
 		(unsigned long long)st.lost, (unsigned long long)st.red_drops,
 		(unsigned long long)st.tail_drops, (unsigned long long)st.enobufs,
+		(unsigned long long)st.verdict_errors,
 		st.released ? (double)st.late_sum_ns / (double)st.released / 1e3 : 0.0,
 		(double)st.late_max_ns / 1e3);
 }
@@ -225,6 +227,20 @@ static int release_due(struct mnl_socket *nl, uint64_t now)
 	return send_verdict(nl, NFQNL_MSG_VERDICT_BATCH, last, NF_ACCEPT);
 }
 
+/* Releases everything held, early: at exit (rather than leave it to the
+ * unbind, which drops) and if the ring were ever full. Not counted as late. */
+static int release_all(struct mnl_socket *nl)
+{
+	uint32_t last;
+
+	if (!ring_count)
+		return 0;
+	last = ring[(ring_head + ring_count - 1) % RING_SIZE].id;
+	st.released += ring_count;
+	ring_count = 0;
+	return send_verdict(nl, NFQNL_MSG_VERDICT_BATCH, last, NF_ACCEPT);
+}
+
 /* Layer-2 length from the copied IP header (0 if it cannot be read). */
 static unsigned int l2_len(struct nlattr **attr)
 {
@@ -337,7 +353,7 @@ static int on_packet(const struct nlmsghdr *nlh, void *data)
 				       : MNL_CB_OK;
 	}
 	if (ring_count == RING_SIZE) /* cannot happen with maxlen < RING_SIZE */
-		release_due(ctx->nl, UINT64_MAX);
+		release_all(ctx->nl);
 	ring[(ring_head + ring_count) % RING_SIZE] =
 		(struct entry){ .id = id, .release_ns = ctx->now + o.delay_ns };
 	ring_count++;
@@ -390,6 +406,12 @@ static int run(struct mnl_socket *nl)
 					return -1;
 				}
 				if (mnl_cb_run(buf, (size_t)n, 0, portid, on_packet, &ctx) < 0) {
+					/* A verdict for packets the kernel already dropped
+					 * (e.g. a device going down) is not fatal. */
+					if (errno == ENOENT) {
+						st.verdict_errors++;
+						continue;
+					}
 					perror("delayline: netlink");
 					return -1;
 				}
@@ -545,9 +567,7 @@ int main(int argc, char **argv)
 	freopen("/dev/null", "w", stdout);
 
 	err = run(nl) < 0;
-	/* Let go of what we hold rather than leaving it to the unbind. */
-	if (ring_count)
-		release_due(nl, UINT64_MAX);
+	release_all(nl);
 	print_stats();
 cleanup:
 	if (nl)
