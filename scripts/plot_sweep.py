@@ -33,6 +33,14 @@ def _series(runs: list[dict[str, Any]], field: str, m: int) -> tuple[list[int], 
     return ns, med, lo, hi
 
 
+def _title(doc: dict[str, Any]) -> str:
+    c, p = doc["testbed"]["config"], doc["plan"]
+    name = doc["meta"].get("scenario") or doc["testbed"]["name"]
+    win = f", {p['window_kb']} KB buffers" if p.get("window_kb") else ""
+    return (f"{name}: {c['rate_mbit']:g} Mbit/s, RTT {c['rtt_ms']:g} ms, {c['queue_pkts']} pkt "
+            f"{c['aqm']}, {p['cc']}{win}, {p['repeats']} repeats x {p['duration_s']:g} s")
+
+
 def plot(paths: list[Path], out: Path, title: str | None) -> None:
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     cap = None
@@ -61,7 +69,7 @@ def plot(paths: list[Path], out: Path, title: str | None) -> None:
     ax.set_xlabel("number of parallel TCP streams n")
     ax.set_ylabel("goodput (Mbit/s)")
     ax.set_ylim(0, (cap or 0) * 1.12 or None)
-    ax.set_title(title or paths[0].stem)
+    ax.set_title(title or _title(json.loads(paths[0].read_text())), fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
