@@ -37,11 +37,13 @@ from collections.abc import Iterator
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "userspace"))
 
+from docsection import markers, write_section  # noqa: E402
+
 from tamebpf.capfile import parse_dest  # noqa: E402
 from tamebpf.cgroups import require_cgroup2  # noqa: E402
 from tamebpf.kernel.cap import CapTable  # noqa: E402
 
-START, END = "<!-- bench_cap:start -->", "<!-- bench_cap:end -->"
+START, END = markers("bench_cap")
 MODES = ("none", "match", "other")
 DESTS = {"match": "127.0.0.0/8", "other": "198.18.0.0/15"}
 
@@ -249,21 +251,6 @@ def section(res: Results, costs: dict[str, dict[str, list[int]]], rounds: int,
     return "\n".join(lines) + "\n"
 
 
-def write_section(path: str, text: str) -> None:
-    """Replace our section (between the markers) and keep the rest as it is."""
-    old = "# Performance\n\n"
-    if os.path.exists(path):
-        with open(path) as f:
-            old = f.read()
-    if START in old and END in old:
-        head, rest = old.split(START, 1)
-        new = head + text.rstrip("\n") + rest.split(END, 1)[1]
-    else:
-        new = old.rstrip("\n") + "\n\n" + text
-    with open(path, "w") as f:
-        f.write(new)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=15, help="alternating rounds")
@@ -274,7 +261,7 @@ def main() -> int:
     text = section(res, costs, args.rounds, args.batch)
     sys.stdout.write(text)
     if args.write:
-        write_section(args.write, text)
+        write_section(args.write, "bench_cap", text, "Performance")
     return 0
 
 

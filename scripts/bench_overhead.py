@@ -24,9 +24,11 @@ from collections.abc import Iterator
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "userspace"))
 
+from docsection import markers, write_section  # noqa: E402
+
 from tamebpf.kernel.flows import FlowReader  # noqa: E402
 
-START, END = "<!-- bench_overhead:start -->", "<!-- bench_overhead:end -->"
+START, END = markers("bench_overhead")
 
 
 def free_port() -> int:
@@ -121,20 +123,6 @@ def section(results: dict[int, dict], reps: int, seconds: int, interval: float) 
     return "\n".join(lines) + "\n"
 
 
-def write_section(path: str, text: str) -> None:
-    old = "# Performance\n\n"
-    if os.path.exists(path):
-        with open(path) as f:
-            old = f.read()
-    if START in old and END in old:
-        head, rest = old.split(START, 1)
-        new = head + text.rstrip("\n") + rest.split(END, 1)[1]
-    else:
-        new = old.rstrip("\n") + "\n\n" + text
-    with open(path, "w") as f:
-        f.write(new)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--streams", default="1,16", help="comma-separated stream counts")
@@ -148,7 +136,7 @@ def main() -> int:
     text = section(results, args.reps, args.seconds, args.interval)
     sys.stdout.write(text)
     if args.write:
-        write_section(args.write, text)
+        write_section(args.write, "bench_overhead", text, "Performance")
     return 0
 
 

@@ -29,6 +29,8 @@ from typing import Any
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "userspace"))
 
+from docsection import markers, write_section  # noqa: E402
+
 from tamebpf.advise.probe import Target, run_probe  # noqa: E402
 from tamebpf.advise.report import build  # noqa: E402
 from tamebpf.model import (  # noqa: E402
@@ -41,7 +43,7 @@ from tamebpf.model import (  # noqa: E402
 from tamebpf.testbed import Testbed, iperf, scenario, teardown  # noqa: E402
 from tamebpf.testbed.sweep import run_once  # noqa: E402
 
-START, END = "<!-- eval_advise:start -->", "<!-- eval_advise:end -->"
+START, END = markers("eval_advise")
 
 
 @dataclass(frozen=True)
@@ -216,20 +218,6 @@ def tables(results: list[dict[str, Any]], limit: float, argv: list[str]) -> str:
     return "\n".join(out) + "\n"
 
 
-def write_section(path: str, text: str) -> None:
-    old = "# Accuracy of tamebpf advise\n\n"
-    if os.path.exists(path):
-        with open(path) as f:
-            old = f.read()
-    if START in old and END in old:
-        head, rest = old.split(START, 1)
-        new = head + text.rstrip("\n") + rest.split(END, 1)[1]
-    else:
-        new = old.rstrip("\n") + "\n\n" + text
-    with open(path, "w") as f:
-        f.write(new)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--full", action="store_true", help="Reno too, and 8 cross flows")
@@ -252,7 +240,7 @@ def main() -> int:
         os.makedirs("docs/results", exist_ok=True)
         with open("docs/results/eval.json", "w") as f:
             json.dump(results, f, indent=1)
-        write_section(args.write, text)
+        write_section(args.write, "eval_advise", text, "Accuracy of tamebpf advise")
     return 0
 
 

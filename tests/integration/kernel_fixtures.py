@@ -13,23 +13,15 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from tamebpf.cgroups import cgroup2_mount
+from tamebpf.testbed.iperf import wait_for as wait_for  # the tree's one polling helper
 
 
 def unique(prefix: str) -> str:
     return f"{prefix}{secrets.token_hex(3)}"
-
-
-def wait_for(cond: Callable[[], bool], timeout: float, what: str, step: float = 0.05) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(step)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def free_port() -> int:
