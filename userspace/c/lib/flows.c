@@ -169,40 +169,47 @@ static int wanted_netns(const struct tb_flows *h, __u32 ino)
 }
 
 /* Move every closed flow out of the map: this is the "kept until read, then
- * freed" promise. Flows of namespaces we were not asked about are freed too. */
+ * freed" promise. Flows of namespaces we were not asked about are freed too.
+ * Only keys seen in the walk are deleted: a flow that closes meanwhile stays
+ * for the next snapshot. */
 static int drain_closed(struct tb_flows *h)
 {
 	int fd = bpf_map__fd(h->skel->maps.closed);
-	__u64 key, next;
+	__u64 key, next, *seen = NULL, *grown;
+	size_t n_seen = 0, cap_seen = 0;
 	struct tb_flow rec;
 	void *prev = NULL;
-	__u32 fill = 0;
+	int err = 0;
 
 	while (!bpf_map_get_next_key(fd, prev, &next)) {
 		key = next;
 		prev = &key;
-		fill++;
-		if (bpf_map_lookup_elem(fd, &key, &rec))
+		if (n_seen == cap_seen) {
+			cap_seen = cap_seen ? cap_seen * 2 : 256;
+			grown = realloc(seen, cap_seen * sizeof(*seen));
+			if (!grown) {
+				err = -ENOMEM;
+				break;
+			}
+			seen = grown;
+		}
+		seen[n_seen++] = key;
+		if (bpf_map_lookup_elem(fd, &key, &rec) || !wanted_netns(h, rec.netns_ino))
 			continue;
-		if (!wanted_netns(h, rec.netns_ino))
-			continue;
-		if (reserve(h, 1))
-			return -ENOMEM;
+		if (reserve(h, 1)) {
+			err = -ENOMEM;
+			break;
+		}
 		h->recs[h->len++] = rec;
 	}
 	/* Delete after walking: deleting the current key would restart
 	 * get_next_key from the beginning of the hash table. */
-	for (size_t i = 0; i < h->len; i++) {
-		if (h->recs[i].flags & TB_FLOW_CLOSED)
-			bpf_map_delete_elem(fd, &h->recs[i].cookie);
-	}
-	prev = NULL;
-	while (!bpf_map_get_next_key(fd, prev, &next)) {
-		/* left-overs from other namespaces */
-		bpf_map_delete_elem(fd, &next);
-	}
-	h->closed_fill = fill;
-	return 0;
+	if (!err)
+		for (size_t i = 0; i < n_seen; i++)
+			bpf_map_delete_elem(fd, &seen[i]);
+	h->closed_fill = (__u32)n_seen;
+	free(seen);
+	return err;
 }
 
 static int by_cookie_closed_last(const void *a, const void *b)
