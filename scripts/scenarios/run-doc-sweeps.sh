@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The measurements behind docs/testbed.md. Root; on 2 cores about 6 min per
-# paper scenario, 9 min per repeatability sweep, 3 min for accuracy.
+# The measurements behind docs/testbed.md. Root; on 2 cores about 15 min per
+# paper scenario at 58 ms (20 at 118 ms), 9 min per repeatability sweep,
+# 4 min for accuracy.
 #   scripts/scenarios/run-doc-sweeps.sh [OUTDIR [STEP...]]
 # STEP: repeat (the same sweep twice, then compared), accuracy, or a scenario
 # name (paper-s1, paper-s3, ...). Default: repeat accuracy paper-s1 paper-s3.
@@ -27,11 +28,11 @@ for step in "${steps[@]}"; do
     ;;
   accuracy)
     $py -m tamebpf.testbed.accuracy --out "$out/accuracy.json"
+    $py -m tamebpf.testbed.accuracy --rtts 2,10,20,58,118,200 --out "$out/accuracy-rtt.json"
     ;;
   *)
     scripts/sweep --scenario "scripts/scenarios/$step.toml" --out "$out/$step.json"
-    $py scripts/plot_sweep.py "$out/$step.json" --out "docs/img/testbed-$step.png" \
-      --title "$(sed -n 's/^description = "\(.*\)"/\1/p' "scripts/scenarios/$step.toml" | cut -c1-70)"
+    $py scripts/plot_sweep.py "$out/$step.json" --out "docs/img/testbed-$step.png"
     ;;
   esac
 done
