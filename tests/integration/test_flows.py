@@ -55,6 +55,29 @@ def check_against_ss(flows: Sequence[Flow], before: dict[int, SsFlow],
     return checked
 
 
+def matched_reading(reader: FlowReader, port: int, expect: int, netns: str | None = None,
+                    attempts: int = 3) -> list[Flow]:
+    """A snapshot bracketed by two `ss` readings that agrees with them.
+
+    Counters only grow, so the bracket bounds them. srtt does not: on a busy
+    machine loopback RTT jumps by hundreds of microseconds within a
+    millisecond, and a spike can fall between the readings. So a failed
+    check is retried on a fresh bracket, a few times, and the last failure
+    is reported."""
+    for attempt in range(attempts):
+        before = ss_flows(port, netns=netns)
+        flows = reader.snapshot()
+        after = ss_flows(port, netns=netns)
+        try:
+            checked = check_against_ss(flows, before, after, port)
+            assert checked == expect, f"compared {checked} data flows with ss, expected {expect}"
+            return flows
+        except AssertionError:
+            if attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
 def _iperf_pair(port: int, cg: str, streams: int, seconds: int, netns: str | None = None,
                 server_ns: str | None = None, addr: str = "127.0.0.1",
                 extra: Sequence[str] = ()) -> tuple[subprocess.Popen[bytes], ...]:
@@ -78,9 +101,7 @@ def test_loopback_iperf3_matches_ss() -> None:
             with FlowReader(cgroup=cg) as reader:
                 wait_for(lambda: sum(f.data_segs_out > 1000 for f in reader.snapshot()) >= 4,
                          5, "4 data flows under way")
-                before = ss_flows(port)
-                flows = reader.snapshot()
-                after = ss_flows(port)
+                flows = matched_reading(reader, port, expect=4)
             clients = [f for f in flows if f.remote_port == port and not f.closed]
             assert len(clients) == 5, f"expected 4 data + 1 control flow, got {len(clients)}"
             for f in clients:
@@ -91,7 +112,6 @@ def test_loopback_iperf3_matches_ss() -> None:
             servers = [f for f in flows if f.local_port == port]
             assert {f.pid for f in servers} == {server.pid}, (
                 f"accepted sockets: expected owner {server.pid}, got {[f.pid for f in servers]}")
-            assert check_against_ss(flows, before, after, port) == 4
         finally:
             stop(client)
             stop(server)
@@ -179,16 +199,13 @@ def test_lossy_bottleneck_retransmits_match_ss() -> None:
                             if f.remote_port == port and f.data_segs_out > 300]
                     return len(data) == 2 and sum(f.total_retrans for f in data) >= 10
                 wait_for(retransmitting, 6, "2 flows retransmitting through the bottleneck")
-                before = ss_flows(port, netns=pair.sender)
-                flows = reader.snapshot()
-                after = ss_flows(port, netns=pair.sender)
+                flows = matched_reading(reader, port, expect=2, netns=pair.sender)
             data = [f for f in flows if f.remote_port == port and f.data_segs_out > 100]
             seen = [(f.local_port, f.remote_port, f.data_segs_out) for f in flows]
             assert len(data) == 2, f"expected 2 data flows in {pair.sender}, got {seen}"
             assert {f.congestion_control for f in data} == {"cubic"}
             assert all(f.srtt_us and f.srtt_us > 1000 for f in data), (
                 f"a full 10-packet queue at 20 Mbit/s adds ms of RTT: {[f.srtt_us for f in data]}")
-            assert check_against_ss(flows, before, after, port) == 2
         finally:
             stop(client)
             stop(server)
