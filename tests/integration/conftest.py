@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
+
+from tests.integration.kernel_fixtures import bpf_pin_dir, cgroup, term_as_interrupt
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -14,3 +17,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "root" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _clean_up_on_sigterm() -> Iterator[None]:
+    """A CI time-out or a kill sends SIGTERM: turn it into an interrupt so
+    every fixture's clean-up (detach, unpin, rmdir, netns del) still runs."""
+    with term_as_interrupt():
+        yield
+
+
+@pytest.fixture
+def pins(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A private bpffs pin directory, so a test never touches a real cap."""
+    with bpf_pin_dir() as path:
+        monkeypatch.setenv("TAMEBPF_PIN_DIR", path)
+        yield path
+
+
+@pytest.fixture
+def cg() -> Iterator[str]:
+    """A fresh cgroup v2 directory, emptied and removed afterwards."""
+    with cgroup() as path:
+        yield path

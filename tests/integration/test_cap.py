@@ -20,22 +20,14 @@ from tamebpf.capfile import parse_dest
 from tamebpf.kernel.cap import Cap, CapTable
 from tests.integration.kernel_fixtures import (
     NetnsPair,
-    bpf_pin_dir,
-    cgroup,
     netns_pair,
     sh,
     spawn,
     stop,
-    term_as_interrupt,
 )
 
 pytestmark = pytest.mark.root
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _clean_up_on_sigterm() -> Iterator[None]:
-    with term_as_interrupt():
-        yield
 
 V6_SENDER, V6_RECEIVER = "fd00:7462::1", "fd00:7462::2"
 PORT, OTHER_PORT, CLOSED_PORT = 5001, 5002, 5003
@@ -170,19 +162,6 @@ def net() -> Iterator[Net]:
             yield Net(pair, pair.receiver_addr, V6_RECEIVER)
         finally:
             stop(server)
-
-
-@pytest.fixture
-def pins(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    with bpf_pin_dir() as path:
-        monkeypatch.setenv("TAMEBPF_PIN_DIR", path)
-        yield path
-
-
-@pytest.fixture
-def cg() -> Iterator[str]:
-    with cgroup() as path:
-        yield path
 
 
 class Client:

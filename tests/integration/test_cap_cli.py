@@ -9,34 +9,14 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 
 import pytest
 
 from tamebpf.cgroups import _mounts
 from tamebpf.cli import main
-from tests.integration.kernel_fixtures import bpf_pin_dir, cgroup, sh, term_as_interrupt
+from tests.integration.kernel_fixtures import cgroup, sh
 
 pytestmark = pytest.mark.root
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _clean_up_on_sigterm() -> Iterator[None]:
-    with term_as_interrupt():
-        yield
-
-
-@pytest.fixture
-def pins(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    with bpf_pin_dir() as path:
-        monkeypatch.setenv("TAMEBPF_PIN_DIR", path)
-        yield path
-
-
-@pytest.fixture
-def cg() -> Iterator[str]:
-    with cgroup() as path:
-        yield path
 
 
 def tamebpf(*argv: str, user: str | None = None) -> subprocess.CompletedProcess[str]:
