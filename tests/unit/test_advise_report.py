@@ -28,9 +28,21 @@ TARGET = Target("198.18.3.2", 5201, "tb-snd", "cubic")
 
 
 def test_worked_example_through_advise() -> None:
-    r = build(TARGET, [probe(1, 50.0), probe(10, 200.0)], Settings(max_impact=0.10))
+    r = build(TARGET, [probe(1, 50.0), probe(10, 200.0)], Settings(max_impact=0.10),
+              "partial")
     assert r.prediction.advice.num_flows == 2
     assert r.prediction.advice.max_nondisruptive_thru == pytest.approx(92.88, rel=1e-3)
+
+
+def test_default_model_is_the_square_of_m_plus_n() -> None:
+    # n / BW: 0.02 at 1 stream, 0.05 at 10 -> alpha 1/300, beta 1/60; the
+    # impact at 2 streams is 1 - 0.02 / (2/300 + 1/60) = 14.3%, at 3 25%, at 4 33%.
+    r = build(TARGET, [probe(1, 50.0), probe(10, 200.0)], Settings(max_impact=0.26))
+    assert r.prediction.fit.model == "square-of-m-plus-n"
+    assert r.prediction.advice.num_flows == 3
+    assert r.prediction.advice.max_nondisruptive_thru == pytest.approx(112.5)
+    out = json.loads(json.dumps(to_json(r)))
+    assert out["params"]["beta"] / out["params"]["alpha"] == pytest.approx(5.0)
 
 
 def test_json_has_predict_shape_and_measurements() -> None:

@@ -37,6 +37,24 @@ def test_window_excludes_slow_start_and_tail() -> None:
     assert s.end_s <= 3.0 + 1e-9, f"window runs into the idle tail, ends {s.end_s}"
 
 
+def test_window_skips_the_recovery_after_slow_start() -> None:
+    # Out of slow start at 0.5 s, at half rate (cwnd cut by the loss burst)
+    # until 1.2 s, then at the long-run 40 Mbit/s until 3 s.
+    pts = flow(40.0, slow_start_until=0.5, stop_at=3.0)
+    acked, fixed = 0.0, []
+    for i, p in enumerate(pts):
+        fixed.append(FlowPoint(p.t, int(acked), p.data_segs_out, 0, p.srtt_us, p.slow_start,
+                               False, "cubic"))
+        if p.t < 3.0 - 1e-9 and i + 1 < len(pts):
+            rate = 10.0 if p.t < 0.5 else 20.0 if p.t < 1.2 else 40.0
+            acked += rate * 1e6 / 8 * 0.1
+    s = steady({1: fixed}, 1)
+    assert s is not None and s.start_s >= 1.2 - 1e-9, f"window starts at {s.start_s}"
+    assert s.goodput_mbps == pytest.approx(40.0, rel=0.01)
+    whole = steady({1: fixed}, 1, recovery_skip=0.0)
+    assert whole is not None and whole.goodput_mbps < 37.0
+
+
 def test_aggregate_and_control_connection() -> None:
     series = {c: flow(10.0 * c, 0.5, 2.0, retrans_per_seg=0.01) for c in (1, 2, 3)}
     # iperf3's control connection: a few hundred bytes, never counted.

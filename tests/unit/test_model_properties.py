@@ -98,7 +98,7 @@ def test_curves_monotone_for_positive_a(asym: float, ratio: float) -> None:
         prev_bw, prev_imp, prev_none = bw, imp, none
 
 
-models = st.sampled_from(["partial", "full", "linear"])
+models = st.sampled_from(["partial", "full", "linear", "square"])
 
 
 @st.composite

@@ -14,10 +14,14 @@ from tamebpf.model import ModelName, Settings
 
 DEFAULT_PROBES = (1, 10)
 DEFAULT_DURATION_S = 2  # per probe: advice within 5 s of probing in total
+# Eq 6 restricted to (alpha n + beta)^2, the (m+n)^2 loss growth: on the
+# testbed it predicts short probes better than Eq 7 (docs/accuracy.md).
+DEFAULT_MODEL: ModelName = "square"
+TWO_PROBE_MODELS: tuple[ModelName, ...] = ("square", "partial", "linear")
 
 
 def run_advice(target: Target, settings: Settings, probes: Sequence[int] = DEFAULT_PROBES,
-               duration_s: int = DEFAULT_DURATION_S, model: ModelName = "partial",
+               duration_s: int = DEFAULT_DURATION_S, model: ModelName = DEFAULT_MODEL,
                on_progress: Callable[[Progress], None] | None = None) -> AdviseResult:
     results = [run_probe(target, n, duration_s, i, len(probes), on_progress)
                for i, n in enumerate(probes, 1)]
@@ -29,4 +33,5 @@ def advise_num_flows(host: str, max_impact: float, port: int = 5201) -> int:
     return result.prediction.advice.num_flows
 
 
-__all__ = ["AdviseResult", "Progress", "Target", "advise_num_flows", "run_advice"]
+__all__ = ["DEFAULT_MODEL", "TWO_PROBE_MODELS", "AdviseResult", "Progress", "Target",
+           "advise_num_flows", "run_advice"]

@@ -46,7 +46,7 @@ class AdviseResult:
 
 
 def build(target: Target, probes: Sequence[ProbeResult], settings: Settings,
-          model: ModelName = "partial") -> AdviseResult:
+          model: ModelName = "square") -> AdviseResult:
     measured = [Probe(p.streams, p.steady.goodput_mbps) for p in probes]
     prediction = predict(fit_throughput(measured, model), settings)
     loss_pred: Prediction | None = None

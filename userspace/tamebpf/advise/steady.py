@@ -50,6 +50,9 @@ class Steady:
     rwnd_limited: float  # fraction of samples limited by the receive window
     flows: tuple[FlowSteady, ...]
     congestion_control: tuple[str, ...]
+    # (seconds since the first sample, bytes acked by the data flows) at every
+    # sample: kept so that make eval can compare windows after the fact.
+    series: tuple[tuple[float, int], ...] = ()
 
 
 def data_flows(series: Mapping[int, Sequence[FlowPoint]], streams: int) -> list[int]:
@@ -72,7 +75,8 @@ def _at(points: Sequence[FlowPoint], t: float) -> FlowPoint:
 
 
 def steady(series: Mapping[int, Sequence[FlowPoint]], streams: int,
-           min_skip: float = 0.25, max_start: float = 0.6) -> Steady | None:
+           min_skip: float = 0.25, max_start: float = 0.6,
+           recovery_skip: float = 0.5) -> Steady | None:
     """Measure the steady window; None when there is too little to measure."""
     cookies = data_flows(series, streams)
     flows = [series[c] for c in cookies if series[c]]
@@ -99,6 +103,12 @@ def steady(series: Mapping[int, Sequence[FlowPoint]], streams: int,
             if all(not _at(pts, t).slow_start for pts in flows) and t >= t0]
     start = left[0] if left else t0 + max_start * span
     start = min(max(start, t0 + min_skip * span), t0 + max_start * span)
+    if left:
+        # Slow start ended in a loss burst: cwnd was cut and climbs back in
+        # the first part of congestion avoidance, below the flow's long-run
+        # rate (a new flow among established ones takes longest). Measure the
+        # later part; make eval chose half (docs/accuracy.md).
+        start += recovery_skip * (end - start)
     window = [t for t in times if start <= t <= end]
     if len(window) < 2:
         return None
@@ -143,4 +153,5 @@ def steady(series: Mapping[int, Sequence[FlowPoint]], streams: int,
         rwnd_limited=sum(p.rwnd_limited for p in in_window) / len(in_window) if in_window else 0.0,
         flows=tuple(per_flow),
         congestion_control=tuple(ccs),
+        series=tuple((round(t - t0, 4), total(t)) for t in times),
     )

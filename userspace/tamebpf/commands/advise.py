@@ -9,7 +9,15 @@ import sys
 from types import FrameType
 from typing import Any
 
-from tamebpf.advise import DEFAULT_DURATION_S, DEFAULT_PROBES, Progress, Target, run_advice
+from tamebpf.advise import (
+    DEFAULT_DURATION_S,
+    DEFAULT_MODEL,
+    DEFAULT_PROBES,
+    TWO_PROBE_MODELS,
+    Progress,
+    Target,
+    run_advice,
+)
 from tamebpf.advise.plot import check_path, write_plot
 from tamebpf.advise.report import render, to_json
 from tamebpf.commands.predict import parse_fraction
@@ -40,6 +48,10 @@ def register(sub: Any) -> None:
     p.add_argument("--gain-threshold", default=str(DEFAULT_GAIN_THRESHOLD), metavar="PCT",
                    help="stop adding streams when one more adds less than this "
                    "(default %(default)s)")
+    p.add_argument("--model", choices=TWO_PROBE_MODELS, default=DEFAULT_MODEL,
+                   help="loss curve fitted to the probes: square = (alpha n + beta)^2, the "
+                   "(m+n)^2 growth; partial = the paper's a n^2 + b (default %(default)s; "
+                   "docs/accuracy.md compares them)")
     p.add_argument("--congestion", choices=CONGESTION, default="system",
                    help="congestion control of the probes (default: the host's)")
     p.add_argument("--netns", metavar="NAME", help="probe from this network namespace")
@@ -125,7 +137,8 @@ def run(args: argparse.Namespace) -> int:
     progress = ProgressLine()
     old = signal.signal(signal.SIGTERM, _sigterm)
     try:
-        result = run_advice(target, settings, (n1, n2), args.duration, on_progress=progress)
+        result = run_advice(target, settings, (n1, n2), args.duration, args.model,
+                            on_progress=progress)
     finally:
         signal.signal(signal.SIGTERM, old)
         progress.clear()

@@ -7,6 +7,12 @@ Every model is held as one quadratic in the number of streams n,
     partial order 2 (Eq 7, default): q1 = 0        -> params a' = q2, b' = q0
     full order 2    (Eq 6):          all three     -> a = q2, b = q1, c = q0
     linear          (Eq 8):          q2 = 0        -> a' = q1, b' = q0
+    square of m+n:  (alpha n + beta)^2             -> a' = alpha, b' = beta
+
+The last is Eq 6 restricted to a perfect square, the (m+n)^2 growth of loss
+that section 2 of docs/model.md starts from (m cross flows, so beta/alpha
+estimates m): two parameters, fitted from two probes like Eq 7, but it keeps
+the cross term 2 m n that Eq 7 drops.  n / BW_n = alpha n + beta is linear.
 
 so that throughput(n) = n / sqrt(p'(n)) (Eq 10) and the impact on cross
 traffic (Eq 18) are the same code for all of them.  A fit is only ever built
@@ -32,15 +38,16 @@ from tamebpf.model._checks import (
 )
 from tamebpf.model.linalg import least_squares
 
-ModelName = Literal["partial", "full", "linear"]
+ModelName = Literal["partial", "full", "linear", "square"]
 Baseline = Literal["one-stream", "none"]
 Source = Literal["throughput", "loss-rtt"]
 
-MODELS: tuple[ModelName, ...] = ("partial", "full", "linear")
+MODELS: tuple[ModelName, ...] = ("partial", "full", "linear", "square")
 MODEL_LABELS: dict[ModelName, str] = {
     "partial": "partial-order-2",
     "full": "full-order-2",
     "linear": "linear",
+    "square": "square-of-m-plus-n",
 }
 BASELINES: tuple[Baseline, ...] = ("one-stream", "none")
 
@@ -122,6 +129,8 @@ class Fit:
             return {"a": q2, "b": q1, "c": q0}
         if self.model == "linear":
             return {"a": q1, "b": q0}
+        if self.model == "square-of-m-plus-n":
+            return {"alpha": math.sqrt(q2), "beta": math.sqrt(q0)}
         return {"a": q2, "b": q0}
 
     @property
@@ -286,6 +295,8 @@ def _fit_curve(
 ) -> tuple[str, tuple[float, float, float], tuple[str, ...], int | None]:
     """Fit, then project onto non-negative coefficients with warnings."""
     _check_levels(levels, model)
+    if model == "square":
+        return _fit_square(levels, ys, source)
     warnings: list[str] = []
     low, top = min(levels), max(levels)
     y_top = _mean_at(levels, ys, top)
@@ -319,6 +330,29 @@ def _fit_curve(
     return MODEL_LABELS[model], coeffs, tuple(warnings), limit
 
 
+def _fit_square(
+    levels: Sequence[int], ys: Sequence[float], source: Source
+) -> tuple[str, tuple[float, float, float], tuple[str, ...], int | None]:
+    """sqrt(p'(n)) = alpha n + beta, fitted as a line; projected like Eq 7."""
+    low, top = min(levels), max(levels)
+    y_top = _mean_at(levels, ys, top)
+    roots = [math.sqrt(y) for y in ys]
+    alpha, beta = least_squares([[float(n), 1.0] for n in levels], roots)
+    scale = max(roots)
+    alpha = 0.0 if abs(alpha * top) <= REL_EPS * scale else alpha
+    beta = 0.0 if abs(beta) <= REL_EPS * scale else beta
+    if not (math.isfinite(alpha) and math.isfinite(beta)):
+        raise ModelInputError("probe values too far apart to fit in floating point")
+    if alpha <= 0.0:
+        q = (0.0, alpha, beta * beta)  # for the message only: the slope
+        msg = _no_congestion_message(source, low, top, "linear", q)
+        return MODEL_LABELS["square"], (0.0, 0.0, y_top), (msg,), top
+    if beta <= 0.0:
+        msg = _saturated_message(source, low, top, "square", beta)
+        return MODEL_LABELS["square"], (y_top / top**2, 0.0, 0.0), (msg,), None
+    return MODEL_LABELS["square"], (alpha * alpha, 2 * alpha * beta, beta * beta), (), None
+
+
 def _denoise(q: Sequence[float], top: int, y_scale: float) -> tuple[float, float, float]:
     """Zero the coefficients whose term at the largest probe is rounding noise."""
     terms = (q[0] * top * top, q[1] * top, q[2])
@@ -346,7 +380,7 @@ def _no_congestion_message(
 
 
 def _saturated_message(source: Source, low: int, top: int, model: ModelName, b: float) -> str:
-    if source == "throughput" and model == "partial":
+    if source == "throughput" and model in ("partial", "square"):
         cause = (
             f"aggregate throughput did not grow from {low} to {top} streams "
             f"(b' = {b:.4g} <= 0): the path looks saturated"

@@ -1,0 +1,158 @@
+"""The tables of docs/accuracy.md, from make eval's raw records."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from docsection import markers
+from eval_score import OURS, _p90, estimators, truth_table
+
+START, END = markers("eval_advise")
+TARGET_THRU, TARGET_IMPACT, TARGET_QUALITY, TARGET_PROBING = 0.10, 0.15, 0.95, 5.0
+
+
+def fmt(x: float | None, spec: str) -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def _mean(xs: Iterable[float | None]) -> float | None:
+    v = [x for x in xs if x is not None]
+    return statistics.fmean(v) if v else None
+
+
+def _met(x: float | None, bound: float) -> str:
+    return "yes" if x is not None and x <= bound else "no"
+
+
+def _summary(scores: list[dict[str, Any]]) -> dict[str, Any]:
+    """Over cases: the mean of the per-case mean throughput errors, the 90th
+    percentile of every impact error pooled, advice quality and misses."""
+    q = [s["quality"] for s in scores if s["quality"] is not None]
+    return {
+        "thru": _mean(s["thru_err_mean"] for s in scores),
+        "thru_p90": _p90([e for s in scores for e in s["thru_errs"]]),
+        "impact_p90": _p90([e for s in scores for e in s["impact_errs"]]),
+        "quality": _mean(q),
+        "quality_min": min(q) if q else None,
+        "good": sum(x >= TARGET_QUALITY for x in q),
+        "over": sum(bool(s["exceeds"]) for s in scores),
+        "cases": len(scores),
+    }
+
+
+def _plan_label(plan: str) -> str:
+    d1, d10 = plan.split("+")
+    return f"1 stream for {d1} s, then 10 for {d10} s"
+
+
+def _probing_s(rec: dict[str, Any], d: str) -> float:
+    return sum(p["duration_s"] for p in rec["probes"][d] if p["streams"] in (1, 10))
+
+
+def _case_label(rec: dict[str, Any]) -> str:
+    c = rec["case"]
+    return f"{c['name']} | {c['cc']} | {c['cross']}"
+
+
+def tables(records: list[dict[str, Any]], limit: float) -> str:
+    if not records:
+        return f"{START}\n## Results\n\nNo cases measured yet.\n{END}\n"
+    records = sorted(records, key=lambda r: (r["case"]["cross"], r["case"]["cc"],
+                                             r["case"]["name"]))
+    default = records[0]["default_plan"]
+    scored = [estimators(r, limit) for r in records]
+    labels = list(dict.fromkeys(label for s in scored for label in s))
+    ours = _summary([s[OURS] for s in scored])
+    probing = _mean(_probing_s(r, default) for r in records)
+    out = [START, "## Results", "",
+           f"{len(records)} cases; impact limit {limit:.0%}; the advisor's probes: "
+           f"{_plan_label(default)}; ground truth is the median of "
+           f"{records[0]['rounds']} rounds per point, with the cross traffic running "
+           "throughout.", "",
+           "### Against the targets (tamebpf, throughput fit)", "",
+           "| target | measured | met? |", "|---|---|---|",
+           f"| mean throughput error <= {TARGET_THRU} | {fmt(ours['thru'], '.3f')} "
+           f"| {_met(ours['thru'], TARGET_THRU)} |",
+           f"| impact error p90 <= {TARGET_IMPACT} | {fmt(ours['impact_p90'], '.3f')} "
+           f"| {_met(ours['impact_p90'], TARGET_IMPACT)} |",
+           f"| advised throughput >= {TARGET_QUALITY:.0%} of the best nondisruptive | "
+           f"mean {fmt(ours['quality'], '.2f')}, min {fmt(ours['quality_min'], '.2f')}; "
+           f"{ours['good']} of {ours['cases']} cases; over the limit in {ours['over']} | "
+           f"{'yes' if ours['good'] == ours['cases'] else 'no'} |",
+           f"| probing <= {TARGET_PROBING:g} s | {fmt(probing, '.1f')} s (mean wall time "
+           "of both probes) "
+           f"| {_met(probing, TARGET_PROBING)} |", "",
+           "### Estimators and baselines, over all cases", "",
+           "Throughput error: mean over cases of the per-case mean |Eq 15|, and the 90th "
+           "percentile of all (case, n) errors. Impact error: 90th percentile of all "
+           "|predicted - measured|. Quality: measured throughput at the advised n over the best "
+           "measured throughput within the limit (mean, and in how many cases >= 95%).", "",
+           "| estimator | thru err mean | thru err p90 | impact err p90 | quality | >= 95% "
+           "| over limit |", "|---|---|---|---|---|---|---|"]
+    for label in labels:
+        s = _summary([sc[label] for sc in scored if label in sc])
+        out.append(f"| {label} | {fmt(s['thru'], '.3f')} | {fmt(s['thru_p90'], '.3f')} "
+                   f"| {fmt(s['impact_p90'], '.3f')} | {fmt(s['quality'], '.2f')} "
+                   f"| {s['good']}/{s['cases']} | {s['over']}/{s['cases']} |")
+    out += ["", "### tamebpf per case", "",
+            "Spread: the largest (max - min) / median of our goodput over a point's rounds.", "",
+            "| bottleneck | cc | cross flows | advised n | thru err mean | thru err p90 "
+            "| impact err p90 | quality | over limit | truth spread |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    for rec, sc in zip(records, scored, strict=True):
+        s = sc[OURS]
+        spread = max((t["spread"] or 0.0) for t in truth_table(rec).values())
+        out.append(f"| {_case_label(rec)} | {s['advised']} | {fmt(s['thru_err_mean'], '.3f')} "
+                   f"| {fmt(s['thru_err_p90'], '.3f')} | {fmt(s['impact_err_p90'], '.3f')} "
+                   f"| {fmt(s['quality'], '.2f')} | {'yes' if s['exceeds'] else 'no'} "
+                   f"| {spread:.2f} |")
+    out += _groups(records, scored)
+    out += _durations(records, limit)
+    out += ["", "### Measured ground truth", "",
+            "Our aggregate goodput in Mbit/s (measured impact in brackets).", ""]
+    for rec in records:
+        t = truth_table(rec)
+        out.append(f"- {_case_label(rec).replace(' | ', ', ')} cross: " + ", ".join(
+            f"n={n} {v['mbit']:.1f} ({fmt(v['impact'], '.2f')})" for n, v in t.items()))
+    out += ["", "Reproduce: `make eval` (scripts/eval_advise.py; `EVAL_ARGS='--cross 0,2,8,30 "
+            "--append'` adds cases, `--report` re-scores without measuring); raw records in "
+            "`docs/results/eval.json`.", END]
+    return "\n".join(out) + "\n"
+
+
+def _groups(records: list[dict[str, Any]], scored: list[dict[str, Any]]) -> list[str]:
+    def row(name: str, keep: Callable[[dict[str, Any]], bool]) -> str:
+        s = _summary([sc[OURS] for r, sc in zip(records, scored, strict=True) if keep(r["case"])])
+        return (f"| {name} | {s['cases']} | {fmt(s['thru'], '.3f')} "
+                f"| {fmt(s['impact_p90'], '.3f')} | {fmt(s['quality'], '.2f')} "
+                f"| {s['over']} |")
+    out = ["", "### tamebpf by congestion control and cross traffic", "",
+           "| cases | n | thru err mean | impact err p90 | quality | over limit |",
+           "|---|---|---|---|---|---|"]
+    for cc in sorted({r["case"]["cc"] for r in records}):
+        out.append(row(cc, lambda c, cc=cc: c["cc"] == cc))
+    for m in sorted({r["case"]["cross"] for r in records}):
+        out.append(row(f"{m} cross flows", lambda c, m=m: c["cross"] == m))
+    return out
+
+
+def _durations(records: list[dict[str, Any]], limit: float) -> list[str]:
+    ds = sorted({d for r in records for d in r["probes"]},
+                key=lambda p: (sum(map(int, p.split("+"))), p))
+    out = ["", "### What shorter probes cost", "",
+           "The same cases and ground truth, advised from probes of each length "
+           "(tamebpf, throughput fit). Probes are run one after another on the same path, "
+           "each from a settled state.", "",
+           "| probes (1 stream + 10 streams) | probing wall time | thru err mean "
+           "| impact err p90 | quality | >= 95% | over limit |", "|---|---|---|---|---|---|---|"]
+    for d in ds:
+        have = [r for r in records if d in r["probes"]]
+        s = _summary([estimators(r, limit, d)[OURS] for r in have])
+        wall = _mean(_probing_s(r, d) for r in have)
+        out.append(f"| {d.replace('+', ' s + ')} s | {fmt(wall, '.1f')} s "
+                   f"| {fmt(s['thru'], '.3f')} | {fmt(s['impact_p90'], '.3f')} "
+                   f"| {fmt(s['quality'], '.2f')} | {s['good']}/{s['cases']} "
+                   f"| {s['over']}/{s['cases']} |")
+    return out

@@ -1,0 +1,144 @@
+"""Scores for make eval, computed from the raw records alone.
+
+A record (one case) holds the probes' kernel measurements and the ground
+truth's raw rounds; every estimator, baseline and score is recomputed from
+them here, so a change to an estimator is re-scored with
+`scripts/eval_advise.py --report` without measuring again.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict
+from typing import Any
+
+from tamebpf.advise.probe import ProbeResult, Target
+from tamebpf.advise.report import build
+from tamebpf.advise.steady import FlowSteady, Steady
+from tamebpf.model import Probe, Settings, fit_altman, fit_throughput, predict
+
+OURS = "tamebpf (throughput fit)"
+
+
+def probe_to_dict(p: ProbeResult) -> dict[str, Any]:
+    return asdict(p)
+
+
+def probe_from_dict(d: dict[str, Any]) -> ProbeResult:
+    s = dict(d["steady"])
+    s["flows"] = tuple(FlowSteady(**f) for f in s["flows"])
+    s["congestion_control"] = tuple(s["congestion_control"])
+    s["series"] = tuple(tuple(x) for x in s.get("series", ()))
+    return ProbeResult(d["streams"], d["duration_s"], Steady(**s), d["iperf3_mbps"])
+
+
+def truth_table(rec: dict[str, Any]) -> dict[int, dict[str, float | None]]:
+    """Median goodput per n and the measured impact: with cross traffic, the
+    fall of its goodput against one of our streams (the paper's definition);
+    without, the fall of our own per-flow goodput, 1 - (T_n / n) / T_1
+    (docs/model.md section 4: impact is the fall in per-flow throughput)."""
+    pts = {int(n): v for n, v in rec["truth"].items()}
+    out: dict[int, dict[str, float | None]] = {}
+    one = pts[1]
+    for n, v in sorted(pts.items()):
+        mbit = statistics.median(v["mbit"])
+        if v["cross_with"]:
+            ref = statistics.median(one["cross_with"])
+            impact = max(0.0, 1 - statistics.median(v["cross_with"]) / ref) if ref else None
+        else:
+            t1 = statistics.median(one["mbit"])
+            impact = max(0.0, 1 - (mbit / n) / t1) if t1 else None
+        spread = (max(v["mbit"]) - min(v["mbit"])) / mbit if mbit else None
+        out[n] = {"mbit": mbit, "impact": impact, "spread": spread}
+    return out
+
+
+def _at(truth: dict[int, dict[str, float | None]], n: int, key: str) -> float | None:
+    """Truth at n; between two measured n, linearly interpolated."""
+    if n in truth:
+        return truth[n][key]
+    ns = sorted(truth)
+    if n > ns[-1]:
+        return truth[ns[-1]][key]
+    hi = next(x for x in ns if x > n)
+    lo = max(x for x in ns if x < n)
+    a, b = truth[lo][key], truth[hi][key]
+    if a is None or b is None:
+        return None
+    return a + (b - a) * (n - lo) / (hi - lo)
+
+
+def _p90(xs: list[float]) -> float | None:
+    if not xs:
+        return None
+    return statistics.quantiles(xs, n=10, method="inclusive")[-1] if len(xs) > 1 else xs[0]
+
+
+def score(pred_thru: dict[int, float], pred_impact: dict[int, float], advised: int,
+          truth: dict[int, dict[str, float | None]], limit: float) -> dict[str, Any]:
+    errs = [abs(pred_thru[n] - t["mbit"]) / t["mbit"] for n, t in truth.items()
+            if n in pred_thru and t["mbit"]]
+    imp_errs = [abs(pred_impact[n] - t["impact"]) for n, t in truth.items()
+                if n in pred_impact and t["impact"] is not None]
+    allowed = [t["mbit"] for t in truth.values() if (t["impact"] or 0.0) <= limit]
+    best = max(allowed) if allowed else None
+    got = _at(truth, advised, "mbit")
+    impact = _at(truth, advised, "impact")
+    return {
+        "advised": advised,
+        "measured_at_advice": advised in truth,
+        "thru_errs": errs,
+        "impact_errs": imp_errs,
+        "thru_err_mean": statistics.fmean(errs) if errs else None,
+        "thru_err_p90": _p90(errs),
+        "impact_err_p90": _p90(imp_errs),
+        "quality": got / best if got is not None and best else None,
+        "exceeds": impact is not None and impact > limit + 1e-9,
+    }
+
+
+def _curve(pred: Any) -> tuple[dict[int, float], dict[int, float]]:
+    return ({c.streams: c.throughput for c in pred.curve},
+            {c.streams: c.impact for c in pred.curve})
+
+
+def estimators(rec: dict[str, Any], limit: float, plan: str | None = None
+               ) -> dict[str, dict[str, Any]]:
+    """Every estimator's and baseline's scores on one case, from the probes of
+    one plan (probe lengths; the record's default when None)."""
+    probes = {p.streams: p for p in
+              map(probe_from_dict, rec["probes"][plan or rec["default_plan"]])}
+    truth = truth_table(rec)
+    settings = Settings(max_impact=limit, max_streams=max(32, max(truth)))
+    target = Target("eval", 0)
+    result = build(target, [probes[1], probes[10]], settings)
+    out: dict[str, dict[str, Any]] = {}
+    preds = {OURS: result.prediction}
+    if result.loss_prediction is not None:
+        preds["tamebpf (loss-RTT fit)"] = result.loss_prediction
+    p = {n: Probe(n, pr.steady.goodput_mbps) for n, pr in probes.items()}
+    preds["Eq 7, partial order 2 (the paper's)"] = predict(
+        fit_throughput([p[1], p[10]], "partial"), settings)
+    preds["linear fit"] = predict(fit_throughput([p[1], p[10]], "linear"), settings)
+    if 5 in p:
+        preds["full order 2 (3 probes)"] = predict(fit_throughput([p[1], p[5], p[10]], "full"),
+                                                   settings)
+    for label, pred in preds.items():
+        thru, imp = _curve(pred)
+        out[label] = score(thru, imp, pred.advice.num_flows, truth, limit)
+    hacker = {n: n * p[1].throughput for n in truth}
+    out["Hacker bound"] = score(hacker, {}, max(truth), truth, limit)
+    altman = fit_altman([p[1], p[10]])
+    out["Altman formula"] = score({n: altman.throughput(n) for n in truth}, {}, max(truth),
+                                  truth, limit)
+    for fixed in (4, 8):
+        out[f"fixed {fixed} streams"] = score({}, {}, fixed, truth, limit)
+    out[OURS]["warnings"] = list(result.warnings)
+    return out
+
+
+def advised_n(rec: dict[str, Any], limit: float, plan: str) -> int:
+    probes = {p.streams: p for p in map(probe_from_dict, rec["probes"][plan])}
+    result = build(Target("eval", 0), [probes[1], probes[10]],
+                   Settings(max_impact=limit, max_streams=32))
+    return result.prediction.advice.num_flows

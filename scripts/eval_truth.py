@@ -1,0 +1,142 @@
+"""Ground truth for make eval: what n streams really get, and what they take
+from cross traffic that keeps running.
+
+The testbed sweep (tamebpf.testbed.sweep) restarts the cross traffic for
+every point, so each point also measures a different cross-traffic start-up;
+that noise was larger than the model's error. Here the m cross flows start
+once and run through the whole case (the probes included), as the traffic of
+other users does on a real path. Each round measures the cross traffic alone,
+then every n in turn (the order alternates between rounds so that drift in
+the machine's load spreads over all n); a point is the median of its rounds.
+Goodput is read from the senders' tcp_info bytes_acked at the window's edges,
+so ours and the cross traffic's cover the same interval.
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tamebpf.testbed import Testbed, iperf, topology
+
+SETTLE_FRACTION = 0.85  # of the cross traffic's rate alone
+SETTLE_TIMEOUT_S = 8.0
+
+
+@dataclass
+class Point:
+    n: int
+    mbit: list[float] = field(default_factory=list)  # our aggregate, one per round
+    cross_with: list[float] = field(default_factory=list)  # cross traffic meanwhile
+
+    @property
+    def mbit_median(self) -> float:
+        return statistics.median(self.mbit)
+
+    @property
+    def cross_median(self) -> float | None:
+        return statistics.median(self.cross_with) if self.cross_with else None
+
+    @property
+    def spread(self) -> float:
+        """(max - min) / median of our goodput over the rounds."""
+        med = self.mbit_median
+        return (max(self.mbit) - min(self.mbit)) / med if med else 0.0
+
+
+@dataclass
+class Truth:
+    points: dict[int, Point]
+    cross_alone: list[float]  # the cross traffic with none of our streams, per round
+
+
+def _mbit(a: tuple[int, float], b: tuple[int, float]) -> float:
+    return (b[0] - a[0]) * 8 / (b[1] - a[1]) / 1e6
+
+
+def start_cross(tb: Testbed, m: int, cc: str, warmup_s: float) -> subprocess.Popen[bytes]:
+    """m long-running cross flows, past their start-up when this returns."""
+    argv = iperf.client_argv(tb.addresses["receiver"], iperf.PORT_CROSS, m, 3600, cc,
+                             json_out=False)
+    proc = tb.popen("cross", argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE)
+    iperf.wait_flows(tb, "cross", iperf.PORT_CROSS, m, proc)
+    time.sleep(warmup_s)
+    return proc
+
+
+def cross_rate(tb: Testbed, seconds: float) -> float:
+    a = iperf.acked_bytes(tb, "cross", iperf.PORT_CROSS)
+    time.sleep(seconds)
+    return _mbit(a, iperf.acked_bytes(tb, "cross", iperf.PORT_CROSS))
+
+
+def settle(tb: Testbed, m: int, alone_mbit: float | None) -> None:
+    """Every point and probe starts from the same state: the previous test
+    over on the server, no cached ssthresh for the destination (Linux keeps
+    one per destination in tcp_metrics, and a low one from a many-stream run
+    ends the next run's slow start early), and the cross traffic recovered
+    from what the last test took from it (Reno at 50 ms needs seconds)."""
+    iperf.wait_for(lambda: iperf.server_idle(tb, iperf.PORT_MAIN), 30.0,
+                   "the iperf3 server to finish the previous test")
+    topology.flush_tcp_metrics(tb.namespaces["sender"])
+    if not m:
+        return
+    if alone_mbit is None:
+        return
+    deadline = time.monotonic() + SETTLE_TIMEOUT_S
+    last = iperf.acked_bytes(tb, "cross", iperf.PORT_CROSS)
+    while time.monotonic() < deadline:
+        time.sleep(1.0)
+        now = iperf.acked_bytes(tb, "cross", iperf.PORT_CROSS)
+        if _mbit(last, now) >= SETTLE_FRACTION * alone_mbit:
+            return
+        last = now
+
+
+def _one(tb: Testbed, n: int, cc: str, m: int, warmup_s: float, window_s: float
+         ) -> tuple[float, float | None]:
+    seconds = round(warmup_s + window_s + 1)
+    proc = tb.popen("sender", iperf.client_argv(tb.addresses["receiver"], iperf.PORT_MAIN, n,
+                                                seconds, cc, json_out=False),
+                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        iperf.wait_flows(tb, "sender", iperf.PORT_MAIN, n, proc)
+        time.sleep(warmup_s)
+        s1 = iperf.acked_bytes(tb, "sender", iperf.PORT_MAIN)
+        c1 = iperf.acked_bytes(tb, "cross", iperf.PORT_CROSS) if m else None
+        time.sleep(window_s)
+        s2 = iperf.acked_bytes(tb, "sender", iperf.PORT_MAIN)
+        c2 = iperf.acked_bytes(tb, "cross", iperf.PORT_CROSS) if m else None
+        proc.wait(timeout=seconds + 30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    tb.check()  # a delay line that died mid-run invalidates the run
+    return _mbit(s1, s2), (_mbit(c1, c2) if c1 and c2 else None)
+
+
+def measure(tb: Testbed, ns: list[int], cc: str, m: int, rounds: int,
+            reference: float | None, *, warmup_s: float = 2.0, window_s: float = 4.0,
+            progress: Callable[[str], None] | None = None) -> Truth:
+    """Needs the iperf3 servers up and, when m > 0, the cross traffic running;
+    reference is its rate alone, measured before anything disturbed it."""
+    truth = Truth({n: Point(n) for n in ns}, [])
+    for r in range(rounds):
+        if m:
+            settle(tb, m, reference)
+            truth.cross_alone.append(cross_rate(tb, window_s))
+        for n in (ns if r % 2 == 0 else list(reversed(ns))):
+            settle(tb, m, reference)
+            mbit, cross = _one(tb, n, cc, m, warmup_s, window_s)
+            truth.points[n].mbit.append(mbit)
+            if cross is not None:
+                truth.points[n].cross_with.append(cross)
+            if progress:
+                progress(f"round {r + 1}/{rounds} n={n}: {mbit:.2f} Mbit/s"
+                         + (f", cross {cross:.2f}" if cross is not None else ""))
+    return truth
