@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -140,7 +141,13 @@ def save(path: str, records: list[dict[str, Any]]) -> None:
     os.replace(path + ".tmp", path)
 
 
+def _exit_on_signal(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)  # unwinds: every testbed is torn down
+
+
 def main() -> int:
+    signal.signal(signal.SIGTERM, _exit_on_signal)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started with &
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cc", default="cubic,reno", help="congestion controls (default %(default)s)")
     ap.add_argument("--cross", default="2", help="cross-flow counts (default %(default)s; "
@@ -158,13 +165,15 @@ def main() -> int:
     ap.add_argument("--report", action="store_true",
                     help=f"measure nothing: re-score {RESULTS} and write the tables")
     ap.add_argument("--write", metavar="FILE", help="write tables into this Markdown file")
+    ap.add_argument("--results", default=RESULTS, metavar="FILE",
+                    help="raw records (default %(default)s)")
     args = ap.parse_args()
     plans = list(dict.fromkeys([args.plan] + args.plans.split(",")))
     for plan in plans:
         if len(plan.split("+")) != 2 or not all(x.isdigit() and int(x) > 0
                                                 for x in plan.split("+")):
             ap.error(f"bad probe plan {plan!r}: want S1+S10, e.g. 2+2")
-    records = load(RESULTS) if args.append or args.report else []
+    records = load(args.results) if args.append or args.report else []
     if not args.report:
         todo = cases(args.cc.split(","), [int(x) for x in args.cross.split(",")], args.only)
         for i, case in enumerate(todo, 1):
@@ -172,7 +181,7 @@ def main() -> int:
             rec = evaluate(case, [int(x) for x in args.streams.split(",")], plans,
                            args.plan, args.rounds, args.max_impact)
             records = [r for r in records if r["key"] != case.key] + [rec]
-            save(RESULTS, records)  # a long run that dies keeps what it measured
+            save(args.results, records)  # a long run that dies keeps what it measured
     text = tables(records, args.max_impact)
     sys.stdout.write(text)
     if args.write:
