@@ -68,7 +68,7 @@ def _at(truth: dict[int, dict[str, float | None]], n: int, key: str) -> float | 
     return a + (b - a) * (n - lo) / (hi - lo)
 
 
-def _p90(xs: list[float]) -> float | None:
+def p90(xs: list[float]) -> float | None:
     if not xs:
         return None
     return statistics.quantiles(xs, n=10, method="inclusive")[-1] if len(xs) > 1 else xs[0]
@@ -90,8 +90,8 @@ def score(pred_thru: dict[int, float], pred_impact: dict[int, float], advised: i
         "thru_errs": errs,
         "impact_errs": imp_errs,
         "thru_err_mean": statistics.fmean(errs) if errs else None,
-        "thru_err_p90": _p90(errs),
-        "impact_err_p90": _p90(imp_errs),
+        "thru_errp90": p90(errs),
+        "impact_errp90": p90(imp_errs),
         "quality": got / best if got is not None and best else None,
         "exceeds": impact is not None and impact > limit + 1e-9,
     }

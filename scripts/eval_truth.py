@@ -53,9 +53,6 @@ class Truth:
     cross_alone: list[float]  # the cross traffic with none of our streams, per round
 
 
-def _mbit(a: tuple[int, float], b: tuple[int, float]) -> float:
-    return (b[0] - a[0]) * 8 / (b[1] - a[1]) / 1e6
-
 
 def start_cross(tb: Testbed, m: int, cc: str, warmup_s: float) -> subprocess.Popen[bytes]:
     """m long-running cross flows, past their start-up when this returns."""
@@ -71,7 +68,7 @@ def start_cross(tb: Testbed, m: int, cc: str, warmup_s: float) -> subprocess.Pop
 def cross_rate(tb: Testbed, seconds: float) -> float:
     a = iperf.acked_bytes(tb, "cross", iperf.PORT_CROSS)
     time.sleep(seconds)
-    return _mbit(a, iperf.acked_bytes(tb, "cross", iperf.PORT_CROSS))
+    return iperf.mbit_between(a, iperf.acked_bytes(tb, "cross", iperf.PORT_CROSS))
 
 
 def settle(tb: Testbed, m: int, alone_mbit: float | None) -> None:
@@ -92,7 +89,7 @@ def settle(tb: Testbed, m: int, alone_mbit: float | None) -> None:
     while time.monotonic() < deadline:
         time.sleep(1.0)
         now = iperf.acked_bytes(tb, "cross", iperf.PORT_CROSS)
-        if _mbit(last, now) >= SETTLE_FRACTION * alone_mbit:
+        if iperf.mbit_between(last, now) >= SETTLE_FRACTION * alone_mbit:
             return
         last = now
 
@@ -117,7 +114,7 @@ def _one(tb: Testbed, n: int, cc: str, m: int, warmup_s: float, window_s: float
             proc.kill()
             proc.wait()
     tb.check()  # a delay line that died mid-run invalidates the run
-    return _mbit(s1, s2), (_mbit(c1, c2) if c1 and c2 else None)
+    return iperf.mbit_between(s1, s2), (iperf.mbit_between(c1, c2) if c1 and c2 else None)
 
 
 def measure(tb: Testbed, ns: list[int], cc: str, m: int, rounds: int,

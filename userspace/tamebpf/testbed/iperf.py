@@ -86,6 +86,11 @@ def acked_bytes(tb: Testbed, role: str, port: int) -> tuple[int, float]:
     return sum(int(m) for m in _ACKED.findall(out)), (t0 + t1) / 2
 
 
+def mbit_between(a: tuple[int, float], b: tuple[int, float]) -> float:
+    """Goodput between two acked_bytes readings, in Mbit/s."""
+    return (b[0] - a[0]) * 8 / (b[1] - a[1]) / 1e6
+
+
 def wait_for(cond: Callable[[], bool], timeout: float, what: str, step: float = 0.05) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -46,9 +46,6 @@ class Run:
     started: float  # unix time
 
 
-def _mbit(a: tuple[int, float], b: tuple[int, float]) -> float:
-    return (b[0] - a[0]) * 8 / (b[1] - a[1]) / 1e6
-
 
 def _flush(tb: Testbed) -> None:
     for role in ("sender", "cross", "receiver"):
@@ -89,7 +86,7 @@ def run_once(tb: Testbed, plan: scenario.SweepPlan, n: int, m: int, repeat: int)
             a = iperf.acked_bytes(tb, "cross", iperf.PORT_CROSS)
             time.sleep(plan.duration_s)
             b = iperf.acked_bytes(tb, "cross", iperf.PORT_CROSS)
-            cross_alone = _mbit(a, b)
+            cross_alone = iperf.mbit_between(a, b)
         omit = max(1, round(plan.warmup_s))
         main = tb.popen("sender", iperf.client_argv(
             dst, iperf.PORT_MAIN, n, omit + plan.duration_s + 1, plan.cc,
@@ -103,7 +100,7 @@ def run_once(tb: Testbed, plan: scenario.SweepPlan, n: int, m: int, repeat: int)
         s2 = iperf.acked_bytes(tb, "sender", iperf.PORT_MAIN)
         c2 = iperf.acked_bytes(tb, "cross", iperf.PORT_CROSS) if m else None
         if c1 and c2:
-            cross_with = _mbit(c1, c2)
+            cross_with = iperf.mbit_between(c1, c2)
         out, _ = main.communicate(timeout=plan.duration_s + 30)
         main = None
     finally:
@@ -117,8 +114,9 @@ def run_once(tb: Testbed, plan: scenario.SweepPlan, n: int, m: int, repeat: int)
         retrans = int(end["sum_sent"].get("retransmits", 0))
     except (ValueError, KeyError):
         pass
-    return Run(n=n, m=m, repeat=repeat, mbit=_mbit(s1, s2), cross_alone_mbit=cross_alone,
-               cross_with_mbit=cross_with, iperf3_mbit=ip_mbit, retransmits=retrans,
+    return Run(n=n, m=m, repeat=repeat, mbit=iperf.mbit_between(s1, s2),
+               cross_alone_mbit=cross_alone, cross_with_mbit=cross_with, iperf3_mbit=ip_mbit,
+               retransmits=retrans,
                window_s=s2[1] - s1[1], started=started)
 
 
