@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from docsection import markers
-from eval_score import OURS, estimators, p90, truth_table
+from eval_score import EQ7, OURS, estimators, p90, truth_table
 
 START, END = markers("eval_advise")
 TARGET_THRU, TARGET_IMPACT, TARGET_QUALITY, TARGET_PROBING = 0.10, 0.15, 0.95, 5.0
@@ -32,8 +32,8 @@ def _summary(scores: list[dict[str, Any]]) -> dict[str, Any]:
     q = [s["quality"] for s in scores if s["quality"] is not None]
     return {
         "thru": _mean(s["thru_err_mean"] for s in scores),
-        "thrup90": p90([e for s in scores for e in s["thru_errs"]]),
-        "impactp90": p90([e for s in scores for e in s["impact_errs"]]),
+        "thru_p90": p90([e for s in scores for e in s["thru_errs"]]),
+        "impact_p90": p90([e for s in scores for e in s["impact_errs"]]),
         "quality": _mean(q),
         "quality_min": min(q) if q else None,
         "good": sum(x >= TARGET_QUALITY for x in q),
@@ -75,8 +75,8 @@ def tables(records: list[dict[str, Any]], limit: float) -> str:
            "| target | measured | met? |", "|---|---|---|",
            f"| mean throughput error <= {TARGET_THRU} | {fmt(ours['thru'], '.3f')} "
            f"| {_met(ours['thru'], TARGET_THRU)} |",
-           f"| impact error p90 <= {TARGET_IMPACT} | {fmt(ours['impactp90'], '.3f')} "
-           f"| {_met(ours['impactp90'], TARGET_IMPACT)} |",
+           f"| impact error p90 <= {TARGET_IMPACT} | {fmt(ours['impact_p90'], '.3f')} "
+           f"| {_met(ours['impact_p90'], TARGET_IMPACT)} |",
            f"| advised throughput >= {TARGET_QUALITY:.0%} of the best nondisruptive | "
            f"mean {fmt(ours['quality'], '.2f')}, min {fmt(ours['quality_min'], '.2f')}; "
            f"{ours['good']} of {ours['cases']} cases; over the limit in {ours['over']} | "
@@ -93,21 +93,21 @@ def tables(records: list[dict[str, Any]], limit: float) -> str:
            "| over limit |", "|---|---|---|---|---|---|---|"]
     for label in labels:
         s = _summary([sc[label] for sc in scored if label in sc])
-        out.append(f"| {label} | {fmt(s['thru'], '.3f')} | {fmt(s['thrup90'], '.3f')} "
-                   f"| {fmt(s['impactp90'], '.3f')} | {fmt(s['quality'], '.2f')} "
+        out.append(f"| {label} | {fmt(s['thru'], '.3f')} | {fmt(s['thru_p90'], '.3f')} "
+                   f"| {fmt(s['impact_p90'], '.3f')} | {fmt(s['quality'], '.2f')} "
                    f"| {s['good']}/{s['cases']} | {s['over']}/{s['cases']} |")
     out += ["", "### tamebpf per case", "",
             "Spread: the largest (max - min) / median of our goodput over a point's rounds.", "",
             "| bottleneck | cc | cross flows | advised n | thru err mean | thru err p90 "
-            "| impact err p90 | quality | over limit | truth spread |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+            "| impact err p90 | quality | over limit | truth spread | probing wall time |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
     for rec, sc in zip(records, scored, strict=True):
         s = sc[OURS]
         spread = max((t["spread"] or 0.0) for t in truth_table(rec).values())
         out.append(f"| {_case_label(rec)} | {s['advised']} | {fmt(s['thru_err_mean'], '.3f')} "
-                   f"| {fmt(s['thru_errp90'], '.3f')} | {fmt(s['impact_errp90'], '.3f')} "
+                   f"| {fmt(s['thru_err_p90'], '.3f')} | {fmt(s['impact_err_p90'], '.3f')} "
                    f"| {fmt(s['quality'], '.2f')} | {'yes' if s['exceeds'] else 'no'} "
-                   f"| {spread:.2f} |")
+                   f"| {spread:.2f} | {_probing_s(rec, default):.1f} s |")
     out += _groups(records, scored)
     out += _durations(records, limit)
     out += ["", "### Measured ground truth", "",
@@ -125,13 +125,16 @@ def tables(records: list[dict[str, Any]], limit: float) -> str:
 
 def _groups(records: list[dict[str, Any]], scored: list[dict[str, Any]]) -> list[str]:
     def row(name: str, keep: Callable[[dict[str, Any]], bool]) -> str:
-        s = _summary([sc[OURS] for r, sc in zip(records, scored, strict=True) if keep(r["case"])])
+        kept = [sc for r, sc in zip(records, scored, strict=True) if keep(r["case"])]
+        s = _summary([sc[OURS] for sc in kept])
+        eq7 = _summary([sc[EQ7] for sc in kept if EQ7 in sc])
         return (f"| {name} | {s['cases']} | {fmt(s['thru'], '.3f')} "
-                f"| {fmt(s['impactp90'], '.3f')} | {fmt(s['quality'], '.2f')} "
-                f"| {s['over']} |")
+                f"| {fmt(s['impact_p90'], '.3f')} | {fmt(s['quality'], '.2f')} "
+                f"| {s['over']} | {fmt(eq7['thru'], '.3f')} |")
     out = ["", "### tamebpf by congestion control and cross traffic", "",
-           "| cases | n | thru err mean | impact err p90 | quality | over limit |",
-           "|---|---|---|---|---|---|"]
+           "The last column: the paper's Eq 7 on the same probes.", "",
+           "| cases | n | thru err mean | impact err p90 | quality | over limit "
+           "| Eq 7 thru err mean |", "|---|---|---|---|---|---|---|"]
     for cc in sorted({r["case"]["cc"] for r in records}):
         out.append(row(cc, lambda c, cc=cc: c["cc"] == cc))
     for m in sorted({r["case"]["cross"] for r in records}):
@@ -153,7 +156,7 @@ def _durations(records: list[dict[str, Any]], limit: float) -> list[str]:
         s = _summary([estimators(r, limit, d)[OURS] for r in have])
         wall = _mean(_probing_s(r, d) for r in have)
         out.append(f"| {d.replace('+', ' s + ')} s | {fmt(wall, '.1f')} s "
-                   f"| {fmt(s['thru'], '.3f')} | {fmt(s['impactp90'], '.3f')} "
+                   f"| {fmt(s['thru'], '.3f')} | {fmt(s['impact_p90'], '.3f')} "
                    f"| {fmt(s['quality'], '.2f')} | {s['good']}/{s['cases']} "
                    f"| {s['over']}/{s['cases']} |")
     return out

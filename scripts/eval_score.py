@@ -18,6 +18,7 @@ from tamebpf.advise.steady import FlowSteady, Steady
 from tamebpf.model import Probe, Settings, fit_altman, fit_throughput, predict
 
 OURS = "tamebpf (throughput fit)"
+EQ7 = "Eq 7, partial order 2 (the paper's)"
 
 
 def probe_to_dict(p: ProbeResult) -> dict[str, Any]:
@@ -90,8 +91,8 @@ def score(pred_thru: dict[int, float], pred_impact: dict[int, float], advised: i
         "thru_errs": errs,
         "impact_errs": imp_errs,
         "thru_err_mean": statistics.fmean(errs) if errs else None,
-        "thru_errp90": p90(errs),
-        "impact_errp90": p90(imp_errs),
+        "thru_err_p90": p90(errs),
+        "impact_err_p90": p90(imp_errs),
         "quality": got / best if got is not None and best else None,
         "exceeds": impact is not None and impact > limit + 1e-9,
     }
@@ -117,7 +118,7 @@ def estimators(rec: dict[str, Any], limit: float, plan: str | None = None
     if result.loss_prediction is not None:
         preds["tamebpf (loss-RTT fit)"] = result.loss_prediction
     p = {n: Probe(n, pr.steady.goodput_mbps) for n, pr in probes.items()}
-    preds["Eq 7, partial order 2 (the paper's)"] = predict(
+    preds[EQ7] = predict(
         fit_throughput([p[1], p[10]], "partial"), settings)
     preds["linear fit"] = predict(fit_throughput([p[1], p[10]], "linear"), settings)
     if 5 in p:
