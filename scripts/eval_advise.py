@@ -65,6 +65,13 @@ BOTTLENECKS = [
 ]
 
 
+def plan_seconds(plan: str) -> tuple[float, float]:
+    d1, d10 = (float(x) for x in plan.split("+"))  # ValueError unless exactly two numbers
+    if not (0.5 <= d1 <= 60 and 0.5 <= d10 <= 60):
+        raise ValueError(plan)
+    return d1, d10
+
+
 def cases(ccs: list[str], crosses: list[int], only: str | None) -> list[Case]:
     out = [Case(n, r, t, q, a, cc, m) for m in crosses for cc in ccs
            for (n, r, t, q, a) in BOTTLENECKS]
@@ -93,7 +100,7 @@ def evaluate(case: Case, ns: list[int], plans: list[str], default: str, rounds: 
         # The advisor's own probes first, as `tamebpf advise` runs them: 1 then
         # 10 streams back to back. Every other probe starts from a settled path.
         for plan in [default] + [p for p in plans if p != default]:
-            d1, d10 = (int(x) for x in plan.split("+"))
+            d1, d10 = plan_seconds(plan)
             levels = [(1, d1), (10, d10)] + ([(5, d10)] if plan == default else [])
             probes[plan] = []
             for n, d in levels:
@@ -155,7 +162,7 @@ def main() -> int:
     ap.add_argument("--streams", default="1,2,4,8,16,30", help="ground-truth stream counts")
     ap.add_argument("--rounds", type=int, default=3, help="ground-truth rounds per point")
     ap.add_argument("--max-impact", type=float, default=0.5)
-    ap.add_argument("--plans", default="1+1,4+4,3+2,4+1",
+    ap.add_argument("--plans", default="1+1,2.5+1.5,3+2",
                     help="probe lengths to compare, 'S1+S10': seconds of the 1-stream and the "
                     "10-stream probe (default %(default)s)")
     ap.add_argument("--plan", default="2+2", help="the advisor's default (%(default)s)")
@@ -170,9 +177,10 @@ def main() -> int:
     args = ap.parse_args()
     plans = list(dict.fromkeys([args.plan] + args.plans.split(",")))
     for plan in plans:
-        if len(plan.split("+")) != 2 or not all(x.isdigit() and int(x) > 0
-                                                for x in plan.split("+")):
-            ap.error(f"bad probe plan {plan!r}: want S1+S10, e.g. 2+2")
+        try:
+            plan_seconds(plan)
+        except ValueError:
+            ap.error(f"bad probe plan {plan!r}: want S1+S10 in seconds, e.g. 2+2 or 2.5+1.5")
     records = load(args.results) if args.append or args.report else []
     if not args.report:
         todo = cases(args.cc.split(","), [int(x) for x in args.cross.split(",")], args.only)

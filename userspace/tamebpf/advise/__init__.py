@@ -13,7 +13,9 @@ from tamebpf.advise.report import AdviseResult, build
 from tamebpf.model import ModelName, Settings
 
 DEFAULT_PROBES = (1, 10)
-DEFAULT_DURATION_S = 2  # per probe: advice within 5 s of probing in total
+# Seconds of traffic per probe. With the connection set-up and result
+# exchange, the pair takes under 5 s of wall time at 50 ms RTT.
+DEFAULT_DURATIONS_S = (2.0, 2.0)
 # Eq 6 restricted to (alpha n + beta)^2, the (m+n)^2 loss growth: on the
 # testbed it predicts short probes better than Eq 7 (docs/accuracy.md).
 DEFAULT_MODEL: ModelName = "square"
@@ -21,10 +23,13 @@ TWO_PROBE_MODELS: tuple[ModelName, ...] = ("square", "partial", "linear")
 
 
 def run_advice(target: Target, settings: Settings, probes: Sequence[int] = DEFAULT_PROBES,
-               duration_s: int = DEFAULT_DURATION_S, model: ModelName = DEFAULT_MODEL,
+               durations_s: Sequence[float] = DEFAULT_DURATIONS_S,
+               model: ModelName = DEFAULT_MODEL,
                on_progress: Callable[[Progress], None] | None = None) -> AdviseResult:
-    results = [run_probe(target, n, duration_s, i, len(probes), on_progress)
-               for i, n in enumerate(probes, 1)]
+    if len(durations_s) != len(probes):
+        raise ValueError(f"{len(probes)} probes but {len(durations_s)} durations")
+    results = [run_probe(target, n, d, i, len(probes), on_progress)
+               for i, (n, d) in enumerate(zip(probes, durations_s, strict=True), 1)]
     return build(target, results, settings, model)
 
 
@@ -33,5 +38,6 @@ def advise_num_flows(host: str, max_impact: float, port: int = 5201) -> int:
     return result.prediction.advice.num_flows
 
 
-__all__ = ["DEFAULT_MODEL", "TWO_PROBE_MODELS", "AdviseResult", "Progress", "Target",
+__all__ = ["DEFAULT_DURATIONS_S",
+           "DEFAULT_MODEL", "TWO_PROBE_MODELS", "AdviseResult", "Progress", "Target",
            "advise_num_flows", "run_advice"]

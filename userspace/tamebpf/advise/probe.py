@@ -1,27 +1,30 @@
-"""One probe: n parallel iperf3 streams, measured in the kernel.
+"""One probe: n parallel TCP streams to an iperf3 server, measured in the kernel.
 
-Each probe runs in a cgroup of its own, so the flow telemetry attributes
-exactly the probe's flows (`FlowReader(cgroup=...)` filters in the kernel).
-The cgroup and the iperf3 process are removed on every way out, including
-Ctrl-C and SIGTERM (the CLI turns SIGTERM into KeyboardInterrupt).
+The traffic comes from a forked child (advise/iperf3_client.py) that runs in
+a cgroup of its own, so the flow telemetry attributes exactly the probe's
+flows (`FlowReader(cgroup=...)` filters in the kernel). The cgroup and the
+child are removed on every way out, including Ctrl-C and SIGTERM (the CLI
+turns SIGTERM into KeyboardInterrupt).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
+import select
 import signal
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from tamebpf.advise import iperf3_client
 from tamebpf.advise.steady import FlowPoint, Steady, steady
 from tamebpf.cgroups import require_cgroup2
 from tamebpf.errors import TamebpfError
-from tamebpf.kernel.flows import Flow, FlowReader
+from tamebpf.kernel.flows import Flow, FlowReader, netns_path
 
 SAMPLE_INTERVAL_S = 0.1
 CONNECT_TIMEOUT_MS = 3000
@@ -50,7 +53,7 @@ class ProbeResult:
     streams: int
     duration_s: float  # wall time of the probe
     steady: Steady
-    iperf3_mbps: float | None  # iperf3's own average over its whole run
+    iperf3_mbps: float | None  # the iperf3 server's count of bytes received, whole run
 
 
 @contextlib.contextmanager
@@ -81,14 +84,68 @@ def _empty_and_remove(path: str) -> None:
     raise TamebpfError(f"could not remove probe cgroup {path}", "remove it with rmdir")
 
 
-def iperf3_argv(target: Target, streams: int, seconds: int) -> list[str]:
-    argv = ["iperf3", "-c", target.host, "-p", str(target.port), "-P", str(streams),
-            "-t", str(seconds), "-J", "--connect-timeout", str(CONNECT_TIMEOUT_MS)]
-    if target.congestion != "system":
-        argv += ["-C", target.congestion]
-    if target.netns:
-        argv = ["ip", "netns", "exec", target.netns, *argv]
-    return argv
+CLONE_NEWNET = 0x40000000
+
+
+def _enter_netns(name: str) -> None:
+    """setns(2) into a named network namespace (os.setns needs Python 3.12)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open(netns_path(name), os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        if libc.setns(fd, CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), f"setns {name}")
+    finally:
+        os.close(fd)
+
+
+def _child(target: Target, streams: int, seconds: float, cgroup: str, out_fd: int) -> None:
+    """The probe's traffic, in a forked child: it joins the probe's cgroup
+    (sockets belong to the cgroup of the task that creates them) and, when
+    asked, the network namespace; it reports one JSON line and exits without
+    running any of the parent's clean-up."""
+    code = 1
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
+            f.write(str(os.getpid()))
+        if target.netns:
+            _enter_netns(target.netns)
+        cc = None if target.congestion == "system" else target.congestion
+        r = iperf3_client.run(target.host, target.port, streams, seconds, cc,
+                              CONNECT_TIMEOUT_MS / 1000)
+        msg: dict[str, Any] = {"received_mbps": r.received_mbps, "seconds": r.seconds}
+        code = 0
+    except iperf3_client.Iperf3Error as err:
+        msg = {"error": str(err)}
+    except BaseException as err:  # noqa: BLE001 - whatever it is, the parent reports it
+        msg = {"error": f"{type(err).__name__}: {err}"}
+    try:
+        os.write(out_fd, json.dumps(msg).encode() + b"\n")
+    finally:
+        os._exit(code)
+
+
+def _spawn(target: Target, streams: int, seconds: float, cgroup: str) -> tuple[int, int]:
+    """Fork the traffic child; returns (pid, read end of its report pipe)."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        _child(target, streams, seconds, cgroup, w)
+    os.close(w)
+    return pid, r
+
+
+def _read_report(fd: int) -> dict[str, Any]:
+    data = b""
+    while chunk := os.read(fd, 4096):
+        data += chunk
+    try:
+        report = json.loads(data or b"{}")
+    except json.JSONDecodeError:
+        report = {}
+    return report if isinstance(report, dict) else {}
 
 
 def _point(f: Flow, t: float) -> FlowPoint:
@@ -104,40 +161,21 @@ def _point(f: Flow, t: float) -> FlowPoint:
     )
 
 
-def _iperf3_result(out: bytes, target: Target) -> float | None:
-    """iperf3's own goodput; raises with iperf3's reason when it failed."""
-    try:
-        report: dict[str, Any] = json.loads(out.decode(errors="replace") or "{}")
-    except json.JSONDecodeError:
-        report = {}
-    if report.get("error"):
-        raise TamebpfError(
-            f"iperf3 to {target.host}:{target.port} failed: {report['error']}",
-            f"is 'iperf3 -s -p {target.port}' running there and reachable?",
-        )
-    try:
-        return float(report["end"]["sum_received"]["bits_per_second"]) / 1e6
-    except (KeyError, TypeError, ValueError):
-        return None
-
-
-def run_probe(target: Target, streams: int, seconds: int, index: int = 1, total: int = 1,
+def run_probe(target: Target, streams: int, seconds: float, index: int = 1, total: int = 1,
               on_progress: Callable[[Progress], None] | None = None) -> ProbeResult:
     series: dict[int, list[FlowPoint]] = {}
     with probe_cgroup(streams) as cg, FlowReader(
             cgroup=cg, netns=[target.netns] if target.netns else [], command="advise") as reader:
-        def enter_cgroup() -> None:
-            with open(os.path.join(cg, "cgroup.procs"), "w") as f:
-                f.write(str(os.getpid()))
-
         t_start = time.monotonic()
-        proc = subprocess.Popen(iperf3_argv(target, streams, seconds), preexec_fn=enter_cgroup,
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        pid, report_fd = _spawn(target, streams, seconds, cg)
+        status: int | None = None
         try:
-            deadline = t_start + seconds + CONNECT_TIMEOUT_MS / 1000 + 5
+            deadline = t_start + seconds + 2 * CONNECT_TIMEOUT_MS / 1000 + 2
             last_total, last_t = 0, t_start
             while True:
-                done = proc.poll() is not None
+                # The child writes its report as its last act: wake up for it
+                # at once rather than at the next sample.
+                done = bool(select.select([report_fd], [], [], 0)[0])
                 now = time.monotonic()
                 flows = reader.snapshot()
                 # One time per snapshot: the steady window compares flows at the
@@ -152,27 +190,30 @@ def run_probe(target: Target, streams: int, seconds: int, index: int = 1, total:
                     on_progress(Progress(index, total, streams, now - t_start, seconds, rate))
                 last_total, last_t = acked, now
                 if done:
+                    report = _read_report(report_fd)
+                    os.waitpid(pid, 0)
+                    status = 0
                     break
                 if now > deadline:
                     raise TamebpfError(
                         f"probe with {streams} streams to {target.host}:{target.port} did not "
                         f"finish in {deadline - t_start:.0f} s", "is the path still up?")
-                time.sleep(SAMPLE_INTERVAL_S)
-            out = proc.stdout.read() if proc.stdout else b""
+                select.select([report_fd], [], [], SAMPLE_INTERVAL_S)
         finally:
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait()
-            if proc.stdout:
-                proc.stdout.close()
+            if status is None:  # interrupted or timed out: stop the traffic now
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            os.close(report_fd)
     duration = time.monotonic() - t_start
-    iperf3_mbps = _iperf3_result(out, target)
-    if proc.returncode != 0 and iperf3_mbps is None:
-        raise TamebpfError(f"iperf3 to {target.host}:{target.port} exited with status "
-                           f"{proc.returncode}", "run the same iperf3 command by hand to see why")
+    if "error" in report or "received_mbps" not in report:
+        raise TamebpfError(
+            f"iperf3 probe to {target.host}:{target.port} failed: "
+            f"{report.get('error', 'no report from the probe')}",
+            f"is 'iperf3 -s -p {target.port}' running there and reachable?")
     measured = steady(series, streams)
     if measured is None or measured.goodput_mbps <= 0:
         raise TamebpfError(
             f"probe with {streams} streams to {target.host}:{target.port} moved no data",
             "check the path and the server")
-    return ProbeResult(streams, duration, measured, iperf3_mbps)
+    return ProbeResult(streams, duration, measured, report["received_mbps"])

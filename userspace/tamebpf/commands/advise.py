@@ -10,7 +10,7 @@ from types import FrameType
 from typing import Any
 
 from tamebpf.advise import (
-    DEFAULT_DURATION_S,
+    DEFAULT_DURATIONS_S,
     DEFAULT_MODEL,
     DEFAULT_PROBES,
     TWO_PROBE_MODELS,
@@ -41,8 +41,10 @@ def register(sub: Any) -> None:
                    help="largest tolerated throughput loss of other traffic: 5%% or 0.05")
     p.add_argument("--probes", default=",".join(map(str, DEFAULT_PROBES)), metavar="N1,N2",
                    help="stream counts of the two probes (default %(default)s)")
-    p.add_argument("--duration", type=int, default=DEFAULT_DURATION_S, metavar="SECONDS",
-                   help="length of each probe, whole seconds (default %(default)s)")
+    p.add_argument("--duration", default=",".join(f"{d:g}" for d in DEFAULT_DURATIONS_S),
+                   metavar="S[,S2]",
+                   help="seconds of traffic per probe: one value for both, or one each "
+                   "(default %(default)s; docs/accuracy.md shows what shorter probes cost)")
     p.add_argument("--max-streams", type=int, default=DEFAULT_MAX_STREAMS, metavar="N",
                    help="never advise more than this (default %(default)s)")
     p.add_argument("--gain-threshold", default=str(DEFAULT_GAIN_THRESHOLD), metavar="PCT",
@@ -80,6 +82,22 @@ def _port(text: str, dest: str) -> int:
     return int(text)
 
 
+MIN_PROBE_S, MAX_PROBE_S = 0.5, 60.0
+
+
+def parse_durations(text: str) -> tuple[float, float]:
+    parts = text.split(",")
+    try:
+        values = [float(p) for p in parts]
+    except ValueError:
+        values = []
+    if len(parts) not in (1, 2) or len(values) != len(parts) or not all(
+            MIN_PROBE_S <= v <= MAX_PROBE_S for v in values):
+        raise UsageError(f"--duration {text}: give seconds per probe, one value or two "
+                         f"(e.g. 2 or 2.5,1.5), each from {MIN_PROBE_S:g} to {MAX_PROBE_S:g}")
+    return (values[0], values[-1])
+
+
 def parse_probes(text: str) -> tuple[int, int]:
     parts = text.split(",")
     if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
@@ -101,7 +119,7 @@ class ProgressLine:
     def __call__(self, p: Progress) -> None:
         rate = "" if p.goodput_mbps is None else f", {p.goodput_mbps:9.1f} Mbit/s"
         line = (f"probe {p.index}/{p.total}: {p.streams} streams, "
-                f"{min(p.elapsed_s, p.duration_s):.1f}/{p.duration_s} s{rate}")
+                f"{min(p.elapsed_s, p.duration_s):.1f}/{p.duration_s:g} s{rate}")
         if self.tty:
             sys.stderr.write("\r\x1b[K" + line)
             sys.stderr.flush()
@@ -122,8 +140,7 @@ def _sigterm(signum: int, frame: FrameType | None) -> None:
 def run(args: argparse.Namespace) -> int:
     host, port = parse_dest(args.dest)
     n1, n2 = parse_probes(args.probes)
-    if args.duration < 1:
-        raise UsageError(f"--duration {args.duration}: give at least 1 second")
+    durations = parse_durations(args.duration)
     if args.plot:
         check_path(args.plot)
     try:
@@ -137,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
     progress = ProgressLine()
     old = signal.signal(signal.SIGTERM, _sigterm)
     try:
-        result = run_advice(target, settings, (n1, n2), args.duration, args.model,
+        result = run_advice(target, settings, (n1, n2), durations, args.model,
                             on_progress=progress)
     finally:
         signal.signal(signal.SIGTERM, old)

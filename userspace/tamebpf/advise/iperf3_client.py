@@ -1,0 +1,273 @@
+"""A minimal iperf3 client: n TCP streams to an `iperf3 -s` server, we send.
+
+Why not run the iperf3 binary: its client connects the streams one after
+another (n round trips before any data moves) and, at the end, waits for the
+result exchange before it exits. At 50 ms RTT that is about 1.2 s of every
+two-probe advice in which no probe data flows. This client opens all data
+connections at once, sends for a time given in fractions of a second, and
+still asks the server for its own count of bytes received (the figure
+`iperf3 -c` prints as "receiver"), so the report keeps iperf3's number beside
+the kernel's.
+
+The wire protocol (iperf3 3.x, TCP only): a 37-byte cookie opens every
+connection; the server drives the control connection with one-byte states;
+parameters and results are JSON, each preceded by its length (4 bytes,
+network order).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import math
+import os
+import select
+import socket
+import struct
+import time
+from dataclasses import dataclass
+from typing import Any
+
+# Control states (iperf_api.h).
+TEST_START = 1
+TEST_RUNNING = 2
+TEST_END = 4
+PARAM_EXCHANGE = 9
+CREATE_STREAMS = 10
+SERVER_TERMINATE = 11
+EXCHANGE_RESULTS = 13
+DISPLAY_RESULTS = 14
+IPERF_DONE = 16
+ACCESS_DENIED = -1
+SERVER_ERROR = -2
+
+COOKIE_CHARS = b"abcdefghijklmnopqrstuvwxyz234567"
+BLOCK = 128 * 1024  # iperf3's default TCP block
+MAX_JSON = 1 << 20
+
+
+class Iperf3Error(Exception):
+    """The server refused, failed, or the path broke; the text says which."""
+
+
+@dataclass(frozen=True)
+class Iperf3Result:
+    sent_bytes: int  # written into our sockets
+    received_bytes: int | None  # the server's own count (None: it sent no results)
+    seconds: float  # from TEST_RUNNING to TEST_END
+
+    @property
+    def received_mbps(self) -> float | None:
+        if self.received_bytes is None or self.seconds <= 0:
+            return None
+        return self.received_bytes * 8 / self.seconds / 1e6
+
+
+def make_cookie() -> bytes:
+    return bytes(COOKIE_CHARS[b % 32] for b in os.urandom(36)) + b"\0"
+
+
+def _deadline_left(deadline: float) -> float:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise Iperf3Error("timed out waiting for the server")
+    return left
+
+
+def _recv_exact(sock: socket.socket, n: int, deadline: float) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        sock.settimeout(_deadline_left(deadline))
+        try:
+            chunk = sock.recv(n - len(buf))
+        except TimeoutError:
+            raise Iperf3Error("timed out waiting for the server") from None
+        if not chunk:
+            raise Iperf3Error("the server closed the control connection")
+        buf += chunk
+    return buf
+
+
+def _send_json(sock: socket.socket, obj: dict[str, Any]) -> None:
+    data = json.dumps(obj).encode()
+    sock.sendall(struct.pack("!I", len(data)) + data)
+
+
+def _recv_json(sock: socket.socket, deadline: float) -> dict[str, Any]:
+    (size,) = struct.unpack("!I", _recv_exact(sock, 4, deadline))
+    if size > MAX_JSON:
+        raise Iperf3Error(f"the server sent {size} bytes of JSON; is this an iperf3 server?")
+    obj = json.loads(_recv_exact(sock, size, deadline))
+    if not isinstance(obj, dict):
+        raise Iperf3Error("the server sent results that are not a JSON object")
+    return obj
+
+
+class Iperf3Client:
+    """One test: `connect()`, `send_until()` (repeatable), `finish()`."""
+
+    def __init__(self, host: str, port: int, streams: int, seconds: float,
+                 congestion: str | None = None, timeout_s: float = 3.0) -> None:
+        self.host, self.port, self.streams = host, port, streams
+        self.seconds, self.congestion, self.timeout_s = seconds, congestion, timeout_s
+        self.cookie = make_cookie()
+        self.control: socket.socket | None = None
+        self.data: list[socket.socket] = []
+        self.sent = [0] * streams
+        self.started = 0.0
+        self.block = memoryview(os.urandom(BLOCK))
+
+    # -- set-up ----------------------------------------------------------------
+    def _address(self) -> tuple[int, Any]:
+        try:
+            info = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
+        except socket.gaierror as err:
+            raise Iperf3Error(f"cannot resolve {self.host}: {err.strerror}") from None
+        family, _, _, _, addr = info[0]
+        return family, addr
+
+    def _state(self, deadline: float) -> int:
+        assert self.control is not None
+        (state,) = struct.unpack("b", _recv_exact(self.control, 1, deadline))
+        if state == ACCESS_DENIED:
+            raise Iperf3Error("the server is busy with another test (access denied)")
+        if state == SERVER_ERROR:
+            code, err = struct.unpack("!ii", _recv_exact(self.control, 8, deadline))
+            reason = f" ({os.strerror(err)})" if err else ""
+            raise Iperf3Error(f"the server reported iperf3 error {code}{reason}")
+        if state == SERVER_TERMINATE:
+            raise Iperf3Error("the server terminated the test")
+        return int(state)
+
+    def _expect(self, want: int, deadline: float) -> None:
+        got = self._state(deadline)
+        if got != want:
+            raise Iperf3Error(f"unexpected iperf3 state {got} (wanted {want})")
+
+    def _new_socket(self, family: int) -> socket.socket:
+        s = socket.socket(family, socket.SOCK_STREAM)
+        if self.congestion:
+            try:
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, self.congestion.encode())
+            except OSError as err:
+                s.close()
+                raise Iperf3Error(f"congestion control {self.congestion!r} is not available "
+                                  f"here ({err.strerror})") from None
+        return s
+
+    def connect(self) -> None:
+        """Control connection, parameters, all data connections; returns when
+        the server says the test runs."""
+        family, addr = self._address()
+        deadline = time.monotonic() + self.timeout_s
+        self.control = socket.socket(family, socket.SOCK_STREAM)
+        self.control.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.control.settimeout(self.timeout_s)
+        try:
+            self.control.connect(addr)
+        except OSError as err:
+            raise Iperf3Error(f"cannot connect to {self.host}:{self.port}: "
+                              f"{err.strerror or err}") from None
+        self.control.sendall(self.cookie)
+        self._expect(PARAM_EXCHANGE, deadline)
+        # "time" is whole seconds on the wire; the server only uses it for
+        # a watchdog, we end the test ourselves.
+        params: dict[str, Any] = {"tcp": True, "omit": 0, "time": math.ceil(self.seconds),
+                                  "parallel": self.streams, "len": BLOCK, "pacing_timer": 1000,
+                                  "client_version": "tamebpf"}
+        if self.congestion:
+            params["congestion"] = self.congestion
+        _send_json(self.control, params)
+        self._expect(CREATE_STREAMS, deadline)
+        self._open_streams(family, addr, deadline)
+        self._expect(TEST_START, deadline)
+        self._expect(TEST_RUNNING, deadline)
+        self.started = time.monotonic()
+
+    def _open_streams(self, family: int, addr: Any, deadline: float) -> None:
+        """All data connections at once (iperf3 opens them one by one), then
+        the cookie on each, in the order they were opened: the server numbers
+        streams as it accepts them, and the results refer to those numbers."""
+        pending = []
+        for _ in range(self.streams):
+            s = self._new_socket(family)
+            s.setblocking(False)
+            rc = s.connect_ex(addr)
+            if rc not in (0, errno.EINPROGRESS):
+                s.close()
+                raise Iperf3Error(f"cannot open a data connection: {os.strerror(rc)}")
+            pending.append(s)
+        for s in pending:
+            _, w, _ = select.select([], [s], [], _deadline_left(deadline))
+            if not w:
+                raise Iperf3Error("timed out opening the data connections")
+            rc = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if rc:
+                raise Iperf3Error(f"cannot open a data connection: {os.strerror(rc)}")
+            s.setblocking(True)
+            s.sendall(self.cookie)
+            s.setblocking(False)
+            self.data.append(s)
+
+    # -- the test --------------------------------------------------------------
+    def send_until(self, until: float) -> None:
+        """Keep every stream's send buffer full until the monotonic time `until`."""
+        assert self.control is not None
+        while True:
+            left = until - time.monotonic()
+            if left <= 0:
+                return
+            r, w, _ = select.select([self.control], self.data, [], min(left, 0.05))
+            if r:  # the server speaks during a test only to stop it
+                self._state(time.monotonic() + self.timeout_s)
+                raise Iperf3Error("the server ended the test early")
+            for s in w:
+                i = self.data.index(s)
+                try:
+                    self.sent[i] += s.send(self.block)
+                except BlockingIOError:
+                    pass
+                except OSError as err:
+                    raise Iperf3Error(f"the path failed during the test: {err.strerror}") from None
+
+    def finish(self) -> Iperf3Result:
+        """TEST_END, then the result exchange: ours first, then the server's."""
+        assert self.control is not None
+        seconds = time.monotonic() - self.started
+        deadline = time.monotonic() + self.timeout_s
+        self.control.sendall(struct.pack("b", TEST_END))
+        self._expect(EXCHANGE_RESULTS, deadline)
+        # The server numbers streams 1, 3, 4, ... (iperf3 quirk since 3.0).
+        ids = [1] + list(range(3, self.streams + 2))
+        _send_json(self.control, {
+            "cpu_util_total": 0.0, "cpu_util_user": 0.0, "cpu_util_system": 0.0,
+            "sender_has_retransmits": 0,
+            "streams": [{"id": sid, "bytes": b, "retransmits": -1, "jitter": 0, "errors": 0,
+                         "packets": 0, "start_time": 0, "end_time": seconds}
+                        for sid, b in zip(ids, self.sent, strict=True)]})
+        received: int | None = None
+        try:
+            theirs = _recv_json(self.control, deadline)
+            received = sum(int(s.get("bytes", 0)) for s in theirs.get("streams", []))
+            self._expect(DISPLAY_RESULTS, deadline)
+            self.control.sendall(struct.pack("b", IPERF_DONE))
+        except Iperf3Error:
+            received = None  # a server that rejects our results still ran the test
+        return Iperf3Result(sum(self.sent), received, seconds)
+
+    def close(self) -> None:
+        for s in self.data:
+            s.close()
+        if self.control is not None:
+            self.control.close()
+
+
+def run(host: str, port: int, streams: int, seconds: float, congestion: str | None = None,
+        timeout_s: float = 3.0) -> Iperf3Result:
+    client = Iperf3Client(host, port, streams, seconds, congestion, timeout_s)
+    try:
+        client.connect()
+        client.send_until(client.started + seconds)
+        return client.finish()
+    finally:
+        client.close()
