@@ -144,7 +144,7 @@ def _groups(records: list[dict[str, Any]], scored: list[dict[str, Any]]) -> list
 
 def _durations(records: list[dict[str, Any]], limit: float) -> list[str]:
     ds = sorted({d for r in records for d in r["probes"]},
-                key=lambda p: (sum(map(int, p.split("+"))), p))
+                key=lambda p: (sum(map(float, p.split("+"))), p))
     out = ["", "### What shorter probes cost", "",
            "The same cases and ground truth, advised from probes of each length "
            "(tamebpf, throughput fit). Probes are run one after another on the same path, "

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from typing import Any
 
 import pytest
@@ -61,6 +62,8 @@ def test_advice_predicts_throughput_and_impact_on_a_testbed() -> None:
                     f"{x['streams']} streams: kernel goodput {x['goodput_mbps']:.2f} above "
                     f"the bottleneck's {CAPACITY:.2f} Mbit/s")
                 assert abs(x["srtt_ms"] - RTT) < RTT, f"srtt {x['srtt_ms']} ms vs base {RTT}"
+                # The server's own count covers slow start too, so it is lower.
+                assert 0 < x["iperf3_mbps"] <= x["goodput_mbps"] * 1.05, x
             assert m[1]["goodput_mbps"] >= 0.85 * CAPACITY, f"10 streams fill the link: {m[1]}"
             assert m[1]["loss_rate"] and m[1]["loss_rate"] > 0, "a 25-packet queue drops"
             assert out["estimators"]["loss_rtt"] is not None, out["estimators"]
@@ -100,9 +103,49 @@ def test_no_server_is_one_clear_line_and_nothing_left() -> None:
     assert not probe_cgroups(), f"probe cgroups left: {probe_cgroups()}"
 
 
+def one_clear_line(res: subprocess.CompletedProcess[str], *words: str) -> None:
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 1, f"exit {res.returncode}: {res.stderr}"
+    assert not [ln for ln in lines if ln.startswith("Traceback")], res.stderr
+    assert lines and all(w in lines[-1] for w in words), (words, lines)
+
+
+def test_busy_server_and_server_gone_mid_probe_are_clear_errors() -> None:
+    with tbfix.running_testbed(rate_mbit=RATE, rtt_ms=5.0, queue_pkts=QUEUE, cc="cubic") as tb:
+        server = iperf.start_server(tb, 5201)
+        try:
+            # Another client holds the server: iperf3 runs one test at a time.
+            other = tb.popen("cross", iperf.client_argv(tb.addresses["receiver"], 5201, 1, 8,
+                                                        "cubic"),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                iperf.wait_flows(tb, "cross", 5201, 1, other)
+                one_clear_line(advise(tb), "busy", "5201")
+            finally:
+                other.kill()
+                other.wait()
+            iperf.wait_for(lambda: iperf.server_idle(tb, 5201), 15.0, "server idle")
+            # The server dies one second into the first probe.
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "tamebpf", "advise", f"{tb.addresses['receiver']}",
+                 "--max-impact", "10%", "--netns", tb.namespaces["sender"], "--duration", "4"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            time.sleep(1.5)
+            server.kill()
+            out, err = proc.communicate(timeout=30)
+            one_clear_line(subprocess.CompletedProcess(proc.args, proc.returncode, out, err),
+                           "iperf3", "5201")
+        finally:
+            server.kill()
+            server.wait()
+    assert not probe_cgroups(), f"probe cgroups left: {probe_cgroups()}"
+
+
 def test_bad_arguments_exit_2() -> None:
     for argv in (["h", "--max-impact", "150%"], ["h:0", "--max-impact", "5%"],
                  ["h", "--max-impact", "5%", "--probes", "4,2"],
+                 ["h", "--max-impact", "5%", "--duration", "2,x"],
+                 ["h", "--max-impact", "5%", "--duration", "0.1"],
                  ["h", "--max-impact", "5%", "--plot", "x.jpg"]):
         res = subprocess.run([sys.executable, "-m", "tamebpf", "advise", *argv],
                              capture_output=True, text=True, timeout=30)

@@ -43,6 +43,7 @@ SERVER_ERROR = -2
 
 COOKIE_CHARS = b"abcdefghijklmnopqrstuvwxyz234567"
 BLOCK = 128 * 1024  # iperf3's default TCP block
+MULTISEND = 10
 MAX_JSON = 1 << 20
 
 
@@ -144,16 +145,14 @@ class Iperf3Client:
         if got != want:
             raise Iperf3Error(f"unexpected iperf3 state {got} (wanted {want})")
 
-    def _new_socket(self, family: int) -> socket.socket:
-        s = socket.socket(family, socket.SOCK_STREAM)
-        if self.congestion:
-            try:
-                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, self.congestion.encode())
-            except OSError as err:
-                s.close()
-                raise Iperf3Error(f"congestion control {self.congestion!r} is not available "
-                                  f"here ({err.strerror})") from None
-        return s
+    def _set_congestion(self, s: socket.socket) -> None:
+        if not self.congestion:
+            return
+        try:
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, self.congestion.encode())
+        except OSError as err:
+            raise Iperf3Error(f"congestion control {self.congestion!r} is not available "
+                              f"here ({err.strerror})") from None
 
     def connect(self) -> None:
         """Control connection, parameters, all data connections; returns when
@@ -190,7 +189,7 @@ class Iperf3Client:
         streams as it accepts them, and the results refer to those numbers."""
         pending = []
         for _ in range(self.streams):
-            s = self._new_socket(family)
+            s = socket.socket(family, socket.SOCK_STREAM)
             s.setblocking(False)
             rc = s.connect_ex(addr)
             if rc not in (0, errno.EINPROGRESS):
@@ -206,6 +205,13 @@ class Iperf3Client:
                 raise Iperf3Error(f"cannot open a data connection: {os.strerror(rc)}")
             s.setblocking(True)
             s.sendall(self.cookie)
+            # After the connection is up, as iperf3 -C does: the flow starts with
+            # the system's congestion control, and Linux keeps that one's pacing
+            # state (BBR's) across the switch. Setting it before connect gives
+            # unpaced flows that lose in slow start at half the window on a
+            # small queue (docs/advise.md), so the probes would not behave like
+            # the iperf3 transfers they stand for.
+            self._set_congestion(s)
             s.setblocking(False)
             self.data.append(s)
 
@@ -224,7 +230,10 @@ class Iperf3Client:
             for s in w:
                 i = self.data.index(s)
                 try:
-                    self.sent[i] += s.send(self.block)
+                    # Up to MULTISEND blocks per wake-up, as iperf3 does: the buffer
+                    # stays full, and the clock is still checked on a fast path.
+                    for _ in range(MULTISEND):
+                        self.sent[i] += s.send(self.block)
                 except BlockingIOError:
                     pass
                 except OSError as err:

@@ -210,7 +210,7 @@ def run_probe(target: Target, streams: int, seconds: float, index: int = 1, tota
         raise TamebpfError(
             f"iperf3 probe to {target.host}:{target.port} failed: "
             f"{report.get('error', 'no report from the probe')}",
-            f"is 'iperf3 -s -p {target.port}' running there and reachable?")
+            f"is 'iperf3 -s -p {target.port}' running there, reachable and idle?")
     measured = steady(series, streams)
     if measured is None or measured.goodput_mbps <= 0:
         raise TamebpfError(

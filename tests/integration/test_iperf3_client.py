@@ -1,0 +1,109 @@
+"""Our iperf3-protocol client against the real iperf3 server, on loopback.
+
+The server must accept our parameters, streams and results exactly as it
+accepts iperf3's own client: its JSON report names our stream count and the
+bytes it received, and that count is what the client returns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from tamebpf.advise import iperf3_client
+from tamebpf.advise.iperf3_client import Iperf3Client, Iperf3Error
+
+HOST = "127.0.0.1"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+def wait_listening(port: int, proc: subprocess.Popen[bytes]) -> None:
+    # Not by connecting: iperf3 -s would take that for a client (and -1 exit).
+    for _ in range(100):
+        assert proc.poll() is None, "iperf3 -s exited"
+        out = subprocess.run(["ss", "-tlnH", f"sport = :{port}"], capture_output=True,
+                             text=True, check=True).stdout
+        if out.strip():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"iperf3 -s not listening on {port}")
+
+
+@contextlib.contextmanager
+def server(*extra: str) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
+    port = free_port()
+    proc = subprocess.Popen(["iperf3", "-s", "-p", str(port), "-B", HOST, *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        wait_listening(port, proc)
+        yield port, proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+
+
+def test_server_counts_our_streams_and_bytes() -> None:
+    with server("-1", "-J") as (port, proc):
+        res = iperf3_client.run(HOST, port, 3, 0.4, "reno")
+        out, _ = proc.communicate(timeout=10)
+    report = json.loads(out)
+    assert "error" not in report, report.get("error")
+    streams = report["end"]["streams"]
+    assert len(streams) == 3, f"server saw {len(streams)} streams"
+    server_bytes = int(report["end"]["sum_received"]["bytes"])
+    assert res.received_bytes == server_bytes, (res.received_bytes, server_bytes)
+    assert 0 < server_bytes <= res.sent_bytes
+    assert 0.35 <= res.seconds <= 1.0, res.seconds
+    assert res.received_mbps and res.received_mbps > 0
+    assert report["start"]["test_start"]["num_streams"] == 3
+
+
+def test_busy_server_is_refused_by_name() -> None:
+    with server() as (port, _):
+        first = Iperf3Client(HOST, port, 1, 2.0)
+        try:
+            first.connect()
+            with pytest.raises(Iperf3Error, match="busy"):
+                iperf3_client.run(HOST, port, 1, 0.2, timeout_s=2.0)
+        finally:
+            first.close()
+
+
+def test_server_gone_mid_test_raises_instead_of_hanging() -> None:
+    with server() as (port, proc):
+        client = Iperf3Client(HOST, port, 2, 5.0, timeout_s=2.0)
+        try:
+            client.connect()
+            client.send_until(time.monotonic() + 0.1)
+            proc.kill()
+            proc.wait()
+            t0 = time.monotonic()
+            with pytest.raises(Iperf3Error):
+                client.send_until(time.monotonic() + 3.0)
+                client.finish()
+            assert time.monotonic() - t0 < 5.0
+        finally:
+            client.close()
+
+
+def test_nothing_listening_names_host_and_port() -> None:
+    port = free_port()
+    with pytest.raises(Iperf3Error, match=f"{HOST}:{port}"):
+        iperf3_client.run(HOST, port, 1, 0.2)
+
+
+def test_unknown_congestion_control_is_named() -> None:
+    with server() as (port, _), pytest.raises(Iperf3Error, match="no-such-cc"):
+        iperf3_client.run(HOST, port, 1, 0.2, "no-such-cc")
