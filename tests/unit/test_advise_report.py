@@ -9,7 +9,7 @@ import pytest
 from tamebpf.advise.probe import ProbeResult, Target
 from tamebpf.advise.report import build, render, to_json
 from tamebpf.advise.steady import FlowSteady, Steady
-from tamebpf.commands.advise import parse_dest, parse_probes
+from tamebpf.commands.advise import parse_dest, parse_durations, parse_probes
 from tamebpf.errors import UsageError
 from tamebpf.model import Settings
 
@@ -105,6 +105,18 @@ def test_parse_dest_rejects(bad: str) -> None:
 def test_parse_probes_rejects(bad: str) -> None:
     with pytest.raises(UsageError):
         parse_probes(bad)
+
+
+@pytest.mark.parametrize(("text", "want"), [("2", (2.0, 2.0)), ("2.5,1.5", (2.5, 1.5)),
+                                           ("0.5,60", (0.5, 60.0))])
+def test_parse_durations(text: str, want: tuple[float, float]) -> None:
+    assert parse_durations(text) == want
+
+
+@pytest.mark.parametrize("bad", ["", "x", "2,", "1,2,3", "0.4", "61", "-1", "nan"])
+def test_parse_durations_rejects(bad: str) -> None:
+    with pytest.raises(UsageError, match="--duration"):
+        parse_durations(bad)
 
 
 def test_plot_writes_png_and_svg(tmp_path: object) -> None:

@@ -185,18 +185,16 @@ class Iperf3Client:
 
     def _open_streams(self, family: int, addr: Any, deadline: float) -> None:
         """All data connections at once (iperf3 opens them one by one), then
-        the cookie on each, in the order they were opened: the server numbers
-        streams as it accepts them, and the results refer to those numbers."""
-        pending = []
+        the cookie on each. Sockets go into self.data at once, so close()
+        closes them whatever fails."""
         for _ in range(self.streams):
             s = socket.socket(family, socket.SOCK_STREAM)
+            self.data.append(s)
             s.setblocking(False)
             rc = s.connect_ex(addr)
             if rc not in (0, errno.EINPROGRESS):
-                s.close()
                 raise Iperf3Error(f"cannot open a data connection: {os.strerror(rc)}")
-            pending.append(s)
-        for s in pending:
+        for s in self.data:
             _, w, _ = select.select([], [s], [], _deadline_left(deadline))
             if not w:
                 raise Iperf3Error("timed out opening the data connections")
@@ -213,7 +211,6 @@ class Iperf3Client:
             # the iperf3 transfers they stand for.
             self._set_congestion(s)
             s.setblocking(False)
-            self.data.append(s)
 
     # -- the test --------------------------------------------------------------
     def send_until(self, until: float) -> None:
@@ -246,7 +243,10 @@ class Iperf3Client:
         deadline = time.monotonic() + self.timeout_s
         self.control.sendall(struct.pack("b", TEST_END))
         self._expect(EXCHANGE_RESULTS, deadline)
-        # The server numbers streams 1, 3, 4, ... (iperf3 quirk since 3.0).
+        # The server numbers streams 1, 3, 4, ... (an iperf3 quirk) in the order
+        # it accepted them; it rejects results naming any other id. Which of
+        # our streams it gave which id is unknown, so the per-stream counts it
+        # prints as the sender's may be swapped; the sums are right.
         ids = [1] + list(range(3, self.streams + 2))
         _send_json(self.control, {
             "cpu_util_total": 0.0, "cpu_util_user": 0.0, "cpu_util_system": 0.0,
