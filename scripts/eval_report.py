@@ -116,9 +116,10 @@ def tables(records: list[dict[str, Any]], limit: float) -> str:
         t = truth_table(rec)
         out.append(f"- {_case_label(rec).replace(' | ', ', ')} cross: " + ", ".join(
             f"n={n} {v['mbit']:.1f} ({fmt(v['impact'], '.2f')})" for n, v in t.items()))
-    out += ["", "Reproduce: `make eval` (the cases with 2 cross flows, about 35 min), then "
-            "`make eval EVAL_ARGS='--append --cross 0'` (without cross traffic, about 20 min); "
-            "`--cross 8,30` adds more, `--report` re-scores the raw records in "
+    out += ["", "Reproduce: `make eval` (the 6 cases with 2 cross flows, about 30 min), then "
+            "`make eval EVAL_ARGS='--append --cross 0'` (without cross traffic, about 17 min) "
+            "and `make eval EVAL_ARGS='--append --cross 8,30 --cc cubic --plans "
+            "2+2,2.5+1.5,3+2'` (about 25 min); `--report` re-scores the raw records in "
             "`docs/results/eval.json` without measuring.", END]
     return "\n".join(out) + "\n"
 
