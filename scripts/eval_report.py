@@ -98,13 +98,17 @@ def tables(records: list[dict[str, Any]], limit: float) -> str:
                    f"| {s['good']}/{s['cases']} | {s['over']}/{s['cases']} |")
     out += ["", "### tamebpf per case", "",
             "Spread: the largest (max - min) / median of our goodput over a point's rounds.", "",
-            "| bottleneck | cc | cross flows | advised n | thru err mean | thru err p90 "
+            "| bottleneck | cc | cross flows | probes: 1 / 10 streams, Mbit/s | truth at 1 "
+            "| advised n | thru err mean | thru err p90 "
             "| impact err p90 | quality | over limit | truth spread | probing wall time |",
-            "|---|---|---|---|---|---|---|---|---|---|---|"]
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for rec, sc in zip(records, scored, strict=True):
         s = sc[OURS]
         spread = max((t["spread"] or 0.0) for t in truth_table(rec).values())
-        out.append(f"| {_case_label(rec)} | {s['advised']} | {fmt(s['thru_err_mean'], '.3f')} "
+        got = {p["streams"]: p["steady"]["goodput_mbps"] for p in rec["probes"][default]}
+        one = truth_table(rec).get(1, {}).get("mbit")
+        out.append(f"| {_case_label(rec)} | {got[1]:.1f} / {got[10]:.1f} | {fmt(one, '.1f')} "
+                   f"| {s['advised']} | {fmt(s['thru_err_mean'], '.3f')} "
                    f"| {fmt(s['thru_err_p90'], '.3f')} | {fmt(s['impact_err_p90'], '.3f')} "
                    f"| {fmt(s['quality'], '.2f')} | {'yes' if s['exceeds'] else 'no'} "
                    f"| {spread:.2f} | {_probing_s(rec, default):.1f} s |")
@@ -151,13 +155,15 @@ def _durations(records: list[dict[str, Any]], limit: float) -> list[str]:
            "(tamebpf, throughput fit). Probes are run one after another on the same path, "
            "each from a settled state.", "",
            "| probes (1 stream + 10 streams) | probing wall time | thru err mean "
-           "| impact err p90 | quality | >= 95% | over limit |", "|---|---|---|---|---|---|---|"]
+           "| impact err p90 | quality | >= 95% | over limit | default's thru err, same cases |",
+           "|---|---|---|---|---|---|---|---|"]
     for d in ds:
         have = [r for r in records if d in r["probes"]]
         s = _summary([estimators(r, limit, d)[OURS] for r in have])
+        base = _summary([estimators(r, limit)[OURS] for r in have])
         wall = _mean(_probing_s(r, d) for r in have)
         out.append(f"| {d.replace('+', ' s + ')} s | {fmt(wall, '.1f')} s "
                    f"| {fmt(s['thru'], '.3f')} | {fmt(s['impact_p90'], '.3f')} "
                    f"| {fmt(s['quality'], '.2f')} | {s['good']}/{s['cases']} "
-                   f"| {s['over']}/{s['cases']} |")
+                   f"| {s['over']}/{s['cases']} | {fmt(base['thru'], '.3f')} |")
     return out

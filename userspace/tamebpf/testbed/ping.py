@@ -27,6 +27,17 @@ def _checksum(data: bytes) -> int:
     return ~s & 0xFFFF
 
 
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # SCM_TIMESTAMPNS is the same
+
+
+def _kernel_time_ns(ancillary: list[tuple[int, int, bytes]]) -> int | None:
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= 16:
+            sec, nsec = struct.unpack("qq", data[:16])
+            return int(sec * 1_000_000_000 + nsec)
+    return None
+
+
 def ping(dst: str, count: int, interval: float, size: int = 56,
          timeout: float = 2.0) -> dict[str, object]:
     v6 = ":" in dst
@@ -36,6 +47,11 @@ def ping(dst: str, count: int, interval: float, size: int = 56,
     sent: dict[int, int] = {}
     rtts: dict[int, float] = {}
     with socket.socket(fam, socket.SOCK_RAW, proto) as sock:
+        # Receive times from the kernel (SO_TIMESTAMPNS, wall clock), not from
+        # when Python wakes up: a busy VM adds up to a few hundred us of
+        # wake-up latency that is not the path's. Send times are taken on the
+        # same clock just before sendto.
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         next_send = time.monotonic()
         seq = 0
         deadline = None
@@ -46,7 +62,7 @@ def ping(dst: str, count: int, interval: float, size: int = 56,
                 hdr = struct.pack("!BBHHH", req, 0, 0, ident, seq)
                 csum = 0 if v6 else _checksum(hdr + payload)  # the kernel fills v6's
                 pkt = struct.pack("!BBHHH", req, 0, csum, ident, seq) + payload
-                sent[seq] = time.monotonic_ns()
+                sent[seq] = time.time_ns()
                 sock.sendto(pkt, (dst, 0))
                 seq += 1
                 next_send += interval
@@ -58,8 +74,8 @@ def ping(dst: str, count: int, interval: float, size: int = 56,
             ready, _, _ = select.select([sock], [], [], max(0.0, wait))
             if not ready:
                 continue
-            data = sock.recv(65535)
-            t = time.monotonic_ns()
+            data, anc, _, _ = sock.recvmsg(65535, socket.CMSG_SPACE(16))
+            t = _kernel_time_ns(anc) or time.time_ns()
             icmp = data if v6 else data[(data[0] & 0x0F) * 4:]
             typ, _, _, rid, rseq = struct.unpack("!BBHHH", icmp[:8])
             if typ == rep and rid == ident and rseq in sent and rseq not in rtts:
