@@ -47,6 +47,13 @@ def probe_cgroups() -> list[str]:
     return [d for d in os.listdir(root) if d.startswith("tamebpf-probe-")]
 
 
+def one_clear_line(res: subprocess.CompletedProcess[str], *words: str) -> None:
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 1, f"exit {res.returncode}: {res.stderr}"
+    assert not [ln for ln in lines if ln.startswith("Traceback")], res.stderr
+    assert lines and all(w in lines[-1] for w in words), (words, lines)
+
+
 def test_advice_predicts_throughput_and_impact_on_a_testbed() -> None:
     with tbfix.running_testbed(rate_mbit=RATE, rtt_ms=RTT, queue_pkts=QUEUE, cc="cubic") as tb:
         servers = [iperf.start_server(tb, p) for p in (5201, 5202)]
@@ -96,18 +103,8 @@ def test_advice_predicts_throughput_and_impact_on_a_testbed() -> None:
 def test_no_server_is_one_clear_line_and_nothing_left() -> None:
     with tbfix.running_testbed(rate_mbit=RATE, rtt_ms=5.0, queue_pkts=QUEUE, cc="cubic") as tb:
         res = advise(tb, port=5999)
-    lines = res.stderr.strip().splitlines()
-    assert res.returncode == 1, f"exit {res.returncode}: {res.stderr}"
-    assert lines and "iperf3" in lines[-1] and "5999" in lines[-1], lines
-    assert not [ln for ln in lines if ln.startswith("Traceback")], res.stderr
+    one_clear_line(res, "iperf3", "5999")
     assert not probe_cgroups(), f"probe cgroups left: {probe_cgroups()}"
-
-
-def one_clear_line(res: subprocess.CompletedProcess[str], *words: str) -> None:
-    lines = res.stderr.strip().splitlines()
-    assert res.returncode == 1, f"exit {res.returncode}: {res.stderr}"
-    assert not [ln for ln in lines if ln.startswith("Traceback")], res.stderr
-    assert lines and all(w in lines[-1] for w in words), (words, lines)
 
 
 def test_busy_server_and_server_gone_mid_probe_are_clear_errors() -> None:

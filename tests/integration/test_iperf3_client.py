@@ -18,6 +18,7 @@ import pytest
 
 from tamebpf.advise import iperf3_client
 from tamebpf.advise.iperf3_client import Iperf3Client, Iperf3Error
+from tamebpf.testbed.iperf import wait_for
 
 HOST = "127.0.0.1"
 
@@ -28,16 +29,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_listening(port: int, proc: subprocess.Popen[bytes]) -> None:
+def listening(port: int, proc: subprocess.Popen[bytes]) -> bool:
     # Not by connecting: iperf3 -s would take that for a client (and -1 exit).
-    for _ in range(100):
-        assert proc.poll() is None, "iperf3 -s exited"
-        out = subprocess.run(["ss", "-tlnH", f"sport = :{port}"], capture_output=True,
-                             text=True, check=True).stdout
-        if out.strip():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"iperf3 -s not listening on {port}")
+    assert proc.poll() is None, "iperf3 -s exited"
+    return bool(subprocess.run(["ss", "-tlnH", f"sport = :{port}"], capture_output=True,
+                               text=True, check=True).stdout.strip())
 
 
 @contextlib.contextmanager
@@ -46,7 +42,7 @@ def server(*extra: str) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
     proc = subprocess.Popen(["iperf3", "-s", "-p", str(port), "-B", HOST, *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
-        wait_listening(port, proc)
+        wait_for(lambda: listening(port, proc), 5.0, f"iperf3 -s on port {port}")
         yield port, proc
     finally:
         if proc.poll() is None:
