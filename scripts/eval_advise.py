@@ -103,13 +103,15 @@ def evaluate(case: Case, ns: list[int], plans: list[str], default: str, rounds: 
             d1, d10 = plan_seconds(plan)
             levels = [(1, d1), (10, d10)] + ([(5, d10)] if plan == default else [])
             probes[plan] = []
+            srtt_us = 0  # as in run_advice: the 1-stream probe hands its RTT on
             for n, d in levels:
                 if n != 10:
                     settle(tb, case.cross, reference)
                 else:
                     iperf.wait_for(lambda: iperf.server_idle(tb, iperf.PORT_MAIN), 30.0,
                                    "the iperf3 server to finish the previous probe")
-                p = run_probe(target, n, d)
+                p = run_probe(target, n, d, srtt_us=srtt_us)
+                srtt_us = p.path_srtt_us if n == 1 else srtt_us
                 probes[plan].append(probe_to_dict(p))
                 log(f"  probe {d} s x {n}: {p.steady.goodput_mbps:.2f} Mbit/s "
                     f"(window {p.steady.end_s - p.steady.start_s:.2f} s)")

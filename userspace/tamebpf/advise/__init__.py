@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from tamebpf.advise.probe import Progress, Target, run_probe
+from tamebpf.advise.probe import ProbeResult, Progress, Target, run_probe
 from tamebpf.advise.report import AdviseResult, build
 from tamebpf.model import ModelName, Settings
 
@@ -28,8 +28,11 @@ def run_advice(target: Target, settings: Settings, probes: Sequence[int] = DEFAU
                on_progress: Callable[[Progress], None] | None = None) -> AdviseResult:
     if len(durations_s) != len(probes):
         raise ValueError(f"{len(probes)} probes but {len(durations_s)} durations")
-    results = [run_probe(target, n, d, i, len(probes), on_progress)
-               for i, (n, d) in enumerate(zip(probes, durations_s, strict=True), 1)]
+    results: list[ProbeResult] = []
+    for i, (n, d) in enumerate(zip(probes, durations_s, strict=True), 1):
+        # Each probe hands the path RTT it learned to the next (SYN timeout).
+        srtt_us = results[-1].path_srtt_us if results else 0
+        results.append(run_probe(target, n, d, i, len(probes), on_progress, srtt_us))
     return build(target, results, settings, model)
 
 

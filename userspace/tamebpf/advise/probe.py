@@ -25,6 +25,7 @@ from tamebpf.advise.steady import FlowPoint, Steady, steady
 from tamebpf.cgroups import require_cgroup2
 from tamebpf.errors import TamebpfError
 from tamebpf.kernel.flows import Flow, FlowReader, netns_path
+from tamebpf.kernel.synrto import SynRto
 
 SAMPLE_INTERVAL_S = 0.1
 CONNECT_TIMEOUT_MS = 3000
@@ -54,6 +55,9 @@ class ProbeResult:
     duration_s: float  # wall time of the probe
     steady: Steady
     iperf3_mbps: float | None  # the iperf3 server's count of bytes received, whole run
+    # The path's RTT as the SYN timeout program learned it (0: never learned):
+    # the next probe to the same host starts with it.
+    path_srtt_us: int = 0
 
 
 @contextlib.contextmanager
@@ -162,10 +166,14 @@ def _point(f: Flow, t: float) -> FlowPoint:
 
 
 def run_probe(target: Target, streams: int, seconds: float, index: int = 1, total: int = 1,
-              on_progress: Callable[[Progress], None] | None = None) -> ProbeResult:
+              on_progress: Callable[[Progress], None] | None = None,
+              srtt_us: int = 0) -> ProbeResult:
+    """`srtt_us`: the path's RTT from an earlier probe (0: unknown), so that
+    this probe's first SYN already gets the short timeout (kernel/synrto.py)."""
     series: dict[int, list[FlowPoint]] = {}
     with probe_cgroup(streams) as cg, FlowReader(
-            cgroup=cg, netns=[target.netns] if target.netns else [], command="advise") as reader:
+            cgroup=cg, netns=[target.netns] if target.netns else [], command="advise") as reader, \
+            SynRto(cg, srtt_us) as syn_rto:
         t_start = time.monotonic()
         pid, report_fd = _spawn(target, streams, seconds, cg)
         status: int | None = None
@@ -205,6 +213,7 @@ def run_probe(target: Target, streams: int, seconds: float, index: int = 1, tota
                     os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
             os.close(report_fd)
+        learned_srtt_us = syn_rto.state().srtt_us
     duration = time.monotonic() - t_start
     if "error" in report or "received_mbps" not in report:
         raise TamebpfError(
@@ -216,4 +225,4 @@ def run_probe(target: Target, streams: int, seconds: float, index: int = 1, tota
         raise TamebpfError(
             f"probe with {streams} streams to {target.host}:{target.port} moved no data",
             "check the path and the server")
-    return ProbeResult(streams, duration, measured, report["received_mbps"])
+    return ProbeResult(streams, duration, measured, report["received_mbps"], learned_srtt_us)

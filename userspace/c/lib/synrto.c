@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Probe SYN timeout (bpf/synrto.bpf.c): load the program and attach it to
+ * one cgroup; closing the handle detaches it. The link is not pinned, so it
+ * also goes away when the process dies.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <bpf/libbpf.h>
+#include "tamebpf.h"
+#include "synrto.skel.h"
+
+struct tb_synrto {
+	struct synrto_bpf *skel;
+	struct bpf_link *link;
+};
+
+void tb_synrto_close(struct tb_synrto *h)
+{
+	if (!h)
+		return;
+	bpf_link__destroy(h->link);
+	synrto_bpf__destroy(h->skel);
+	free(h);
+}
+
+int tb_synrto_open(struct tb_synrto **out, const char *cg_path, __u32 srtt_us)
+{
+	struct tb_synrto *h;
+	int cgfd, err;
+
+	tb_libbpf_logging();
+	*out = NULL;
+	h = calloc(1, sizeof(*h));
+	if (!h) {
+		tb_set_error("out of memory");
+		return -ENOMEM;
+	}
+	h->skel = synrto_bpf__open();
+	if (!h->skel) {
+		err = -errno;
+		tb_set_error("cannot open the SYN timeout BPF object: %s", strerror(-err));
+		goto fail;
+	}
+	err = synrto_bpf__load(h->skel);
+	if (err) {
+		tb_set_error("cannot load the SYN timeout BPF program: %s", strerror(-err));
+		goto fail;
+	}
+	h->skel->bss->path_srtt_us = srtt_us;
+	cgfd = open(cg_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (cgfd < 0) {
+		err = -errno;
+		tb_set_error("cannot open cgroup %s: %s", cg_path, strerror(-err));
+		goto fail;
+	}
+	h->link = bpf_program__attach_cgroup(h->skel->progs.set_syn_rto, cgfd);
+	err = h->link ? 0 : -errno;
+	close(cgfd);
+	if (err) {
+		h->link = NULL;
+		tb_set_error("cannot attach the SYN timeout program to %s: %s", cg_path,
+			     strerror(-err));
+		goto fail;
+	}
+	*out = h;
+	return 0;
+fail:
+	tb_synrto_close(h);
+	return err;
+}
+
+void tb_synrto_read(const struct tb_synrto *h, __u32 *srtt_us, __u64 *timeouts_set)
+{
+	*srtt_us = h->skel->bss->path_srtt_us;
+	*timeouts_set = h->skel->bss->timeouts_set;
+}

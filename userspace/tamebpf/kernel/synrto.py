@@ -1,0 +1,55 @@
+"""A shorter SYN timeout for the sockets of one cgroup (bpf/synrto.bpf.c).
+
+The advisor's probes connect all their streams into a path that may be
+congested; a dropped SYN is resent after 1 s by default, and the iperf3
+server waits for every stream, so one drop stalls a probe for a second. With
+this attached to the probe's cgroup, SYNs after the first connection are
+resent after 3 x the path's RTT (200 ms to 1 s), as TCP does for data once it
+has an RTT sample.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+
+from tamebpf.errors import TamebpfError
+from tamebpf.kernel import native
+
+
+@dataclass(frozen=True)
+class SynRtoState:
+    srtt_us: int  # the path RTT the timeout is derived from; 0: none yet
+    timeouts_set: int  # sockets whose SYN timeout was shortened
+
+
+class SynRto:
+    """Attach to `cgroup` (a path) until closed; `srtt_us` seeds the RTT
+    (e.g. from an earlier probe to the same host) so even the cgroup's first
+    SYN gets the short timeout."""
+
+    def __init__(self, cgroup: str, srtt_us: int = 0) -> None:
+        self._lib = native.load()
+        handle = ctypes.c_void_p()
+        rc = self._lib.tb_synrto_open(ctypes.byref(handle), cgroup.encode(), srtt_us)
+        if rc:
+            raise TamebpfError(native.last_error(self._lib))
+        self._handle: ctypes.c_void_p | None = handle
+
+    def __enter__(self) -> SynRto:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._lib.tb_synrto_close(self._handle)
+            self._handle = None
+
+    def state(self) -> SynRtoState:
+        if self._handle is None:
+            raise TamebpfError("SYN timeout program is detached")
+        srtt, count = ctypes.c_uint32(), ctypes.c_uint64()
+        self._lib.tb_synrto_read(self._handle, ctypes.byref(srtt), ctypes.byref(count))
+        return SynRtoState(srtt.value, count.value)
