@@ -19,6 +19,10 @@ from tamebpf.model import Probe, Settings, fit_altman, fit_throughput, predict
 
 OURS = "tamebpf (throughput fit)"
 EQ7 = "Eq 7, partial order 2 (the paper's)"
+# References, not estimators: what the advisor would score with inputs no
+# probe can give it. They bound what better probes alone could achieve.
+PERFECT_PROBES = "ref: our model on the truth at 1 and 10 streams (perfect probes)"
+FAIR_SHARE = "ref: fair share with the true m and capacity (not measurable by probes)"
 
 
 def probe_to_dict(p: ProbeResult) -> dict[str, Any]:
@@ -124,6 +128,10 @@ def estimators(rec: dict[str, Any], limit: float, plan: str | None = None
     if 5 in p:
         preds["full order 2 (3 probes)"] = predict(fit_throughput([p[1], p[5], p[10]], "full"),
                                                    settings)
+    t1, t10 = _at(truth, 1, "mbit"), _at(truth, 10, "mbit")
+    if t1 and t10:
+        preds[PERFECT_PROBES] = predict(fit_throughput([Probe(1, t1), Probe(10, t10)],
+                                                       "square"), settings)
     for label, pred in preds.items():
         thru, imp = _curve(pred)
         out[label] = score(thru, imp, pred.advice.num_flows, truth, limit)
@@ -132,10 +140,26 @@ def estimators(rec: dict[str, Any], limit: float, plan: str | None = None
     altman = fit_altman([p[1], p[10]])
     out["Altman formula"] = score({n: altman.throughput(n) for n in truth}, {}, max(truth),
                                   truth, limit)
+    out[FAIR_SHARE] = _fair_share(rec, truth, limit)
     for fixed in (4, 8):
         out[f"fixed {fixed} streams"] = score({}, {}, fixed, truth, limit)
     out[OURS]["warnings"] = list(result.warnings)
     return out
+
+
+def _fair_share(rec: dict[str, Any], truth: dict[int, dict[str, float | None]],
+                limit: float) -> dict[str, Any]:
+    """n of our streams among m cross flows of the same kind each get C/(n+m):
+    T(n) = C n/(n+m), impact 1 - (1+m)/(n+m). C: the cross traffic's rate
+    alone (without cross traffic: our goodput at the most streams)."""
+    m = rec["case"]["cross"]
+    alone = [x for x in rec.get("cross_alone") or [] if x]
+    cap = statistics.median(alone) if m and alone else truth[max(truth)]["mbit"] or 0.0
+    ns = range(1, max(truth) + 1)
+    thru = {n: cap * n / (n + m) for n in ns}
+    imp = {n: 1 - (1 + m) / (n + m) for n in ns}
+    advised = max(n for n in ns if imp[n] <= limit + 1e-9)
+    return score(thru, imp, advised, truth, limit)
 
 
 def advised_n(rec: dict[str, Any], limit: float, plan: str) -> int:
