@@ -10,7 +10,8 @@
  * known; this program answers BPF_SOCK_OPS_TIMEOUT_INIT for later sockets of
  * the same cgroup with the RTO TCP itself would use after that first sample
  * (RFC 6298: srtt + 4 * srtt / 2 = 3 srtt, at least TCP_RTO_MIN 200 ms),
- * and never more than the kernel's 1 s.
+ * and never more than the kernel's 1 s. Before any connection of the cgroup
+ * is up, userspace may give a guess for the very first SYNs.
  *
  * Attached to the probe's own cgroup only: no other socket is touched.
  */
@@ -31,6 +32,8 @@ extern unsigned int CONFIG_HZ __kconfig __weak;
 /* Smoothed RTT in microseconds, from the first connection of the cgroup to
  * become established (userspace may seed it from an earlier probe). */
 __u32 path_srtt_us = 0;
+/* SYN timeout before any RTT is known, in microseconds (0: the kernel's). */
+__u32 first_rto_us = 0;
 /* SYN timeouts set (for tests and the curious). */
 __u64 timeouts_set = 0;
 
@@ -49,9 +52,9 @@ int set_syn_rto(struct bpf_sock_ops *skops)
 		break;
 	case BPF_SOCK_OPS_TIMEOUT_INIT:
 		srtt_us = path_srtt_us;
-		if (!srtt_us || !CONFIG_HZ)
+		rto_us = srtt_us ? 3 * srtt_us : first_rto_us;
+		if (!rto_us || !CONFIG_HZ)
 			break; /* reply 0: the kernel's default */
-		rto_us = 3 * srtt_us;
 		if (rto_us < RTO_MIN_US)
 			rto_us = RTO_MIN_US;
 		if (rto_us > RTO_MAX_US)

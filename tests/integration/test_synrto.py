@@ -116,3 +116,13 @@ def test_closing_detaches_the_program(path: tuple[NetnsPair, int]) -> None:
     assert "sock_ops" in attached and "set_syn_rto" in attached, attached
     assert "sock_ops" not in detached, detached
     assert after[0] >= 0.9 * DEFAULT_SYN_RTO_S, after
+
+
+def test_first_syn_uses_the_guess_until_an_rtt_is_known(path: tuple[NetnsPair, int]) -> None:
+    pair, port = path
+    with cgroup() as probe_cg, SynRto(probe_cg, first_rto_us=400_000) as syn_rto:
+        times = connect_times(pair, port, probe_cg, 2)
+        state = syn_rto.state()
+    assert 0.35 <= times[0] <= 0.7, times  # the guess, not 1 s
+    assert 0.15 <= times[1] <= 0.35, times  # then 3 x RTT, at least 200 ms
+    assert state.srtt_us > 0, state

@@ -27,7 +27,8 @@ void tb_synrto_close(struct tb_synrto *h)
 	free(h);
 }
 
-int tb_synrto_open(struct tb_synrto **out, const char *cg_path, __u32 srtt_us)
+int tb_synrto_open(struct tb_synrto **out, const char *cg_path, __u32 srtt_us,
+		   __u32 first_rto_us)
 {
 	struct tb_synrto *h;
 	int cgfd, err;
@@ -51,6 +52,7 @@ int tb_synrto_open(struct tb_synrto **out, const char *cg_path, __u32 srtt_us)
 		goto fail;
 	}
 	h->skel->bss->path_srtt_us = srtt_us;
+	h->skel->bss->first_rto_us = first_rto_us;
 	cgfd = open(cg_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (cgfd < 0) {
 		err = -errno;

@@ -80,11 +80,13 @@ int tb_cap_read_state(const char *pin_dir, struct tb_cap_state *out);
 /* Probe SYN timeout (synrto.c, bpf/synrto.bpf.c): sockets of the cgroup at
  * `cg_path` resend an unanswered SYN after 3 x the path's smoothed RTT
  * (200 ms to 1 s) instead of 1 s. The RTT is learned from the cgroup's first
- * established connection, or seeded with `srtt_us` (0: not known yet).
+ * established connection, or seeded with `srtt_us` (0: not known yet);
+ * until then SYNs are resent after `first_rto_us` (0: the kernel's 1 s).
  * Closing the handle detaches the program. */
 struct tb_synrto;
 
-int tb_synrto_open(struct tb_synrto **out, const char *cg_path, __u32 srtt_us);
+int tb_synrto_open(struct tb_synrto **out, const char *cg_path, __u32 srtt_us,
+		   __u32 first_rto_us);
 /* The RTT in use (0: none yet) and how many SYN timeouts were set. */
 void tb_synrto_read(const struct tb_synrto *h, __u32 *srtt_us, __u64 *timeouts_set);
 void tb_synrto_close(struct tb_synrto *h);

@@ -89,9 +89,9 @@ def _recv_exact(sock: socket.socket, n: int, deadline: float) -> bytes:
     return buf
 
 
-def _send_json(sock: socket.socket, obj: dict[str, Any]) -> None:
+def _json_message(obj: dict[str, Any]) -> bytes:
     data = json.dumps(obj).encode()
-    sock.sendall(struct.pack("!I", len(data)) + data)
+    return struct.pack("!I", len(data)) + data
 
 
 def _recv_json(sock: socket.socket, deadline: float) -> dict[str, Any]:
@@ -156,7 +156,14 @@ class Iperf3Client:
 
     def connect(self) -> None:
         """Control connection, parameters, all data connections; returns when
-        the server says the test runs."""
+        the server says the test runs.
+
+        Pipelined: the parameters follow the cookie, and the data connections
+        start, without waiting for the server's PARAM_EXCHANGE and
+        CREATE_STREAMS. The server reads the cookie and the parameters in one
+        go when it accepts a control connection (iperf_accept), so by the time
+        a data connection's handshake completes it is in CREATE_STREAMS and
+        takes it as a stream. Two round trips fewer per probe."""
         family, addr = self._address()
         deadline = time.monotonic() + self.timeout_s
         self.control = socket.socket(family, socket.SOCK_STREAM)
@@ -167,8 +174,6 @@ class Iperf3Client:
         except OSError as err:
             raise Iperf3Error(f"cannot connect to {self.host}:{self.port}: "
                               f"{err.strerror or err}") from None
-        self.control.sendall(self.cookie)
-        self._expect(PARAM_EXCHANGE, deadline)
         # "time" is whole seconds on the wire; the server only uses it for
         # a watchdog, we end the test ourselves.
         params: dict[str, Any] = {"tcp": True, "omit": 0, "time": math.ceil(self.seconds),
@@ -176,17 +181,19 @@ class Iperf3Client:
                                   "client_version": "tamebpf"}
         if self.congestion:
             params["congestion"] = self.congestion
-        _send_json(self.control, params)
+        self.control.sendall(self.cookie + _json_message(params))
+        self._start_streams(family, addr)
+        self._expect(PARAM_EXCHANGE, deadline)
         self._expect(CREATE_STREAMS, deadline)
-        self._open_streams(family, addr, deadline)
+        self._finish_streams(deadline)
         self._expect(TEST_START, deadline)
         self._expect(TEST_RUNNING, deadline)
         self.started = time.monotonic()
 
-    def _open_streams(self, family: int, addr: Any, deadline: float) -> None:
-        """All data connections at once (iperf3 opens them one by one), then
-        the cookie on each. Sockets go into self.data at once, so close()
-        closes them whatever fails."""
+    def _start_streams(self, family: int, addr: Any) -> None:
+        """Every data connection's SYN at once (iperf3 connects them one by
+        one). Sockets go into self.data at once, so close() closes them
+        whatever fails."""
         for _ in range(self.streams):
             s = socket.socket(family, socket.SOCK_STREAM)
             self.data.append(s)
@@ -194,6 +201,9 @@ class Iperf3Client:
             rc = s.connect_ex(addr)
             if rc not in (0, errno.EINPROGRESS):
                 raise Iperf3Error(f"cannot open a data connection: {os.strerror(rc)}")
+
+    def _finish_streams(self, deadline: float) -> None:
+        """Wait for each data connection, then send it the cookie."""
         for s in self.data:
             _, w, _ = select.select([], [s], [], _deadline_left(deadline))
             if not w:
@@ -237,23 +247,25 @@ class Iperf3Client:
                     raise Iperf3Error(f"the path failed during the test: {err.strerror}") from None
 
     def finish(self) -> Iperf3Result:
-        """TEST_END, then the result exchange: ours first, then the server's."""
+        """TEST_END with our results in the same write (the server reads them
+        as soon as it has answered TEST_END with EXCHANGE_RESULTS: one round
+        trip fewer), then the server's results."""
         assert self.control is not None
         seconds = time.monotonic() - self.started
         deadline = time.monotonic() + self.timeout_s
-        self.control.sendall(struct.pack("b", TEST_END))
-        self._expect(EXCHANGE_RESULTS, deadline)
         # The server numbers streams 1, 3, 4, ... (an iperf3 quirk) in the order
         # it accepted them; it rejects results naming any other id. Which of
         # our streams it gave which id is unknown, so the per-stream counts it
         # prints as the sender's may be swapped; the sums are right.
         ids = [1] + list(range(3, self.streams + 2))
-        _send_json(self.control, {
+        ours = _json_message({
             "cpu_util_total": 0.0, "cpu_util_user": 0.0, "cpu_util_system": 0.0,
             "sender_has_retransmits": 0,
             "streams": [{"id": sid, "bytes": b, "retransmits": -1, "jitter": 0, "errors": 0,
                          "packets": 0, "start_time": 0, "end_time": seconds}
                         for sid, b in zip(ids, self.sent, strict=True)]})
+        self.control.sendall(struct.pack("b", TEST_END) + ours)
+        self._expect(EXCHANGE_RESULTS, deadline)
         received: int | None = None
         try:
             theirs = _recv_json(self.control, deadline)

@@ -29,6 +29,12 @@ from tamebpf.kernel.synrto import SynRto
 
 SAMPLE_INTERVAL_S = 0.1
 CONNECT_TIMEOUT_MS = 3000
+# Resend the run's very first SYN after this, not Linux's 1 s (no RTT is
+# known yet; kernel/synrto.py). Shorter than the RTT of most wide-area paths
+# would resend a SYN for nothing; longer, and a SYN dropped by a congested
+# path costs most of a probe's start. A path slower than this gets a
+# duplicate SYN, which is harmless.
+FIRST_SYN_RTO_US = 300_000
 
 
 @dataclass(frozen=True)
@@ -173,7 +179,7 @@ def run_probe(target: Target, streams: int, seconds: float, index: int = 1, tota
     series: dict[int, list[FlowPoint]] = {}
     with probe_cgroup(streams) as cg, FlowReader(
             cgroup=cg, netns=[target.netns] if target.netns else [], command="advise") as reader, \
-            SynRto(cg, srtt_us) as syn_rto:
+            SynRto(cg, srtt_us, FIRST_SYN_RTO_US) as syn_rto:
         t_start = time.monotonic()
         pid, report_fd = _spawn(target, streams, seconds, cg)
         status: int | None = None

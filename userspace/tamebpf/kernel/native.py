@@ -79,7 +79,7 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.tb_flows_close.argtypes = [c.c_void_p]
     lib.tb_flows_close.restype = None
     # probe SYN timeout
-    lib.tb_synrto_open.argtypes = [c.POINTER(c.c_void_p), c.c_char_p, c.c_uint32]
+    lib.tb_synrto_open.argtypes = [c.POINTER(c.c_void_p), c.c_char_p, c.c_uint32, c.c_uint32]
     lib.tb_synrto_open.restype = c.c_int
     lib.tb_synrto_read.argtypes = [c.c_void_p, c.POINTER(c.c_uint32), c.POINTER(c.c_uint64)]
     lib.tb_synrto_read.restype = None

@@ -24,14 +24,16 @@ class SynRtoState:
 
 
 class SynRto:
-    """Attach to `cgroup` (a path) until closed; `srtt_us` seeds the RTT
+    """Attach to `cgroup` (a path) until closed. `srtt_us` seeds the RTT
     (e.g. from an earlier probe to the same host) so even the cgroup's first
-    SYN gets the short timeout."""
+    SYN gets the short timeout; without it, SYNs sent before any connection
+    is up are resent after `first_rto_us` (0: the kernel's 1 s)."""
 
-    def __init__(self, cgroup: str, srtt_us: int = 0) -> None:
+    def __init__(self, cgroup: str, srtt_us: int = 0, first_rto_us: int = 0) -> None:
         self._lib = native.load()
         handle = ctypes.c_void_p()
-        rc = self._lib.tb_synrto_open(ctypes.byref(handle), cgroup.encode(), srtt_us)
+        rc = self._lib.tb_synrto_open(ctypes.byref(handle), cgroup.encode(), srtt_us,
+                                      first_rto_us)
         if rc:
             raise TamebpfError(native.last_error(self._lib))
         self._handle: ctypes.c_void_p | None = handle
