@@ -4,6 +4,7 @@
 #   make run        the main job (README)
 #   make test       lint, type-check and the whole test suite (README, CI)
 #   make bench      overhead benchmark -> docs/performance.md
+#   make probetime  advise's probing time, fast start on and off -> docs/accuracy.md
 #   make install    DESTDIR/PREFIX-aware install of library and command
 
 .DELETE_ON_ERROR:
@@ -51,7 +52,7 @@ LIB_LDLIBS := -lbpf -lelf -lz
 
 .SECONDARY: $(BPF_OBJS)
 
-.PHONY: all deps run test lint unit bench eval install clean cmd
+.PHONY: all deps run test lint unit bench eval probetime install clean cmd
 
 all: $(LIB) $(TOOLS) cmd
 
@@ -116,6 +117,9 @@ bench: deps all
 # EVAL_ARGS=--full adds Reno and more cross traffic).
 eval: deps all
 	$(SUDO) $(PY) scripts/eval_advise.py --write docs/accuracy.md $(EVAL_ARGS)
+
+probetime: deps all
+	$(SUDO) $(PY) scripts/bench_probetime.py --write docs/accuracy.md $(PROBETIME_ARGS)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib/tamebpf

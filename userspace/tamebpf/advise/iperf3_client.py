@@ -108,7 +108,11 @@ class Iperf3Client:
     """One test: `connect()`, `send_until()` (repeatable), `finish()`."""
 
     def __init__(self, host: str, port: int, streams: int, seconds: float,
-                 congestion: str | None = None, timeout_s: float = 3.0) -> None:
+                 congestion: str | None = None, timeout_s: float = 3.0,
+                 pipelined: bool = True) -> None:
+        # pipelined=False waits for every server state before the next step,
+        # as iperf3 does; kept for the side-by-side benchmark (make probetime).
+        self.pipelined = pipelined
         self.host, self.port, self.streams = host, port, streams
         self.seconds, self.congestion, self.timeout_s = seconds, congestion, timeout_s
         self.cookie = make_cookie()
@@ -181,10 +185,17 @@ class Iperf3Client:
                                   "client_version": "tamebpf"}
         if self.congestion:
             params["congestion"] = self.congestion
-        self.control.sendall(self.cookie + _json_message(params))
-        self._start_streams(family, addr)
-        self._expect(PARAM_EXCHANGE, deadline)
-        self._expect(CREATE_STREAMS, deadline)
+        if self.pipelined:
+            self.control.sendall(self.cookie + _json_message(params))
+            self._start_streams(family, addr)
+            self._expect(PARAM_EXCHANGE, deadline)
+            self._expect(CREATE_STREAMS, deadline)
+        else:
+            self.control.sendall(self.cookie)
+            self._expect(PARAM_EXCHANGE, deadline)
+            self.control.sendall(_json_message(params))
+            self._expect(CREATE_STREAMS, deadline)
+            self._start_streams(family, addr)
         self._finish_streams(deadline)
         self._expect(TEST_START, deadline)
         self._expect(TEST_RUNNING, deadline)
@@ -264,8 +275,13 @@ class Iperf3Client:
             "streams": [{"id": sid, "bytes": b, "retransmits": -1, "jitter": 0, "errors": 0,
                          "packets": 0, "start_time": 0, "end_time": seconds}
                         for sid, b in zip(ids, self.sent, strict=True)]})
-        self.control.sendall(struct.pack("b", TEST_END) + ours)
-        self._expect(EXCHANGE_RESULTS, deadline)
+        if self.pipelined:
+            self.control.sendall(struct.pack("b", TEST_END) + ours)
+            self._expect(EXCHANGE_RESULTS, deadline)
+        else:
+            self.control.sendall(struct.pack("b", TEST_END))
+            self._expect(EXCHANGE_RESULTS, deadline)
+            self.control.sendall(ours)
         received: int | None = None
         try:
             theirs = _recv_json(self.control, deadline)
@@ -284,8 +300,8 @@ class Iperf3Client:
 
 
 def run(host: str, port: int, streams: int, seconds: float, congestion: str | None = None,
-        timeout_s: float = 3.0) -> Iperf3Result:
-    client = Iperf3Client(host, port, streams, seconds, congestion, timeout_s)
+        timeout_s: float = 3.0, pipelined: bool = True) -> Iperf3Result:
+    client = Iperf3Client(host, port, streams, seconds, congestion, timeout_s, pipelined)
     try:
         client.connect()
         client.send_until(client.started + seconds)

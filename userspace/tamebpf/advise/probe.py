@@ -108,7 +108,8 @@ def _enter_netns(name: str) -> None:
         os.close(fd)
 
 
-def _child(target: Target, streams: int, seconds: float, cgroup: str, out_fd: int) -> None:
+def _child(target: Target, streams: int, seconds: float, cgroup: str, out_fd: int,
+           fast_start: bool) -> None:
     """The probe's traffic, in a forked child: it joins the probe's cgroup
     (sockets belong to the cgroup of the task that creates them) and, when
     asked, the network namespace; it reports one JSON line and exits without
@@ -123,7 +124,7 @@ def _child(target: Target, streams: int, seconds: float, cgroup: str, out_fd: in
             _enter_netns(target.netns)
         cc = None if target.congestion == "system" else target.congestion
         r = iperf3_client.run(target.host, target.port, streams, seconds, cc,
-                              CONNECT_TIMEOUT_MS / 1000)
+                              CONNECT_TIMEOUT_MS / 1000, pipelined=fast_start)
         msg: dict[str, Any] = {"received_mbps": r.received_mbps, "seconds": r.seconds}
         code = 0
     except iperf3_client.Iperf3Error as err:
@@ -136,13 +137,14 @@ def _child(target: Target, streams: int, seconds: float, cgroup: str, out_fd: in
         os._exit(code)
 
 
-def _spawn(target: Target, streams: int, seconds: float, cgroup: str) -> tuple[int, int]:
+def _spawn(target: Target, streams: int, seconds: float, cgroup: str,
+           fast_start: bool) -> tuple[int, int]:
     """Fork the traffic child; returns (pid, read end of its report pipe)."""
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(r)
-        _child(target, streams, seconds, cgroup, w)
+        _child(target, streams, seconds, cgroup, w, fast_start)
     os.close(w)
     return pid, r
 
@@ -173,15 +175,20 @@ def _point(f: Flow, t: float) -> FlowPoint:
 
 def run_probe(target: Target, streams: int, seconds: float, index: int = 1, total: int = 1,
               on_progress: Callable[[Progress], None] | None = None,
-              srtt_us: int = 0) -> ProbeResult:
+              srtt_us: int = 0, fast_start: bool = True) -> ProbeResult:
     """`srtt_us`: the path's RTT from an earlier probe (0: unknown), so that
-    this probe's first SYN already gets the short timeout (kernel/synrto.py)."""
+    this probe's first SYN already gets the short timeout (kernel/synrto.py).
+    `fast_start=False` leaves SYN timeouts to the kernel and has the client
+    wait for each server state, as iperf3 does (for make probetime only)."""
     series: dict[int, list[FlowPoint]] = {}
-    with probe_cgroup(streams) as cg, FlowReader(
-            cgroup=cg, netns=[target.netns] if target.netns else [], command="advise") as reader, \
-            SynRto(cg, srtt_us, FIRST_SYN_RTO_US) as syn_rto:
+    with contextlib.ExitStack() as stack:
+        cg = stack.enter_context(probe_cgroup(streams))
+        reader = stack.enter_context(FlowReader(
+            cgroup=cg, netns=[target.netns] if target.netns else [], command="advise"))
+        syn_rto = stack.enter_context(SynRto(cg, srtt_us, FIRST_SYN_RTO_US)) \
+            if fast_start else None
         t_start = time.monotonic()
-        pid, report_fd = _spawn(target, streams, seconds, cg)
+        pid, report_fd = _spawn(target, streams, seconds, cg, fast_start)
         status: int | None = None
         try:
             deadline = t_start + seconds + 2 * CONNECT_TIMEOUT_MS / 1000 + 2
@@ -219,7 +226,7 @@ def run_probe(target: Target, streams: int, seconds: float, index: int = 1, tota
                     os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
             os.close(report_fd)
-        learned_srtt_us = syn_rto.state().srtt_us
+        learned_srtt_us = syn_rto.state().srtt_us if syn_rto else 0
     duration = time.monotonic() - t_start
     if "error" in report or "received_mbps" not in report:
         raise TamebpfError(

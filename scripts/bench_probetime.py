@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""Probing wall time of `tamebpf advise`, fast start on and off, side by side.
+
+Fast start (the default) is two things (docs/advise.md): the probe client
+pipelines iperf3's set-up and result exchange, and a sock_ops program resends
+a dropped SYN after 3 x RTT rather than 1 s. Off, the client waits for each
+server state as iperf3 does and SYNs keep the kernel's timeout. For each
+case of make eval (bottleneck, congestion control, cross flows) this runs
+the advisor's default probe pair (1 stream then 10, 2 s each) `--rounds`
+times each way, alternating which goes first, on one testbed with the cross
+traffic running, and reports the pairs' wall time. Nothing is advised.
+
+  make probetime          (writes the table into docs/accuracy.md)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import statistics
+import sys
+import time
+from typing import Any
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "userspace"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from docsection import markers, write_section  # noqa: E402
+from eval_advise import CROSS_WARMUP_S, Case, cases, log  # noqa: E402
+from eval_truth import cross_rate, settle, start_cross  # noqa: E402
+
+from tamebpf.advise import DEFAULT_DURATIONS_S, DEFAULT_PROBES  # noqa: E402
+from tamebpf.advise.probe import Target, run_probe  # noqa: E402
+from tamebpf.testbed import Testbed, iperf, teardown  # noqa: E402
+
+START, END = markers("probetime")
+TARGET_S = 5.0
+
+
+def pair(tb: Testbed, target: Target, case: Case, reference: float | None,
+         fast: bool) -> float:
+    """One default probe pair, as run_advice runs it; its wall time."""
+    total, srtt_us = 0.0, 0
+    for i, (n, d) in enumerate(zip(DEFAULT_PROBES, DEFAULT_DURATIONS_S, strict=True)):
+        if i == 0:
+            settle(tb, case.cross, reference)
+        else:  # back to back, as the advisor runs them
+            iperf.wait_for(lambda: iperf.server_idle(tb, iperf.PORT_MAIN), 30.0,
+                           "the iperf3 server to finish the previous probe")
+        p = run_probe(target, n, d, srtt_us=srtt_us, fast_start=fast)
+        srtt_us = p.path_srtt_us
+        total += p.duration_s
+    return total
+
+
+def measure(case: Case, rounds: int) -> dict[str, Any]:
+    name = "pt" + os.urandom(2).hex()
+    tb = Testbed.up(name, case.rate, case.rtt, case.queue, aqm=case.aqm, cc=case.cc)
+    procs = []
+    try:
+        procs = [iperf.start_server(tb, p) for p in (iperf.PORT_MAIN, iperf.PORT_CROSS)]
+        reference = None
+        if case.cross:
+            procs.append(start_cross(tb, case.cross, case.cc, CROSS_WARMUP_S))
+            reference = cross_rate(tb, 3.0)
+        target = Target(tb.addresses["receiver"], iperf.PORT_MAIN, tb.namespaces["sender"],
+                        case.cc)
+        times: dict[str, list[float]] = {"fast": [], "slow": []}
+        for r in range(rounds):
+            for fast in ((True, False) if r % 2 == 0 else (False, True)):
+                t = pair(tb, target, case, reference, fast)
+                times["fast" if fast else "slow"].append(t)
+                log(f"  round {r + 1}/{rounds} {'fast' if fast else 'slow'}: {t:.2f} s")
+        return {"key": case.key, "rtt": case.rtt, **times}
+    finally:
+        for proc in reversed(procs):
+            proc.kill()
+            proc.wait()
+        teardown(name)
+
+
+def table(results: list[dict[str, Any]], rounds: int) -> str:
+    out = [START, "## Probing time, fast start on and off (make probetime)", "",
+           f"The advisor's default probe pair (1 stream for 2 s, then 10 for 2 s), "
+           f"{rounds} pairs each way per case, alternating, on one testbed with the cross "
+           "traffic running. Wall time of the pair: median (max), and how many pairs took "
+           f"at most {TARGET_S:.0f} s.", "",
+           "| case | fast start | <= 5 s | iperf3-like start, kernel SYN timeout | <= 5 s "
+           "| fast / slow (medians) |", "|---|---|---|---|---|---|"]
+    for r in results:
+        f, s = r["fast"], r["slow"]
+        mf, ms = statistics.median(f), statistics.median(s)
+        out.append(f"| {r['key']} | {mf:.2f} s ({max(f):.2f}) | {sum(x <= TARGET_S for x in f)}"
+                   f"/{len(f)} | {ms:.2f} s ({max(s):.2f}) | {sum(x <= TARGET_S for x in s)}"
+                   f"/{len(s)} | {mf / ms:.2f} |")
+    allf = [x for r in results for x in r["fast"]]
+    alls = [x for r in results for x in r["slow"]]
+    out.append(f"| all | {statistics.median(allf):.2f} s ({max(allf):.2f}) | "
+               f"{sum(x <= TARGET_S for x in allf)}/{len(allf)} | "
+               f"{statistics.median(alls):.2f} s ({max(alls):.2f}) | "
+               f"{sum(x <= TARGET_S for x in alls)}/{len(alls)} | "
+               f"{statistics.median(allf) / statistics.median(alls):.2f} |")
+    out += ["", "Reproduce: `make probetime` (about "
+            f"{max(1, round(len(results) * rounds * 0.45))} min).", END, ""]
+    return "\n".join(out)
+
+
+def _exit_on_signal(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)  # unwinds: every testbed is torn down
+
+
+def main() -> int:
+    signal.signal(signal.SIGTERM, _exit_on_signal)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cc", default="cubic,reno")
+    ap.add_argument("--cross", default="0,8,30")
+    ap.add_argument("--rounds", type=int, default=2, help="pairs each way per case")
+    ap.add_argument("--only", help="run only cases whose key (name/cc/m=N) contains this")
+    ap.add_argument("--write", metavar="FILE", help="write the table into this Markdown file")
+    args = ap.parse_args()
+    results = []
+    todo = cases(args.cc.split(","), [int(x) for x in args.cross.split(",")], args.only)
+    t0 = time.monotonic()
+    for i, case in enumerate(todo, 1):
+        log(f"case {i}/{len(todo)}: {case.key}")
+        results.append(measure(case, args.rounds))
+    text = table(results, args.rounds)
+    sys.stdout.write(text)
+    log(f"took {(time.monotonic() - t0) / 60:.1f} min")
+    if args.write:
+        write_section(args.write, "probetime", text, "Accuracy of tamebpf advise")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
