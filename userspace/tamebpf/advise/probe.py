@@ -28,7 +28,10 @@ from tamebpf.kernel.flows import Flow, FlowReader, netns_path
 from tamebpf.kernel.synrto import SynRto
 
 SAMPLE_INTERVAL_S = 0.1
-CONNECT_TIMEOUT_MS = 3000
+# Set-up and result exchange, each: on a congested path a SYN or a control
+# message can be dropped more than once (1 s + 2 s of kernel backoff already
+# exceeded 3 s on the testbed with 30 cross flows in a 25-packet queue).
+CONNECT_TIMEOUT_MS = 8000
 # Resend the run's very first SYN after this, not Linux's 1 s (no RTT is
 # known yet; kernel/synrto.py). Shorter than the RTT of most wide-area paths
 # would resend a SYN for nothing; longer, and a SYN dropped by a congested
