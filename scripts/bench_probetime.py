@@ -120,7 +120,7 @@ def table(results: list[dict[str, Any]], rounds: int) -> str:
     out.append(_row("all", [x for r in results for x in r["fast"]],
                     [x for r in results for x in r["slow"]]))
     out += ["", "Reproduce: `make probetime` (about "
-            f"{max(1, round(len(results) * rounds * 0.45))} min).", END, ""]
+            f"{max(1, round(len(results) * rounds * 0.26))} min).", END, ""]
     return "\n".join(out)
 
 
