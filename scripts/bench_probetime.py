@@ -27,13 +27,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from docsection import markers, write_section  # noqa: E402
-from eval_advise import CROSS_WARMUP_S, Case, cases, log  # noqa: E402
-from eval_truth import cross_rate, settle, start_cross  # noqa: E402
+from eval_advise import Case, case_path, cases, log  # noqa: E402
+from eval_truth import settle  # noqa: E402
 
 from tamebpf.advise import DEFAULT_DURATIONS_S, DEFAULT_PROBES  # noqa: E402
 from tamebpf.advise.probe import Target, run_probe  # noqa: E402
 from tamebpf.errors import TamebpfError  # noqa: E402
-from tamebpf.testbed import Testbed, iperf, teardown  # noqa: E402
+from tamebpf.testbed import Testbed, iperf  # noqa: E402
 
 START, END = markers("probetime")
 TARGET_S = 5.0
@@ -56,17 +56,7 @@ def pair(tb: Testbed, target: Target, case: Case, reference: float | None,
 
 
 def measure(case: Case, rounds: int) -> dict[str, Any]:
-    name = "pt" + os.urandom(2).hex()
-    tb = Testbed.up(name, case.rate, case.rtt, case.queue, aqm=case.aqm, cc=case.cc)
-    procs = []
-    try:
-        procs = [iperf.start_server(tb, p) for p in (iperf.PORT_MAIN, iperf.PORT_CROSS)]
-        reference = None
-        if case.cross:
-            procs.append(start_cross(tb, case.cross, case.cc, CROSS_WARMUP_S))
-            reference = cross_rate(tb, 3.0)
-        target = Target(tb.addresses["receiver"], iperf.PORT_MAIN, tb.namespaces["sender"],
-                        case.cc)
+    with case_path(case, "pt") as (tb, reference, target):
         # A pair that fails (the set-up timed out on a congested path) counts
         # as a failure of its mode, not of the benchmark.
         times: dict[str, list[float | None]] = {"fast": [], "slow": []}
@@ -81,11 +71,6 @@ def measure(case: Case, rounds: int) -> dict[str, Any]:
                     log(f"  round {r + 1}/{rounds} {mode}: failed: {err}")
                 times[mode].append(t)
         return {"key": case.key, "rtt": case.rtt, **times}
-    finally:
-        for proc in reversed(procs):
-            proc.kill()
-            proc.wait()
-        teardown(name)
 
 
 def _cells(ts: list[float | None]) -> tuple[str, str, float | None]:

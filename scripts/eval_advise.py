@@ -19,11 +19,13 @@ Raw records go to docs/results/eval.json, tables into docs/accuracy.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -82,9 +84,12 @@ def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-def evaluate(case: Case, ns: list[int], plans: list[str], default: str, rounds: int,
-             limit: float) -> dict[str, Any]:
-    name = "ev" + os.urandom(2).hex()
+@contextlib.contextmanager
+def case_path(case: Case, prefix: str) -> Iterator[tuple[Testbed, float | None, Target]]:
+    """A testbed for the case with both iperf3 servers up and, when the case
+    has any, its cross traffic running: (testbed, the cross traffic's rate
+    alone or None, the advisor's target). Torn down on every way out."""
+    name = prefix + os.urandom(2).hex()
     tb = Testbed.up(name, case.rate, case.rtt, case.queue, aqm=case.aqm, cc=case.cc)
     procs = []
     try:
@@ -94,8 +99,18 @@ def evaluate(case: Case, ns: list[int], plans: list[str], default: str, rounds: 
             procs.append(start_cross(tb, case.cross, case.cc, CROSS_WARMUP_S))
             reference = cross_rate(tb, 3.0)
             log(f"  cross traffic alone: {reference:.2f} Mbit/s")
-        target = Target(tb.addresses["receiver"], iperf.PORT_MAIN, tb.namespaces["sender"],
-                        case.cc)
+        yield tb, reference, Target(tb.addresses["receiver"], iperf.PORT_MAIN,
+                                    tb.namespaces["sender"], case.cc)
+    finally:
+        for proc in reversed(procs):
+            proc.kill()
+            proc.wait()
+        teardown(name)
+
+
+def evaluate(case: Case, ns: list[int], plans: list[str], default: str, rounds: int,
+             limit: float) -> dict[str, Any]:
+    with case_path(case, "ev") as (tb, reference, target):
         probes: dict[str, list[dict[str, Any]]] = {}
         # The advisor's own probes first, as `tamebpf advise` runs them: 1 then
         # 10 streams back to back. Every other probe starts from a settled path.
@@ -127,11 +142,6 @@ def evaluate(case: Case, ns: list[int], plans: list[str], default: str, rounds: 
         rec["cross_reference"] = reference
         rec["rounds"] = rounds
         return rec
-    finally:
-        for proc in reversed(procs):
-            proc.kill()
-            proc.wait()
-        teardown(name)
 
 
 def load(path: str) -> list[dict[str, Any]]:
