@@ -167,7 +167,8 @@ class Iperf3Client:
         CREATE_STREAMS. The server reads the cookie and the parameters in one
         go when it accepts a control connection (iperf_accept), so by the time
         a data connection's handshake completes it is in CREATE_STREAMS and
-        takes it as a stream. Two round trips fewer per probe."""
+        takes it as a stream. Two round trips fewer per probe. (An iperf3 3.12
+        server accepts this; see finish() for what it does not accept.)"""
         family, addr = self._address()
         deadline = time.monotonic() + self.timeout_s
         self.control = socket.socket(family, socket.SOCK_STREAM)
@@ -258,30 +259,26 @@ class Iperf3Client:
                     raise Iperf3Error(f"the path failed during the test: {err.strerror}") from None
 
     def finish(self) -> Iperf3Result:
-        """TEST_END with our results in the same write (the server reads them
-        as soon as it has answered TEST_END with EXCHANGE_RESULTS: one round
-        trip fewer), then the server's results."""
+        """TEST_END, then the result exchange: ours first, then the server's.
+        Not pipelined: an iperf3 3.12 server sent with TEST_END and our
+        results in one write answered the exchange, but then reset the next
+        client's control connection."""
         assert self.control is not None
         seconds = time.monotonic() - self.started
         deadline = time.monotonic() + self.timeout_s
+        self.control.sendall(struct.pack("b", TEST_END))
+        self._expect(EXCHANGE_RESULTS, deadline)
         # The server numbers streams 1, 3, 4, ... (an iperf3 quirk) in the order
         # it accepted them; it rejects results naming any other id. Which of
         # our streams it gave which id is unknown, so the per-stream counts it
         # prints as the sender's may be swapped; the sums are right.
         ids = [1] + list(range(3, self.streams + 2))
-        ours = _json_message({
+        self.control.sendall(_json_message({
             "cpu_util_total": 0.0, "cpu_util_user": 0.0, "cpu_util_system": 0.0,
             "sender_has_retransmits": 0,
             "streams": [{"id": sid, "bytes": b, "retransmits": -1, "jitter": 0, "errors": 0,
                          "packets": 0, "start_time": 0, "end_time": seconds}
-                        for sid, b in zip(ids, self.sent, strict=True)]})
-        if self.pipelined:
-            self.control.sendall(struct.pack("b", TEST_END) + ours)
-            self._expect(EXCHANGE_RESULTS, deadline)
-        else:
-            self.control.sendall(struct.pack("b", TEST_END))
-            self._expect(EXCHANGE_RESULTS, deadline)
-            self.control.sendall(ours)
+                        for sid, b in zip(ids, self.sent, strict=True)]}))
         received: int | None = None
         try:
             theirs = _recv_json(self.control, deadline)
