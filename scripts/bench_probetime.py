@@ -2,7 +2,7 @@
 """Probing wall time of `tamebpf advise`, fast start on and off, side by side.
 
 Fast start (the default) is two things (docs/advise.md): the probe client
-pipelines iperf3's set-up and result exchange, and a sock_ops program resends
+pipelines iperf3's set-up, and a sock_ops program resends
 a dropped SYN after 3 x RTT rather than 1 s. Off, the client waits for each
 server state as iperf3 does and SYNs keep the kernel's timeout. For each
 case of make eval (bottleneck, congestion control, cross flows) this runs
