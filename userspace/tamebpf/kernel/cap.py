@@ -151,15 +151,6 @@ def _netns_open() -> Iterator[list[int]]:
             os.close(fd)
 
 
-def _hint(err: int) -> str | None:
-    if err == errno.EPERM:
-        return ("BPF is not permitted: run as root, and check "
-                "kernel.unprivileged_bpf_disabled and any LSM policy")
-    if err == errno.EINVAL:
-        return "the kernel refused a program; run with -v for libbpf's log"
-    return None
-
-
 class CapTable:
     """Set, list and remove caps (root; the programs stay after we exit)."""
 
@@ -172,7 +163,7 @@ class CapTable:
         self.names = CgroupNames(self.root)
 
     def _fail(self, rc: int) -> TamebpfError:
-        return TamebpfError(native.last_error(self._lib), _hint(-rc))
+        return TamebpfError(native.last_error(self._lib), native.errno_hint(-rc))
 
     def add(self, cgroup: str, dest: Dest, max_streams: int) -> Cap:
         cg = resolve_cgroup(cgroup)

@@ -205,7 +205,7 @@ class FlowReader:
             for fd in fds:
                 os.close(fd)
         if rc:
-            raise TamebpfError(native.last_error(self._lib), _hint(-rc))
+            raise TamebpfError(native.last_error(self._lib), native.errno_hint(-rc))
         self._handle: ctypes.c_void_p | None = handle
 
     def __enter__(self) -> FlowReader:
@@ -245,12 +245,3 @@ class FlowReader:
                                  ctypes.byref(cap))
         return ReaderStats(st.closed_recorded, st.closed_dropped, st.owners_dropped,
                            fill.value, cap.value)
-
-
-def _hint(errno_value: int) -> str | None:
-    if errno_value == 1:  # EPERM
-        return "BPF is not permitted: run as root, and check kernel.unprivileged_bpf_disabled " \
-               "and any LSM policy"
-    if errno_value == 22:  # EINVAL
-        return "the kernel refused a program; run with -v for libbpf's log"
-    return None

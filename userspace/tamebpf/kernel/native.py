@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 from pathlib import Path
 
@@ -46,6 +47,16 @@ def load() -> ctypes.CDLL:
         f"{LIB_NAME} not found (looked in {', '.join(map(str, tried))})",
         "run 'make' in the tamebpf source tree, or set TAMEBPF_LIB",
     )
+
+
+def errno_hint(err: int) -> str | None:
+    """What to do about a libtamebpf call that failed with -err."""
+    if err == errno.EPERM:
+        return ("BPF is not permitted: run as root, and check "
+                "kernel.unprivileged_bpf_disabled and any LSM policy")
+    if err == errno.EINVAL:
+        return "the kernel refused a program; run with -v for libbpf's log"
+    return None
 
 
 def last_error(lib: ctypes.CDLL) -> str:

@@ -35,7 +35,7 @@ class SynRto:
         rc = self._lib.tb_synrto_open(ctypes.byref(handle), cgroup.encode(), srtt_us,
                                       first_rto_us)
         if rc:
-            raise TamebpfError(native.last_error(self._lib))
+            raise TamebpfError(native.last_error(self._lib), native.errno_hint(-rc))
         self._handle: ctypes.c_void_p | None = handle
 
     def __enter__(self) -> SynRto:
