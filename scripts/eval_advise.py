@@ -32,7 +32,7 @@ from typing import Any
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "userspace"))
 
 from docsection import write_section  # noqa: E402
-from eval_report import tables  # noqa: E402
+from eval_report import SECTION, tables  # noqa: E402
 from eval_score import advised_n, probe_to_dict  # noqa: E402
 from eval_truth import cross_rate, measure, settle, start_cross  # noqa: E402
 
@@ -186,6 +186,10 @@ def main() -> int:
     ap.add_argument("--write", metavar="FILE", help="write tables into this Markdown file")
     ap.add_argument("--results", default=RESULTS, metavar="FILE",
                     help="raw records (default %(default)s)")
+    ap.add_argument("--section", default=SECTION, metavar="NAME",
+                    help="the section of --write's file the tables replace (default "
+                    "%(default)s; another name keeps a separate run's tables beside it)")
+    ap.add_argument("--heading", default="Results", help="the tables' heading")
     args = ap.parse_args()
     plans = list(dict.fromkeys([args.plan] + args.plans.split(",")))
     for plan in plans:
@@ -202,10 +206,10 @@ def main() -> int:
                            args.plan, args.rounds, args.max_impact)
             records = [r for r in records if r["key"] != case.key] + [rec]
             save(args.results, records)  # a long run that dies keeps what it measured
-    text = tables(records, args.max_impact)
+    text = tables(records, args.max_impact, args.section, args.heading)
     sys.stdout.write(text)
     if args.write:
-        write_section(args.write, "eval_advise", text, "Accuracy of tamebpf advise")
+        write_section(args.write, args.section, text, "Accuracy of tamebpf advise")
     return 0
 
 

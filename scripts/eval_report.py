@@ -7,9 +7,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from docsection import markers
-from eval_score import EQ7, OURS, PERFECT_PROBES, estimators, p90, truth_table
+from eval_score import CAPACITY, EQ7, OURS, PERFECT_PROBES, estimators, p90, truth_table
 
-START, END = markers("eval_advise")
+SECTION = "eval_advise"
 TARGET_THRU, TARGET_IMPACT, TARGET_QUALITY, TARGET_PROBING = 0.10, 0.15, 0.95, 5.0
 
 
@@ -42,6 +42,27 @@ def _summary(scores: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _target_rows(ours: dict[str, Any], anchored: dict[str, Any], probing: float | None,
+                 slow: int, cases: int) -> list[str]:
+    def quality(s: dict[str, Any]) -> str:
+        return (f"mean {fmt(s['quality'], '.2f')}, min {fmt(s['quality_min'], '.2f')}; "
+                f"{s['good']} of {s['cases']} cases; over the limit in {s['over']} "
+                f"| {'yes' if s['good'] == s['cases'] else 'no'}")
+    timing = (f"{fmt(probing, '.1f')} s (mean wall time of both probes); over "
+              f"{TARGET_PROBING:g} s in {slow} of {cases} cases | {'yes' if not slow else 'no'}")
+    return [
+        f"| mean throughput error <= {TARGET_THRU} | {fmt(ours['thru'], '.3f')} "
+        f"| {_met(ours['thru'], TARGET_THRU)} | {fmt(anchored['thru'], '.3f')} "
+        f"| {_met(anchored['thru'], TARGET_THRU)} |",
+        f"| impact error p90 <= {TARGET_IMPACT} | {fmt(ours['impact_p90'], '.3f')} "
+        f"| {_met(ours['impact_p90'], TARGET_IMPACT)} | {fmt(anchored['impact_p90'], '.3f')} "
+        f"| {_met(anchored['impact_p90'], TARGET_IMPACT)} |",
+        f"| advised throughput >= {TARGET_QUALITY:.0%} of the best nondisruptive "
+        f"| {quality(ours)} | {quality(anchored)} |",
+        f"| probing <= {TARGET_PROBING:g} s | {timing} | the same probes | |",
+    ]
+
+
 def _plan_label(plan: str) -> str:
     d1, d10 = plan.split("+")
     return f"1 stream for {d1} s, then 10 for {d10} s"
@@ -56,35 +77,31 @@ def _case_label(rec: dict[str, Any]) -> str:
     return f"{c['name']} | {c['cc']} | {c['cross']}"
 
 
-def tables(records: list[dict[str, Any]], limit: float) -> str:
+def tables(records: list[dict[str, Any]], limit: float, section: str = SECTION,
+           heading: str = "Results") -> str:
+    """The whole generated section `section` of docs/accuracy.md."""
+    start, end = markers(section)
     if not records:
-        return f"{START}\n## Results\n\nNo cases measured yet.\n{END}\n"
+        return f"{start}\n## {heading}\n\nNo cases measured yet.\n{end}\n"
     records = sorted(records, key=lambda r: (r["case"]["cross"], r["case"]["cc"],
                                              r["case"]["name"]))
     default = records[0]["default_plan"]
     scored = [estimators(r, limit) for r in records]
     labels = list(dict.fromkeys(label for s in scored for label in s))
     ours = _summary([s[OURS] for s in scored])
+    anchored = _summary([s[CAPACITY] for s in scored])
     probing = _mean(_probing_s(r, default) for r in records)
     slow = sum(_probing_s(r, default) > TARGET_PROBING for r in records)
-    out = [START, "## Results", "",
+    out = [start, f"## {heading}", "",
            f"{len(records)} cases; impact limit {limit:.0%}; the advisor's probes: "
            f"{_plan_label(default)}; ground truth is the median of "
            f"{records[0]['rounds']} rounds per point, with the cross traffic running "
            "throughout.", "",
-           "### Against the targets (tamebpf, throughput fit)", "",
-           "| target | measured | met? |", "|---|---|---|",
-           f"| mean throughput error <= {TARGET_THRU} | {fmt(ours['thru'], '.3f')} "
-           f"| {_met(ours['thru'], TARGET_THRU)} |",
-           f"| impact error p90 <= {TARGET_IMPACT} | {fmt(ours['impact_p90'], '.3f')} "
-           f"| {_met(ours['impact_p90'], TARGET_IMPACT)} |",
-           f"| advised throughput >= {TARGET_QUALITY:.0%} of the best nondisruptive | "
-           f"mean {fmt(ours['quality'], '.2f')}, min {fmt(ours['quality_min'], '.2f')}; "
-           f"{ours['good']} of {ours['cases']} cases; over the limit in {ours['over']} | "
-           f"{'yes' if ours['good'] == ours['cases'] else 'no'} |",
-           f"| probing <= {TARGET_PROBING:g} s | {fmt(probing, '.1f')} s (mean wall time "
-           f"of both probes); over {TARGET_PROBING:g} s in {slow} of {len(records)} cases "
-           f"| {'yes' if not slow else 'no'} |", "",
+           "### Against the targets", "",
+           "The advisor as it runs by default (throughput fit), and with `--capacity` given "
+           "the bottleneck's configured rate (the same probes).", "",
+           "| target | default | met? | with --capacity | met? |", "|---|---|---|---|---|",
+           *_target_rows(ours, anchored, probing, slow, len(records)), "",
            "### Estimators and baselines, over all cases", "",
            "Throughput error: mean over cases of the per-case mean |Eq 15|, and the 90th "
            "percentile of all (case, n) errors. Impact error: 90th percentile of all "
@@ -101,10 +118,11 @@ def tables(records: list[dict[str, Any]], limit: float) -> str:
             "Spread: the largest (max - min) / median of our goodput over a point's rounds.", "",
             "| bottleneck | cc | cross flows | probes: 1 / 10 streams, Mbit/s | truth at 1 "
             "| advised n | thru err mean | thru err p90 "
-            "| impact err p90 | quality | over limit | truth spread | probing wall time |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            "| impact err p90 | quality | over limit | truth spread | probing wall time "
+            "| --capacity: m estimate | advised n | thru err mean | impact err p90 | quality |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for rec, sc in zip(records, scored, strict=True):
-        s = sc[OURS]
+        s, c = sc[OURS], sc[CAPACITY]
         spread = max((t["spread"] or 0.0) for t in truth_table(rec).values())
         got = {p["streams"]: p["steady"]["goodput_mbps"] for p in rec["probes"][default]}
         one = truth_table(rec).get(1, {}).get("mbit")
@@ -112,7 +130,10 @@ def tables(records: list[dict[str, Any]], limit: float) -> str:
                    f"| {s['advised']} | {fmt(s['thru_err_mean'], '.3f')} "
                    f"| {fmt(s['thru_err_p90'], '.3f')} | {fmt(s['impact_err_p90'], '.3f')} "
                    f"| {fmt(s['quality'], '.2f')} | {'yes' if s['exceeds'] else 'no'} "
-                   f"| {spread:.2f} | {_probing_s(rec, default):.1f} s |")
+                   f"| {spread:.2f} | {_probing_s(rec, default):.1f} s "
+                   f"| {fmt(c['competing_flows'], '.1f')} | {c['advised']} "
+                   f"| {fmt(c['thru_err_mean'], '.3f')} | {fmt(c['impact_err_p90'], '.3f')} "
+                   f"| {fmt(c['quality'], '.2f')} |")
     out += _groups(records, scored)
     out += _durations(records, limit)
     out += ["", "### Measured ground truth", "",
@@ -125,7 +146,7 @@ def tables(records: list[dict[str, Any]], limit: float) -> str:
             "`make eval EVAL_ARGS='--append --cross 0'` (without cross traffic, about 17 min) "
             "and `make eval EVAL_ARGS='--append --cross 8,30 --plans 2+2,3+2'` (about 50 "
             "min); `--report` re-scores the raw records in `docs/results/eval.json` without "
-            "measuring.", END]
+            "measuring.", end]
     return "\n".join(out) + "\n"
 
 
@@ -135,17 +156,21 @@ def _groups(records: list[dict[str, Any]], scored: list[dict[str, Any]]) -> list
         s = _summary([sc[OURS] for sc in kept])
         eq7 = _summary([sc[EQ7] for sc in kept if EQ7 in sc])
         perfect = _summary([sc[PERFECT_PROBES] for sc in kept if PERFECT_PROBES in sc])
+        cap = _summary([sc[CAPACITY] for sc in kept])
         return (f"| {name} | {s['cases']} | {fmt(s['thru'], '.3f')} "
                 f"| {fmt(s['impact_p90'], '.3f')} | {fmt(s['quality'], '.2f')} "
                 f"| {s['over']} | {fmt(eq7['thru'], '.3f')} | {fmt(perfect['thru'], '.3f')} "
-                f"| {fmt(perfect['impact_p90'], '.3f')} | {perfect['good']}/{perfect['cases']} |")
+                f"| {fmt(perfect['impact_p90'], '.3f')} | {perfect['good']}/{perfect['cases']} "
+                f"| {fmt(cap['thru'], '.3f')} | {fmt(cap['impact_p90'], '.3f')} "
+                f"| {cap['good']}/{cap['cases']} | {cap['over']} |")
     out = ["", "### tamebpf by congestion control and cross traffic", "",
-           "Then the paper's Eq 7 on the same probes, and our model on perfect probes (the "
+           "Then the paper's Eq 7 on the same probes, our model on perfect probes (the "
            "ground truth's own goodput at 1 and 10 streams): what better probes alone could "
-           "reach.", "",
+           "reach, and the advisor with `--capacity` on the same probes.", "",
            "| cases | n | thru err mean | impact err p90 | quality | over limit "
-           "| Eq 7 thru err mean | perfect probes: thru err mean | impact err p90 | >= 95% |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+           "| Eq 7 thru err mean | perfect probes: thru err mean | impact err p90 | >= 95% "
+           "| --capacity: thru err mean | impact err p90 | >= 95% | over limit |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for cc in sorted({r["case"]["cc"] for r in records}):
         out.append(row(cc, lambda c, cc=cc: c["cc"] == cc))
     for m in sorted({r["case"]["cross"] for r in records}):
@@ -161,15 +186,20 @@ def _durations(records: list[dict[str, Any]], limit: float) -> list[str]:
            "(tamebpf, throughput fit). Probes are run one after another on the same path, "
            "each from a settled state.", "",
            "| probes (1 stream + 10 streams) | probing wall time | thru err mean "
-           "| impact err p90 | quality | >= 95% | over limit | default's thru err, same cases |",
-           "|---|---|---|---|---|---|---|---|"]
+           "| impact err p90 | quality | >= 95% | over limit | default's thru err, same cases "
+           "| --capacity: thru err mean | impact err p90 | >= 95% |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
     for d in ds:
         have = [r for r in records if d in r["probes"]]
-        s = _summary([estimators(r, limit, d)[OURS] for r in have])
+        scored = [estimators(r, limit, d) for r in have]
+        s = _summary([x[OURS] for x in scored])
+        cap = _summary([x[CAPACITY] for x in scored])
         base = _summary([estimators(r, limit)[OURS] for r in have])
         wall = _mean(_probing_s(r, d) for r in have)
         out.append(f"| {d.replace('+', ' s + ')} s | {fmt(wall, '.1f')} s "
                    f"| {fmt(s['thru'], '.3f')} | {fmt(s['impact_p90'], '.3f')} "
                    f"| {fmt(s['quality'], '.2f')} | {s['good']}/{s['cases']} "
-                   f"| {s['over']}/{s['cases']} | {fmt(base['thru'], '.3f')} |")
+                   f"| {s['over']}/{s['cases']} | {fmt(base['thru'], '.3f')} "
+                   f"| {fmt(cap['thru'], '.3f')} | {fmt(cap['impact_p90'], '.3f')} "
+                   f"| {cap['good']}/{cap['cases']} |")
     return out

@@ -18,6 +18,8 @@ from tamebpf.advise.steady import FlowSteady, Steady
 from tamebpf.model import Probe, Settings, fit_altman, fit_throughput, predict
 
 OURS = "tamebpf (throughput fit)"
+# The same probes with `advise --capacity` given the bottleneck's configured rate.
+CAPACITY = "tamebpf --capacity (the bottleneck's rate given)"
 EQ7 = "Eq 7, partial order 2 (the paper's)"
 # References, not estimators: what the advisor would score with inputs no
 # probe can give it. They bound what better probes alone could achieve.
@@ -117,8 +119,10 @@ def estimators(rec: dict[str, Any], limit: float, plan: str | None = None
     settings = Settings(max_impact=limit, max_streams=max(32, max(truth)))
     target = Target("eval", 0)
     result = build(target, [probes[1], probes[10]], settings)
+    anchored = build(target, [probes[1], probes[10]], settings,
+                     capacity_mbps=rec["case"]["rate"])
     out: dict[str, dict[str, Any]] = {}
-    preds = {OURS: result.prediction}
+    preds = {OURS: result.prediction, CAPACITY: anchored.prediction}
     if result.loss_prediction is not None:
         preds["tamebpf (loss-RTT fit)"] = result.loss_prediction
     p = {n: Probe(n, pr.steady.goodput_mbps) for n, pr in probes.items()}
@@ -144,6 +148,9 @@ def estimators(rec: dict[str, Any], limit: float, plan: str | None = None
     for fixed in (4, 8):
         out[f"fixed {fixed} streams"] = score({}, {}, fixed, truth, limit)
     out[OURS]["warnings"] = list(result.warnings)
+    out[CAPACITY]["warnings"] = list(anchored.warnings)
+    out[CAPACITY]["competing_flows"] = anchored.capacity.competing_flows \
+        if anchored.capacity else None
     return out
 
 

@@ -6,21 +6,22 @@ import json
 
 import pytest
 
+from tamebpf.advise.capacity import tcp_goodput_mbps
 from tamebpf.advise.probe import ProbeResult, Target
 from tamebpf.advise.report import build, render, to_json
 from tamebpf.advise.steady import FlowSteady, Steady
-from tamebpf.commands.advise import parse_dest, parse_durations, parse_probes
+from tamebpf.commands.advise import parse_capacity, parse_dest, parse_durations, parse_probes
 from tamebpf.errors import UsageError
 from tamebpf.model import Settings
 
 
 def probe(n: int, mbps: float, loss: float | None = 0.001, rtt_ms: float = 20.0,
           cc: str = "cubic", rwnd: float = 0.0, noise: float = 0.02,
-          retrans: int = 10) -> ProbeResult:
+          retrans: int = 10, mss: int | None = 1448, ipv6: bool = False) -> ProbeResult:
     s = Steady(start_s=0.5, end_s=2.0, goodput_mbps=mbps, loss_rate=loss, retrans=retrans,
                data_segs=10_000, srtt_ms=rtt_ms, noise=noise, rwnd_limited=rwnd,
                flows=tuple(FlowSteady(i, mbps / n, loss, rtt_ms) for i in range(n)),
-               congestion_control=(cc,))
+               congestion_control=(cc,), mss=mss, ipv6=ipv6)
     return ProbeResult(n, 2.2, s, mbps * 0.97)
 
 
@@ -132,3 +133,64 @@ def test_plot_writes_png_and_svg(tmp_path: object) -> None:
     assert b"<svg" in svg.read_bytes()[:500], "not an SVG"
     with pytest.raises(UsageError):
         write_plot(r, str(Path(str(tmp_path)) / "a.jpg"))
+
+
+@pytest.mark.parametrize(("mss", "ipv6", "want"), [
+    (1448, False, 1448 / 1514), (None, False, 1448 / 1514), (1428, True, 1428 / 1514),
+    (8948, False, 8948 / 9014)])
+def test_link_rate_to_tcp_goodput(mss: int | None, ipv6: bool, want: float) -> None:
+    assert tcp_goodput_mbps(100.0, mss, ipv6) == pytest.approx(100.0 * want)
+
+
+def test_capacity_fit_is_used_and_reported() -> None:
+    # A 100 Mbit/s link carries 95.64 Mbit/s of goodput; 10 streams among 30
+    # competing flows get a quarter of it; the one-stream probe read low.
+    cap = tcp_goodput_mbps(100.0, 1448, False)
+    probes = [probe(1, 0.6 * cap / 31), probe(10, cap / 4)]
+    r = build(TARGET, probes, Settings(max_impact=0.5), capacity_mbps=100.0)
+    assert r.used == "capacity" and r.capacity is not None
+    assert r.capacity.goodput_mbps == pytest.approx(cap)
+    # m from each probe: 31 / 0.6 - 1 and 30, weighted by the stream counts.
+    assert r.capacity.competing_flows == pytest.approx((31 / 0.6 - 1 + 10 * 30) / 11)
+    assert r.throughput_prediction is not None
+    assert r.prediction.advice.num_flows > r.throughput_prediction.advice.num_flows
+    out = json.loads(json.dumps(to_json(r)))
+    assert out["estimators"]["used"] == "capacity"
+    assert out["estimators"]["capacity"]["advice"] == out["advice"]
+    assert out["estimators"]["throughput"]["advice"]["num_flows"] == \
+        r.throughput_prediction.advice.num_flows
+    assert out["capacity"]["used"] is True and out["capacity"]["link_mbps"] == 100.0
+    text = render(r)
+    assert "(capacity fit)" in text and "competing flows" in text
+
+
+def test_capacity_below_the_measurement_is_not_used() -> None:
+    r = build(TARGET, [probe(1, 50.0), probe(10, 200.0)], Settings(max_impact=0.1),
+              capacity_mbps=100.0)
+    assert r.used == "throughput"
+    assert r.prediction is r.throughput_prediction
+    assert any("--capacity 100 Mbit/s" in w and "not used" in w for w in r.warnings)
+    out = json.loads(json.dumps(to_json(r)))
+    assert out["capacity"]["used"] is False and out["estimators"]["capacity"] is None
+    assert "(throughput fit)" in render(r)
+
+
+def test_without_capacity_nothing_about_it() -> None:
+    r = build(TARGET, [probe(1, 50.0), probe(10, 200.0)], Settings(max_impact=0.1))
+    assert r.capacity is None and r.used == "throughput"
+    assert to_json(r)["capacity"] is None
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    ("100", 100.0), ("10G", 10_000.0), ("100M", 100.0), ("500k", 0.5), ("1.5Gbit/s", 1500.0),
+    ("10gbps", 10_000.0)])
+def test_parse_capacity(text: str, want: float) -> None:
+    assert parse_capacity(text) == pytest.approx(want)
+
+
+@pytest.mark.parametrize("bad", ["", "x", "0", "-5", "G", "inf", "nan", "10MB"])
+def test_parse_capacity_rejects(bad: str) -> None:
+    import argparse
+
+    with pytest.raises(argparse.ArgumentTypeError, match="not a link rate"):
+        parse_capacity(bad)

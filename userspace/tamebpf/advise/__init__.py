@@ -25,7 +25,9 @@ TWO_PROBE_MODELS: tuple[ModelName, ...] = ("square", "partial", "linear")
 def run_advice(target: Target, settings: Settings, probes: Sequence[int] = DEFAULT_PROBES,
                durations_s: Sequence[float] = DEFAULT_DURATIONS_S,
                model: ModelName = DEFAULT_MODEL,
-               on_progress: Callable[[Progress], None] | None = None) -> AdviseResult:
+               on_progress: Callable[[Progress], None] | None = None,
+               capacity_mbps: float | None = None) -> AdviseResult:
+    """`capacity_mbps`: the bottleneck's link rate if known (report.build)."""
     if len(durations_s) != len(probes):
         raise ValueError(f"{len(probes)} probes but {len(durations_s)} durations")
     results: list[ProbeResult] = []
@@ -33,7 +35,7 @@ def run_advice(target: Target, settings: Settings, probes: Sequence[int] = DEFAU
         # Each probe hands the path RTT it learned to the next (SYN timeout).
         srtt_us = results[-1].path_srtt_us if results else 0
         results.append(run_probe(target, n, d, i, len(probes), on_progress, srtt_us))
-    return build(target, results, settings, model)
+    return build(target, results, settings, model, capacity_mbps)
 
 
 def advise_num_flows(host: str, max_impact: float, port: int = 5201) -> int:

@@ -173,6 +173,8 @@ def _point(f: Flow, t: float) -> FlowPoint:
         slow_start=f.snd_ssthresh is None,
         rwnd_limited=f.snd_wnd > 0 and f.snd_wnd <= f.snd_cwnd * f.mss,
         congestion_control=f.congestion_control,
+        mss=f.mss,
+        ipv6=f.family == "ipv6",
     )
 
 

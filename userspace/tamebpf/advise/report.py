@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tamebpf.advise.capacity import tcp_goodput_mbps
 from tamebpf.advise.probe import ProbeResult, Target
 from tamebpf.model import (
     LossSample,
@@ -23,6 +24,8 @@ from tamebpf.model import (
     Prediction,
     Probe,
     Settings,
+    competing_flows,
+    fit_capacity,
     fit_loss_rtt,
     fit_throughput,
     predict,
@@ -36,19 +39,55 @@ DISAGREE_IMPACT = 0.10  # estimators' impact at the advised n differ by more
 
 
 @dataclass(frozen=True)
+class Capacity:
+    """--capacity: the link rate given, the TCP goodput it carries, and the
+    competing flows the anchored fit puts on it (None: not used)."""
+
+    link_mbps: float
+    goodput_mbps: float
+    competing_flows: float | None
+
+
+@dataclass(frozen=True)
 class AdviseResult:
     target: Target
     probes: tuple[ProbeResult, ...]
-    prediction: Prediction  # what the advice uses (throughput fit)
+    prediction: Prediction  # what the advice uses: capacity fit if given, else throughput
     loss_prediction: Prediction | None  # the kernel p*RTT^2 estimator
     loss_error: str | None  # why there is no loss-RTT prediction
     warnings: tuple[str, ...]
+    # The free two-parameter throughput fit; the same object as `prediction`
+    # unless the capacity fit is used.
+    throughput_prediction: Prediction | None = None
+    capacity: Capacity | None = None
+
+    @property
+    def used(self) -> str:
+        """Which estimator the advice uses: "capacity" or "throughput"."""
+        return "capacity" if self.capacity and self.capacity.competing_flows is not None \
+            else "throughput"
 
 
 def build(target: Target, probes: Sequence[ProbeResult], settings: Settings,
-          model: ModelName = "square") -> AdviseResult:
+          model: ModelName = "square", capacity_mbps: float | None = None) -> AdviseResult:
+    """`capacity_mbps`: the bottleneck's link rate, if the user knows it."""
     measured = [Probe(p.streams, p.steady.goodput_mbps) for p in probes]
-    prediction = predict(fit_throughput(measured, model), settings)
+    free = predict(fit_throughput(measured, model), settings)
+    prediction = free
+    warnings: list[str] = []
+    capacity: Capacity | None = None
+    if capacity_mbps is not None:
+        s = probes[-1].steady
+        goodput = tcp_goodput_mbps(capacity_mbps, s.mss, s.ipv6)
+        try:
+            prediction = predict(fit_capacity(measured, goodput), settings)
+            capacity = Capacity(capacity_mbps, goodput, competing_flows(prediction.fit))
+        except ModelInputError as err:
+            capacity = Capacity(capacity_mbps, goodput, None)
+            warnings.append(
+                f"--capacity {capacity_mbps:g} Mbit/s ({goodput:.2f} Mbit/s of TCP goodput) "
+                f"not used: {err}; the advice comes from the throughput fit alone. Give the "
+                "bottleneck's real rate, or leave --capacity out")
     loss_pred: Prediction | None = None
     loss_error: str | None = None
     samples = [LossSample(p.streams, p.steady.loss_rate, p.steady.srtt_ms / 1000,
@@ -61,8 +100,9 @@ def build(target: Target, probes: Sequence[ProbeResult], settings: Settings,
             loss_error = str(err)
     else:
         loss_error = "a probe has no RTT or segment counts to fit"
-    warnings = list(_assumption_warnings(probes))
+    warnings += _assumption_warnings(probes)
     if loss_pred is not None:
+        used = "capacity" if prediction is not free else "throughput"
         a, b = prediction.advice, loss_pred.advice
         n = a.num_flows
         other = loss_pred.fit.impact(n, settings.baseline)
@@ -70,12 +110,12 @@ def build(target: Target, probes: Sequence[ProbeResult], settings: Settings,
         far_apart = hi >= 2 * lo and hi - lo >= 2
         if far_apart or (lo != hi and abs(a.cross_traffic_impact - other) > DISAGREE_IMPACT):
             warnings.append(
-                f"the estimators disagree: the throughput fit advises {a.num_flows} streams "
+                f"the estimators disagree: the {used} fit advises {a.num_flows} streams "
                 f"(impact {a.cross_traffic_impact:.1%}), the loss-RTT fit {b.num_flows} "
                 f"(it puts the impact at {n} streams at {other:.1%}); an assumption of the "
                 "model does not hold on this path (see the other warnings)")
     return AdviseResult(target, tuple(probes), prediction, loss_pred, loss_error,
-                        tuple(warnings))
+                        tuple(warnings), free, capacity)
 
 
 def _assumption_warnings(probes: Sequence[ProbeResult]) -> list[str]:
@@ -124,14 +164,23 @@ def to_json(result: AdviseResult) -> dict[str, Any]:
     out = prediction_to_json(result.prediction)
     out["warnings"] = list(result.prediction.warnings) + list(result.warnings)
     out["measurements"] = [_measurement(p) for p in result.probes]
+    free = result.throughput_prediction or result.prediction
+    anchored = result.used == "capacity"
     out["estimators"] = {
-        "used": "throughput",
-        "throughput": {"params": out["params"], "advice": out["advice"]},
+        "used": result.used,
+        "throughput": {k: v for k, v in prediction_to_json(free).items()
+                       if k in ("params", "advice")},
+        "capacity": {k: v for k, v in out.items() if k in ("params", "advice")}
+        if anchored else None,
         "loss_rtt": None if result.loss_prediction is None else {
             k: v for k, v in prediction_to_json(result.loss_prediction).items()
             if k in ("params", "advice", "warnings", "calibration")},
         "loss_rtt_error": result.loss_error,
     }
+    c = result.capacity
+    out["capacity"] = None if c is None else {
+        "link_mbps": c.link_mbps, "goodput_mbps": c.goodput_mbps,
+        "competing_flows": c.competing_flows, "used": anchored}
     t = result.target
     out["target"] = {"host": t.host, "port": t.port, "netns": t.netns,
                      "congestion": t.congestion}
@@ -162,8 +211,16 @@ def render(result: AdviseResult) -> str:
                      f"{b.max_nondisruptive_thru:.2f} Mbit/s, impact {b.cross_traffic_impact:.1%}")
     else:
         lines.append(f"loss-RTT estimator (check): none ({result.loss_error})")
+    c = result.capacity
+    if result.used == "capacity" and c is not None and result.throughput_prediction:
+        f = result.throughput_prediction.advice
+        lines.append(f"throughput fit without the capacity (check): {f.num_flows} streams, "
+                     f"{f.max_nondisruptive_thru:.2f} Mbit/s, impact {f.cross_traffic_impact:.1%}")
+        lines.append(f"capacity: {c.link_mbps:g} Mbit/s link = {c.goodput_mbps:.2f} Mbit/s of "
+                     f"TCP goodput; the probes put {c.competing_flows:.1f} competing flows on it")
+    how = "capacity fit" if result.used == "capacity" else "throughput fit"
     lines.append(f"ADVICE: {a.num_flows} streams, {a.max_nondisruptive_thru:.2f} Mbit/s, "
-                 f"impact on cross traffic {a.cross_traffic_impact:.1%} (throughput fit)")
+                 f"impact on cross traffic {a.cross_traffic_impact:.1%} ({how})")
     for w in result.warnings:
         lines.append(f"warning: {w}")
     return "\n".join(lines) + "\n"

@@ -27,6 +27,8 @@ class FlowPoint:
     slow_start: bool  # ssthresh still infinite: no loss seen yet
     rwnd_limited: bool  # the peer's window, not cwnd, bounds what is in flight
     congestion_control: str | None
+    mss: int = 0  # payload bytes per full segment (advise --capacity)
+    ipv6: bool = False
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,10 @@ class Steady:
     # (seconds since the first sample, bytes acked by the data flows) at every
     # sample: kept so that make eval can compare windows after the fact.
     series: tuple[tuple[float, int], ...] = ()
+    # The data flows' largest MSS and their family: the header overhead that
+    # turns a link rate into TCP goodput (advise --capacity).
+    mss: int | None = None
+    ipv6: bool = False
 
 
 def data_flows(series: Mapping[int, Sequence[FlowPoint]], streams: int) -> list[int]:
@@ -154,4 +160,6 @@ def steady(series: Mapping[int, Sequence[FlowPoint]], streams: int,
         flows=tuple(per_flow),
         congestion_control=tuple(ccs),
         series=tuple((round(t - t0, 4), total(t)) for t in times),
+        mss=max((p.mss for p in in_window if p.mss), default=None),
+        ipv6=any(p.ipv6 for p in in_window),
     )

@@ -54,6 +54,11 @@ def register(sub: Any) -> None:
                    help="loss curve fitted to the probes: square = (alpha n + beta)^2, the "
                    "(m+n)^2 growth; partial = the paper's a n^2 + b (default %(default)s; "
                    "docs/accuracy.md compares them)")
+    p.add_argument("--capacity", metavar="RATE", type=parse_capacity,
+                   help="the bottleneck's link rate if you know it, in Mbit/s or with a unit "
+                   "(10G, 100M, 500k): the probes then only estimate the competing traffic, "
+                   "which makes the advice much more accurate with cross traffic "
+                   "(docs/accuracy.md)")
     p.add_argument("--congestion", choices=CONGESTION, default="system",
                    help="congestion control of the probes (default: the host's)")
     p.add_argument("--netns", metavar="NAME", help="probe from this network namespace")
@@ -83,6 +88,23 @@ def _port(text: str, dest: str) -> int:
 
 
 MIN_PROBE_S, MAX_PROBE_S = 0.5, 60.0
+RATE_UNITS = {"": 1.0, "k": 1e-3, "m": 1.0, "g": 1e3, "t": 1e6}  # -> Mbit/s
+
+
+def parse_capacity(text: str) -> float:
+    """A link rate: Mbit/s, or a number with k, M, G or T (bit/s), e.g. 10G."""
+    body = text.strip().lower().removesuffix("bit/s").removesuffix("bps").removesuffix("bit")
+    unit = body[-1:] if body[-1:] in RATE_UNITS else ""
+    try:
+        value = float(body[:len(body) - len(unit)]) * RATE_UNITS[unit]
+    except ValueError:
+        value = 0.0
+    if not (value > 0 and value < float("inf")):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a link rate: give Mbit/s (100) or a number with a unit "
+            "(100M, 10G)")
+    return value
+
 
 
 def parse_durations(text: str) -> tuple[float, float]:
@@ -155,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
     old = signal.signal(signal.SIGTERM, _sigterm)
     try:
         result = run_advice(target, settings, (n1, n2), durations, args.model,
-                            on_progress=progress)
+                            on_progress=progress, capacity_mbps=args.capacity)
     finally:
         signal.signal(signal.SIGTERM, old)
         progress.clear()

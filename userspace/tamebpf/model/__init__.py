@@ -32,6 +32,7 @@ from tamebpf.model.baselines import (
     mathis_throughput,
     padhye_throughput,
 )
+from tamebpf.model.capacity import CAPACITY_SLACK, competing_flows, fit_capacity
 from tamebpf.model.fit import (
     BASELINES,
     MODEL_LABELS,
@@ -47,6 +48,7 @@ from tamebpf.model.fit import (
 
 __all__ = [
     "BASELINES",
+    "CAPACITY_SLACK",
     "DEFAULT_GAIN_THRESHOLD",
     "DEFAULT_MAX_IMPACT",
     "DEFAULT_MAX_STREAMS",
@@ -68,7 +70,9 @@ __all__ = [
     "TransferTimeFit",
     "advise",
     "altman_share",
+    "competing_flows",
     "fit_altman",
+    "fit_capacity",
     "fit_dualpats",
     "fit_loss_rtt",
     "fit_throughput",

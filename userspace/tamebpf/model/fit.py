@@ -112,6 +112,9 @@ class Fit:
     # For loss/RTT fits: the constant C*MSS (throughput units) that maps
     # p*RTT^2 onto p'(n); coefficients in seconds^2 are coeffs * calibration^2.
     calibration: float | None = None
+    # The bottleneck's capacity the fit was anchored to (model/capacity.py),
+    # None when both parameters came from the probes.
+    capacity: float | None = None
 
     def __post_init__(self) -> None:
         if self.model not in MODEL_LABELS.values():
