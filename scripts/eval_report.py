@@ -7,7 +7,16 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from docsection import markers
-from eval_score import CAPACITY, EQ7, OURS, PERFECT_PROBES, estimators, p90, truth_table
+from eval_score import (
+    CAPACITY,
+    EQ7,
+    OURS,
+    PERFECT_PROBES,
+    capacity_score,
+    estimators,
+    p90,
+    truth_table,
+)
 
 SECTION = "eval_advise"
 TARGET_THRU, TARGET_IMPACT, TARGET_QUALITY, TARGET_PROBING = 0.10, 0.15, 0.95, 5.0
@@ -136,6 +145,7 @@ def tables(records: list[dict[str, Any]], limit: float, section: str = SECTION,
                    f"| {fmt(c['quality'], '.2f')} |")
     out += _groups(records, scored)
     out += _durations(records, limit)
+    out += _capacity_errors(records, limit)
     out += ["", "### Measured ground truth", "",
             "Our aggregate goodput in Mbit/s (measured impact in brackets).", ""]
     for rec in records:
@@ -202,4 +212,18 @@ def _durations(records: list[dict[str, Any]], limit: float) -> list[str]:
                    f"| {s['over']}/{s['cases']} | {fmt(base['thru'], '.3f')} "
                    f"| {fmt(cap['thru'], '.3f')} | {fmt(cap['impact_p90'], '.3f')} "
                    f"| {cap['good']}/{cap['cases']} |")
+    return out
+
+
+def _capacity_errors(records: list[dict[str, Any]], limit: float) -> list[str]:
+    out = ["", "### --capacity given wrong", "",
+           "The same probes, advised with `--capacity` set to the bottleneck's configured "
+           "rate times a factor: what a user who knows the capacity only roughly gets.", "",
+           "| --capacity | thru err mean | impact err p90 | quality | >= 95% | over limit |",
+           "|---|---|---|---|---|---|"]
+    for scale in (0.8, 0.9, 0.95, 1.0, 1.05, 1.1, 1.2):
+        s = _summary([capacity_score(r, limit, scale) for r in records])
+        out.append(f"| {scale:g} x the rate | {fmt(s['thru'], '.3f')} "
+                   f"| {fmt(s['impact_p90'], '.3f')} | {fmt(s['quality'], '.2f')} "
+                   f"| {s['good']}/{s['cases']} | {s['over']}/{s['cases']} |")
     return out

@@ -154,6 +154,19 @@ def estimators(rec: dict[str, Any], limit: float, plan: str | None = None
     return out
 
 
+def capacity_score(rec: dict[str, Any], limit: float, scale: float) -> dict[str, Any]:
+    """`advise --capacity` given the bottleneck's rate times `scale` (a user
+    who knows it only roughly), on the default probes."""
+    probes = {p.streams: p for p in
+              map(probe_from_dict, rec["probes"][rec["default_plan"]])}
+    truth = truth_table(rec)
+    settings = Settings(max_impact=limit, max_streams=max(32, max(truth)))
+    result = build(Target("eval", 0), [probes[1], probes[10]], settings,
+                   capacity_mbps=rec["case"]["rate"] * scale)
+    thru, imp = _curve(result.prediction)
+    return score(thru, imp, result.prediction.advice.num_flows, truth, limit)
+
+
 def _fair_share(rec: dict[str, Any], truth: dict[int, dict[str, float | None]],
                 limit: float) -> dict[str, Any]:
     """n of our streams among m cross flows of the same kind each get C/(n+m):
