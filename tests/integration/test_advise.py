@@ -138,12 +138,45 @@ def test_busy_server_and_server_gone_mid_probe_are_clear_errors() -> None:
     assert not probe_cgroups(), f"probe cgroups left: {probe_cgroups()}"
 
 
+def test_capacity_anchors_the_fit_among_cross_traffic() -> None:
+    """4 CUBIC cross flows share the 20 Mbit/s bottleneck; given its rate,
+    advise turns it into goodput with the kernel's MSS and the probes put
+    about 4 competing flows on it."""
+    cross_flows = 4
+    with tbfix.running_testbed(rate_mbit=RATE, rtt_ms=RTT, queue_pkts=QUEUE, cc="cubic") as tb:
+        servers = [iperf.start_server(tb, p) for p in (5201, 5202)]
+        cross = goodput(tb, "cross", cross_flows, seconds=20, port=5202)
+        try:
+            time.sleep(3)  # the cross traffic settles first, as on a real path
+            res = advise(tb, "--json", "--capacity", f"{RATE:g}M")
+            assert res.returncode == 0, res.stderr
+            out = json.loads(res.stdout)
+            cap = out["capacity"]
+            assert cap["link_mbps"] == RATE and cap["used"], cap
+            assert cap["goodput_mbps"] == pytest.approx(CAPACITY), "MSS 1448, 1514-byte frames"
+            assert out["estimators"]["used"] == "capacity"
+            assert out["estimators"]["capacity"]["advice"] == out["advice"]
+            assert out["asymptote_mbps"] == pytest.approx(CAPACITY)
+            assert 0.5 * cross_flows <= cap["competing_flows"] <= 2 * cross_flows, (
+                f"competing flows {cap['competing_flows']:.1f}, {cross_flows} running; "
+                f"probes {[x['goodput_mbps'] for x in out['measurements']]} Mbit/s")
+        finally:
+            cross.kill()
+            cross.wait()
+            for s in servers:
+                s.kill()
+                s.wait()
+    assert not probe_cgroups(), f"probe cgroups left: {probe_cgroups()}"
+
+
 def test_bad_arguments_exit_2() -> None:
     for argv in (["h", "--max-impact", "150%"], ["h:0", "--max-impact", "5%"],
                  ["h", "--max-impact", "5%", "--probes", "4,2"],
                  ["h", "--max-impact", "5%", "--duration", "2,x"],
                  ["h", "--max-impact", "5%", "--duration", "0.1"],
-                 ["h", "--max-impact", "5%", "--plot", "x.jpg"]):
+                 ["h", "--max-impact", "5%", "--plot", "x.jpg"],
+                 ["h", "--max-impact", "5%", "--capacity", "0"],
+                 ["h", "--max-impact", "5%", "--capacity", "fast"]):
         res = subprocess.run([sys.executable, "-m", "tamebpf", "advise", *argv],
                              capture_output=True, text=True, timeout=30)
         assert res.returncode == 2, f"{argv}: exit {res.returncode}, {res.stderr}"
