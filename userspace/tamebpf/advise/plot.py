@@ -29,7 +29,10 @@ def write_plot(result: AdviseResult, path: str) -> None:
     ns = [c.streams for c in pred.curve]
     fig, ax = plt.subplots(figsize=(7, 4.2))
     ax.plot(ns, [c.throughput for c in pred.curve], color="tab:blue",
-            label="predicted throughput (throughput fit)")
+            label=f"predicted throughput ({result.used} fit)")
+    if result.capacity is not None and result.used == "capacity":
+        ax.axhline(result.capacity.goodput_mbps, color="grey", linestyle="--", linewidth=0.8,
+                   label=f"--capacity {result.capacity.link_mbps:g} Mbit/s (TCP goodput)")
     if result.loss_prediction is not None:
         ax.plot(ns, [c.throughput for c in result.loss_prediction.curve], color="tab:blue",
                 linestyle=":", label="predicted throughput (loss-RTT fit)")
