@@ -54,7 +54,7 @@ def register(sub: Any) -> None:
                    help="loss curve fitted to the probes: square = (alpha n + beta)^2, the "
                    "(m+n)^2 growth; partial = the paper's a n^2 + b (default %(default)s; "
                    "docs/accuracy.md compares them)")
-    p.add_argument("--capacity", metavar="RATE", type=parse_capacity,
+    p.add_argument("--capacity", metavar="RATE",
                    help="the bottleneck's link rate if you know it, in Mbit/s or with a unit "
                    "(10G, 100M, 500k): the probes then only estimate the competing traffic, "
                    "which makes the advice much more accurate with cross traffic "
@@ -100,9 +100,8 @@ def parse_capacity(text: str) -> float:
     except ValueError:
         value = 0.0
     if not (value > 0 and value < float("inf")):
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a link rate: give Mbit/s (100) or a number with a unit "
-            "(100M, 10G)")
+        raise UsageError(f"--capacity {text}: not a link rate",
+                         "give Mbit/s (100) or a number with a unit (100M, 10G)")
     return value
 
 
@@ -163,6 +162,7 @@ def run(args: argparse.Namespace) -> int:
     host, port = parse_dest(args.dest)
     n1, n2 = parse_probes(args.probes)
     durations = parse_durations(args.duration)
+    capacity = None if args.capacity is None else parse_capacity(args.capacity)
     if args.plot:
         check_path(args.plot)
     try:
@@ -177,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
     old = signal.signal(signal.SIGTERM, _sigterm)
     try:
         result = run_advice(target, settings, (n1, n2), durations, args.model,
-                            on_progress=progress, capacity_mbps=args.capacity)
+                            on_progress=progress, capacity_mbps=capacity)
     finally:
         signal.signal(signal.SIGTERM, old)
         progress.clear()
