@@ -113,16 +113,10 @@ def estimators(rec: dict[str, Any], limit: float, plan: str | None = None
                ) -> dict[str, dict[str, Any]]:
     """Every estimator's and baseline's scores on one case, from the probes of
     one plan (probe lengths; the record's default when None)."""
-    probes = {p.streams: p for p in
-              map(probe_from_dict, rec["probes"][plan or rec["default_plan"]])}
-    truth = truth_table(rec)
-    settings = Settings(max_impact=limit, max_streams=max(32, max(truth)))
-    target = Target("eval", 0)
-    result = build(target, [probes[1], probes[10]], settings)
-    anchored = build(target, [probes[1], probes[10]], settings,
-                     capacity_mbps=rec["case"]["rate"])
+    probes, truth, settings = _inputs(rec, limit, plan)
+    result = build(Target("eval", 0), [probes[1], probes[10]], settings)
     out: dict[str, dict[str, Any]] = {}
-    preds = {OURS: result.prediction, CAPACITY: anchored.prediction}
+    preds = {OURS: result.prediction}
     if result.loss_prediction is not None:
         preds["tamebpf (loss-RTT fit)"] = result.loss_prediction
     p = {n: Probe(n, pr.steady.goodput_mbps) for n, pr in probes.items()}
@@ -139,6 +133,7 @@ def estimators(rec: dict[str, Any], limit: float, plan: str | None = None
     for label, pred in preds.items():
         thru, imp = _curve(pred)
         out[label] = score(thru, imp, pred.advice.num_flows, truth, limit)
+    out[CAPACITY] = capacity_score(rec, limit, 1.0, plan)
     hacker = {n: n * p[1].throughput for n in truth}
     out["Hacker bound"] = score(hacker, {}, max(truth), truth, limit)
     altman = fit_altman([p[1], p[10]])
@@ -148,23 +143,31 @@ def estimators(rec: dict[str, Any], limit: float, plan: str | None = None
     for fixed in (4, 8):
         out[f"fixed {fixed} streams"] = score({}, {}, fixed, truth, limit)
     out[OURS]["warnings"] = list(result.warnings)
-    out[CAPACITY]["warnings"] = list(anchored.warnings)
-    out[CAPACITY]["competing_flows"] = anchored.capacity.competing_flows \
-        if anchored.capacity else None
     return out
 
 
-def capacity_score(rec: dict[str, Any], limit: float, scale: float) -> dict[str, Any]:
-    """`advise --capacity` given the bottleneck's rate times `scale` (a user
-    who knows it only roughly), on the default probes."""
+def _inputs(rec: dict[str, Any], limit: float, plan: str | None
+            ) -> tuple[dict[int, ProbeResult], dict[int, dict[str, float | None]], Settings]:
+    """The probes of one plan (the record's default when None), the truth, and
+    the advisor's settings for scoring them."""
     probes = {p.streams: p for p in
-              map(probe_from_dict, rec["probes"][rec["default_plan"]])}
+              map(probe_from_dict, rec["probes"][plan or rec["default_plan"]])}
     truth = truth_table(rec)
-    settings = Settings(max_impact=limit, max_streams=max(32, max(truth)))
+    return probes, truth, Settings(max_impact=limit, max_streams=max(32, max(truth)))
+
+
+def capacity_score(rec: dict[str, Any], limit: float, scale: float = 1.0,
+                   plan: str | None = None) -> dict[str, Any]:
+    """`advise --capacity` given the bottleneck's rate times `scale` (1: the
+    configured rate; else a user who knows it only roughly)."""
+    probes, truth, settings = _inputs(rec, limit, plan)
     result = build(Target("eval", 0), [probes[1], probes[10]], settings,
                    capacity_mbps=rec["case"]["rate"] * scale)
     thru, imp = _curve(result.prediction)
-    return score(thru, imp, result.prediction.advice.num_flows, truth, limit)
+    out = score(thru, imp, result.prediction.advice.num_flows, truth, limit)
+    out["warnings"] = list(result.warnings)
+    out["competing_flows"] = result.capacity.competing_flows if result.capacity else None
+    return out
 
 
 def _fair_share(rec: dict[str, Any], truth: dict[int, dict[str, float | None]],
