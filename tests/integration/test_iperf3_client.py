@@ -64,6 +64,8 @@ def test_server_counts_our_streams_and_bytes() -> None:
     assert 0.35 <= res.seconds <= 1.0, res.seconds
     assert res.received_mbps and res.received_mbps > 0
     assert report["start"]["test_start"]["num_streams"] == 3
+    cookies = res.data_cookies
+    assert len(cookies) == 3 and len(set(cookies)) == 3 and all(cookies), cookies
 
 
 def test_busy_server_is_refused_by_name() -> None:

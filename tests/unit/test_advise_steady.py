@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tamebpf.advise.steady import FlowPoint, steady
+from tamebpf.advise.steady import FlowPoint, only_data_flows, steady
 
 MSS = 1448
 
@@ -68,6 +68,27 @@ def test_aggregate_and_control_connection() -> None:
     assert s.loss_rate == pytest.approx(0.01, abs=0.002)
     assert s.srtt_ms == pytest.approx(20.0)
     assert s.noise is not None and s.noise < 0.05, f"steady flows reported noisy: {s.noise}"
+
+
+def test_named_data_flows_exclude_a_control_connection_that_moved_more() -> None:
+    # A data stream stuck in RTO backoff (600 bytes) under the control
+    # connection's JSON (800 bytes, the system's BBR): ranking by bytes alone
+    # measures the control connection in the stream's place.
+    series = {c: flow(10.0, 0.5, 2.0) for c in (1, 2)}
+    series[3] = [FlowPoint(t=p.t, bytes_acked=600, data_segs_out=2, total_retrans=2,
+                           srtt_us=20_000, slow_start=True, rwnd_limited=False,
+                           congestion_control="cubic") for p in series[1]]
+    series[99] = [FlowPoint(t=p.t, bytes_acked=800, data_segs_out=3, total_retrans=0,
+                            srtt_us=20_000, slow_start=False, rwnd_limited=False,
+                            congestion_control="bbr") for p in series[1]]
+    ranked = steady(series, 3)
+    assert ranked is not None and 99 in {f.cookie for f in ranked.flows}
+    named = steady(only_data_flows(series, [1, 2, 3]), 3)
+    assert named is not None
+    assert {f.cookie for f in named.flows} == {1, 2, 3}
+    assert named.congestion_control == ("cubic",)
+    assert only_data_flows(series, None) == series, "no names given: every flow is kept"
+    assert only_data_flows(series, [1, 7]) == {1: series[1]}, "a cookie never seen is skipped"
 
 
 def test_window_bounded_when_slow_start_never_ends() -> None:

@@ -45,6 +45,7 @@ COOKIE_CHARS = b"abcdefghijklmnopqrstuvwxyz234567"
 BLOCK = 128 * 1024  # iperf3's default TCP block
 MULTISEND = 10
 MAX_JSON = 1 << 20
+SO_COOKIE = getattr(socket, "SO_COOKIE", 57)  # Linux's value; older Pythons lack the name
 
 
 class Iperf3Error(Exception):
@@ -56,12 +57,21 @@ class Iperf3Result:
     sent_bytes: int  # written into our sockets
     received_bytes: int | None  # the server's own count (None: it sent no results)
     seconds: float  # from TEST_RUNNING to TEST_END
+    # Socket cookies of the data connections (what the BPF side keys flows
+    # by), so the probe measures exactly these and never the control one.
+    data_cookies: tuple[int, ...] = ()
 
     @property
     def received_mbps(self) -> float | None:
         if self.received_bytes is None or self.seconds <= 0:
             return None
         return self.received_bytes * 8 / self.seconds / 1e6
+
+
+def socket_cookie(sock: socket.socket) -> int:
+    """The kernel's socket cookie (SO_COOKIE), as bpf_get_socket_cookie sees it."""
+    raw = sock.getsockopt(socket.SOL_SOCKET, SO_COOKIE, 8)
+    return int(struct.unpack("=Q", raw)[0])
 
 
 def make_cookie() -> bytes:
@@ -287,7 +297,8 @@ class Iperf3Client:
             self.control.sendall(struct.pack("b", IPERF_DONE))
         except Iperf3Error:
             received = None  # a server that rejects our results still ran the test
-        return Iperf3Result(sum(self.sent), received, seconds)
+        return Iperf3Result(sum(self.sent), received, seconds,
+                            tuple(socket_cookie(s) for s in self.data))
 
     def close(self) -> None:
         for s in self.data:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tamebpf.advise import iperf3_client
-from tamebpf.advise.steady import FlowPoint, Steady, steady
+from tamebpf.advise.steady import FlowPoint, Steady, only_data_flows, steady
 from tamebpf.cgroups import require_cgroup2
 from tamebpf.errors import TamebpfError
 from tamebpf.kernel.flows import Flow, FlowReader, netns_path
@@ -128,7 +128,8 @@ def _child(target: Target, streams: int, seconds: float, cgroup: str, out_fd: in
         cc = None if target.congestion == "system" else target.congestion
         r = iperf3_client.run(target.host, target.port, streams, seconds, cc,
                               CONNECT_TIMEOUT_MS / 1000, pipelined=fast_start)
-        msg: dict[str, Any] = {"received_mbps": r.received_mbps, "seconds": r.seconds}
+        msg: dict[str, Any] = {"received_mbps": r.received_mbps, "seconds": r.seconds,
+                               "data_cookies": list(r.data_cookies)}
         code = 0
     except iperf3_client.Iperf3Error as err:
         msg = {"error": str(err)}
@@ -238,7 +239,7 @@ def run_probe(target: Target, streams: int, seconds: float, index: int = 1, tota
             f"iperf3 probe to {target.host}:{target.port} failed: "
             f"{report.get('error', 'no report from the probe')}",
             f"is 'iperf3 -s -p {target.port}' running there, reachable and idle?")
-    measured = steady(series, streams)
+    measured = steady(only_data_flows(series, report.get("data_cookies")), streams)
     if measured is None or measured.goodput_mbps <= 0:
         raise TamebpfError(
             f"probe with {streams} streams to {target.host}:{target.port} moved no data",

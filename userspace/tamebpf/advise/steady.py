@@ -61,6 +61,18 @@ class Steady:
     ipv6: bool = False
 
 
+def only_data_flows(series: Mapping[int, Sequence[FlowPoint]],
+                    cookies: Iterable[int] | None) -> dict[int, Sequence[FlowPoint]]:
+    """The series of the given data connections only, when the client named
+    them. Ranking by bytes (data_flows) is not enough on its own: a stream
+    that lost its first window sits in RTO backoff and can have moved less
+    than the control connection's JSON, whose flow then gets measured in its
+    place (it runs the system's congestion control, not the probe's)."""
+    if not cookies:
+        return dict(series)
+    return {c: series[c] for c in cookies if c in series}
+
+
 def data_flows(series: Mapping[int, Sequence[FlowPoint]], streams: int) -> list[int]:
     """The probe's data connections: the `streams` flows that moved the most
     bytes (iperf3's control connection moves a few hundred)."""
