@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import select
 import socket
+import struct
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 
@@ -105,3 +108,39 @@ def test_nothing_listening_names_host_and_port() -> None:
 def test_unknown_congestion_control_is_named() -> None:
     with server() as (port, _), pytest.raises(Iperf3Error, match="no-such-cc"):
         iperf3_client.run(HOST, port, 1, 0.2, "no-such-cc")
+
+
+def test_data_connections_wait_until_the_server_took_the_control_connection() -> None:
+    # Played by hand on a real listener: iperf3 takes the first connection it
+    # accepts for the control connection. A data connection queued before the
+    # server answered PARAM_EXCHANGE could come out of accept() first (when
+    # the control connection's last ACK is lost) and deadlock the server.
+    with socket.create_server((HOST, 0)) as listener:
+        port = listener.getsockname()[1]
+        client = Iperf3Client(HOST, port, 2, 0.2, timeout_s=3.0)
+        errors: list[BaseException] = []
+
+        def connect() -> None:
+            try:
+                client.connect()
+            except Iperf3Error as err:
+                errors.append(err)
+            finally:
+                client.close()
+
+        thread = threading.Thread(target=connect)
+        thread.start()
+        try:
+            control, _ = listener.accept()
+            with control:
+                readable, _, _ = select.select([listener], [], [], 0.3)
+                assert not readable, "a data connection came before PARAM_EXCHANGE"
+                control.sendall(struct.pack("b", iperf3_client.PARAM_EXCHANGE))
+                readable, _, _ = select.select([listener], [], [], 3.0)
+                assert readable, "no data connection after PARAM_EXCHANGE"
+                for _ in range(2):
+                    listener.accept()[0].close()
+        finally:
+            thread.join(10)
+        assert not thread.is_alive()
+        assert errors, "the client went on although the server closed the control connection"

@@ -25,7 +25,7 @@ import select
 import socket
 import struct
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 # Control states (iperf_api.h).
@@ -60,6 +60,11 @@ class Iperf3Result:
     # Socket cookies of the data connections (what the BPF side keys flows
     # by), so the probe measures exactly these and never the control one.
     data_cookies: tuple[int, ...] = ()
+    # Where a probe's wall time goes besides the test itself: connecting
+    # until TEST_RUNNING, and TEST_END until the server's results.
+    setup_s: float = 0.0
+    finish_s: float = 0.0
+    steps: dict[str, float] = field(default_factory=dict)  # seconds since connecting
 
     @property
     def received_mbps(self) -> float | None:
@@ -129,7 +134,8 @@ class Iperf3Client:
         self.control: socket.socket | None = None
         self.data: list[socket.socket] = []
         self.sent = [0] * streams
-        self.started = 0.0
+        self.connecting = self.started = 0.0
+        self.marks: dict[str, float] = {}  # monotonic times of the set-up steps
         self.block = memoryview(os.urandom(BLOCK))
 
     # -- set-up ----------------------------------------------------------------
@@ -172,20 +178,31 @@ class Iperf3Client:
         """Control connection, parameters, all data connections; returns when
         the server says the test runs.
 
-        Pipelined: the parameters follow the cookie, and the data connections
-        start, without waiting for the server's PARAM_EXCHANGE and
-        CREATE_STREAMS. The server reads the cookie and the parameters in one
-        go when it accepts a control connection (iperf_accept), so by the time
-        a data connection's handshake completes it is in CREATE_STREAMS and
-        takes it as a stream. Two round trips fewer per probe. (An iperf3 3.12
-        server accepts this; see finish() for what it does not accept.)"""
+        Pipelined: the parameters follow the cookie without waiting for the
+        server's PARAM_EXCHANGE, and the data connections start without
+        waiting for CREATE_STREAMS. The server reads the cookie and the
+        parameters in one go when it accepts a control connection
+        (iperf_accept), so by the time a data connection's handshake completes
+        it is in CREATE_STREAMS and takes it as a stream. One round trip fewer
+        per probe. (An iperf3 3.12 server accepts this; see finish() for what
+        it does not accept.)
+
+        The data connections wait for PARAM_EXCHANGE, though: it says the
+        server has accepted the control connection. The server accepts in the
+        order handshakes complete on its side; when a full queue drops the
+        control connection's last ACK and the cookie behind it, a data
+        connection completes first, the server takes it for the control
+        connection and blocks reading a cookie that never comes (seen on a
+        20 Mbit/s path with 30 cross flows: the probe timed out)."""
         family, addr = self._address()
-        deadline = time.monotonic() + self.timeout_s
+        self.connecting = time.monotonic()
+        deadline = self.connecting + self.timeout_s
         self.control = socket.socket(family, socket.SOCK_STREAM)
         self.control.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.control.settimeout(self.timeout_s)
         try:
             self.control.connect(addr)
+            self.marks["control_up"] = time.monotonic()
         except OSError as err:
             raise Iperf3Error(f"cannot connect to {self.host}:{self.port}: "
                               f"{err.strerror or err}") from None
@@ -196,10 +213,20 @@ class Iperf3Client:
                                   "client_version": "tamebpf"}
         if self.congestion:
             params["congestion"] = self.congestion
+        try:
+            self._set_up(family, addr, params, deadline)
+        except OSError as err:  # a reset or a failed path, mid set-up
+            raise Iperf3Error(f"the connection to {self.host}:{self.port} failed during "
+                              f"the set-up: {err.strerror or err}") from None
+        self.started = self.marks["running"] = time.monotonic()
+
+    def _set_up(self, family: int, addr: Any, params: dict[str, Any], deadline: float) -> None:
+        """connect() after the control connection is up (see its docstring)."""
+        assert self.control is not None
         if self.pipelined:
             self.control.sendall(self.cookie + _json_message(params))
-            self._start_streams(family, addr)
             self._expect(PARAM_EXCHANGE, deadline)
+            self._start_streams(family, addr)
             self._expect(CREATE_STREAMS, deadline)
         else:
             self.control.sendall(self.cookie)
@@ -208,9 +235,9 @@ class Iperf3Client:
             self._expect(CREATE_STREAMS, deadline)
             self._start_streams(family, addr)
         self._finish_streams(deadline)
+        self.marks["streams_up"] = time.monotonic()
         self._expect(TEST_START, deadline)
         self._expect(TEST_RUNNING, deadline)
-        self.started = time.monotonic()
 
     def _start_streams(self, family: int, addr: Any) -> None:
         """Every data connection's SYN at once (iperf3 connects them one by
@@ -274,10 +301,13 @@ class Iperf3Client:
         results in one write answered the exchange, but then reset the next
         client's control connection."""
         assert self.control is not None
-        seconds = time.monotonic() - self.started
-        deadline = time.monotonic() + self.timeout_s
+        ending = time.monotonic()
+        seconds = ending - self.started
+        deadline = ending + self.timeout_s
         self.control.sendall(struct.pack("b", TEST_END))
+        self.marks["test_end"] = ending
         self._expect(EXCHANGE_RESULTS, deadline)
+        self.marks["exchange"] = time.monotonic()
         # The server numbers streams 1, 3, 4, ... (an iperf3 quirk) in the order
         # it accepted them; it rejects results naming any other id. Which of
         # our streams it gave which id is unknown, so the per-stream counts it
@@ -298,7 +328,10 @@ class Iperf3Client:
         except Iperf3Error:
             received = None  # a server that rejects our results still ran the test
         return Iperf3Result(sum(self.sent), received, seconds,
-                            tuple(socket_cookie(s) for s in self.data))
+                            tuple(socket_cookie(s) for s in self.data),
+                            setup_s=self.started - self.connecting,
+                            finish_s=time.monotonic() - ending,
+                            steps={k: t - self.connecting for k, t in self.marks.items()})
 
     def close(self) -> None:
         for s in self.data:

@@ -17,7 +17,7 @@ import select
 import signal
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tamebpf.advise import iperf3_client
@@ -67,6 +67,11 @@ class ProbeResult:
     # The path's RTT as the SYN timeout program learned it (0: never learned):
     # the next probe to the same host starts with it.
     path_srtt_us: int = 0
+    # Of duration_s: connecting until the test ran, and ending it (the
+    # client's own clock; the rest is the traffic and process start).
+    setup_s: float | None = None
+    finish_s: float | None = None
+    steps: dict[str, float] = field(default_factory=dict)  # the client's, since connecting
 
 
 @contextlib.contextmanager
@@ -129,7 +134,8 @@ def _child(target: Target, streams: int, seconds: float, cgroup: str, out_fd: in
         r = iperf3_client.run(target.host, target.port, streams, seconds, cc,
                               CONNECT_TIMEOUT_MS / 1000, pipelined=fast_start)
         msg: dict[str, Any] = {"received_mbps": r.received_mbps, "seconds": r.seconds,
-                               "data_cookies": list(r.data_cookies)}
+                               "data_cookies": list(r.data_cookies),
+                               "setup_s": r.setup_s, "finish_s": r.finish_s, "steps": r.steps}
         code = 0
     except iperf3_client.Iperf3Error as err:
         msg = {"error": str(err)}
@@ -244,4 +250,5 @@ def run_probe(target: Target, streams: int, seconds: float, index: int = 1, tota
         raise TamebpfError(
             f"probe with {streams} streams to {target.host}:{target.port} moved no data",
             "check the path and the server")
-    return ProbeResult(streams, duration, measured, report["received_mbps"], learned_srtt_us)
+    return ProbeResult(streams, duration, measured, report["received_mbps"], learned_srtt_us,
+                       report.get("setup_s"), report.get("finish_s"), report.get("steps", {}))
