@@ -150,6 +150,10 @@ def _measurement(p: ProbeResult) -> dict[str, Any]:
         "srtt_ms": s.srtt_ms,
         "congestion_control": ",".join(s.congestion_control) or None,
         "duration_s": p.duration_s,
+        # Of duration_s: connecting until the server ran the test, and
+        # ending it (losses at a full queue make these grow, not the traffic).
+        "setup_s": p.setup_s,
+        "finish_s": p.finish_s,
         "steady_window_s": [s.start_s, s.end_s],
         "retransmits": s.retrans,
         "data_segments": s.data_segs,
