@@ -151,6 +151,26 @@ def test_tcp_rate_one_cubic_flow() -> None:
         assert ok, msgs
 
 
+def test_server_idle_follows_a_test() -> None:
+    with running_testbed(rate_mbit=10, rtt_ms=10, queue_pkts=50) as tb:
+        server = iperf.start_server(tb, iperf.PORT_MAIN)
+        client = None
+        try:
+            assert iperf.server_idle(tb, iperf.PORT_MAIN), "idle before any test"
+            client = in_background(tb, "sender", iperf.client_argv(
+                tb.addresses["receiver"], iperf.PORT_MAIN, 2, 2, "cubic", json_out=False))
+            iperf.wait_flows(tb, "sender", iperf.PORT_MAIN, 2, client)
+            assert not iperf.server_idle(tb, iperf.PORT_MAIN), "busy during a test"
+            assert client.wait(15) == 0
+            iperf.wait_for(lambda: iperf.server_idle(tb, iperf.PORT_MAIN), 10.0,
+                           "the server to be idle after the test")
+        finally:
+            for proc in (client, server):
+                if proc is not None and proc.poll() is None:
+                    proc.terminate()
+                    proc.wait(10)
+
+
 def _ping_under_udp_load(tb: Testbed, load_mbit: float) -> list[float]:
     server = iperf.start_server(tb, iperf.PORT_MAIN)
     load = in_background(tb, "cross", iperf.client_argv(

@@ -45,11 +45,15 @@ def client_argv(dst: str, port: int, streams: int, seconds: float, cc: str, *,
 
 
 def server_idle(tb: Testbed, port: int) -> bool:
-    """No connection left on the server's port: the previous test has ended
-    there too (an iperf3 server that is still busy refuses the next client)."""
-    # TIME-WAIT left by the last test's close does not keep the server busy.
-    out = tb.exec("receiver", ["ss", "-tnH", "state", "connected", "exclude", "time-wait",
-                               f"sport = :{port}"])
+    """No connection the server still holds on its port: the previous test
+    has ended there too (an iperf3 server that is still busy refuses the
+    next client)."""
+    # Only sockets the server has not closed keep it busy. One it closed
+    # lingers in FIN-WAIT, LAST-ACK or TIME-WAIT while the handshake ends,
+    # and when the peer's FIN or RST is lost at a full queue an orphan stays
+    # in FIN-WAIT-2 for tcp_fin_timeout (60 s), longer than callers wait.
+    out = tb.exec("receiver", ["ss", "-tnH", "state", "established", "state", "close-wait",
+                               "state", "syn-recv", f"sport = :{port}"])
     return not out.strip()
 
 
