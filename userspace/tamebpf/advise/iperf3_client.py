@@ -25,7 +25,7 @@ import select
 import socket
 import struct
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 # Control states (iperf_api.h).
@@ -64,7 +64,6 @@ class Iperf3Result:
     # until TEST_RUNNING, and TEST_END until the server's results.
     setup_s: float = 0.0
     finish_s: float = 0.0
-    steps: dict[str, float] = field(default_factory=dict)  # seconds since connecting
 
     @property
     def received_mbps(self) -> float | None:
@@ -135,7 +134,6 @@ class Iperf3Client:
         self.data: list[socket.socket] = []
         self.sent = [0] * streams
         self.connecting = self.started = 0.0
-        self.marks: dict[str, float] = {}  # monotonic times of the set-up steps
         self.block = memoryview(os.urandom(BLOCK))
 
     # -- set-up ----------------------------------------------------------------
@@ -202,7 +200,6 @@ class Iperf3Client:
         self.control.settimeout(self.timeout_s)
         try:
             self.control.connect(addr)
-            self.marks["control_up"] = time.monotonic()
         except OSError as err:
             raise Iperf3Error(f"cannot connect to {self.host}:{self.port}: "
                               f"{err.strerror or err}") from None
@@ -218,7 +215,7 @@ class Iperf3Client:
         except OSError as err:  # a reset or a failed path, mid set-up
             raise Iperf3Error(f"the connection to {self.host}:{self.port} failed during "
                               f"the set-up: {err.strerror or err}") from None
-        self.started = self.marks["running"] = time.monotonic()
+        self.started = time.monotonic()
 
     def _set_up(self, family: int, addr: Any, params: dict[str, Any], deadline: float) -> None:
         """connect() after the control connection is up (see its docstring)."""
@@ -235,7 +232,6 @@ class Iperf3Client:
             self._expect(CREATE_STREAMS, deadline)
             self._start_streams(family, addr)
         self._finish_streams(deadline)
-        self.marks["streams_up"] = time.monotonic()
         self._expect(TEST_START, deadline)
         self._expect(TEST_RUNNING, deadline)
 
@@ -305,9 +301,7 @@ class Iperf3Client:
         seconds = ending - self.started
         deadline = ending + self.timeout_s
         self.control.sendall(struct.pack("b", TEST_END))
-        self.marks["test_end"] = ending
         self._expect(EXCHANGE_RESULTS, deadline)
-        self.marks["exchange"] = time.monotonic()
         # The server numbers streams 1, 3, 4, ... (an iperf3 quirk) in the order
         # it accepted them; it rejects results naming any other id. Which of
         # our streams it gave which id is unknown, so the per-stream counts it
@@ -330,8 +324,7 @@ class Iperf3Client:
         return Iperf3Result(sum(self.sent), received, seconds,
                             tuple(socket_cookie(s) for s in self.data),
                             setup_s=self.started - self.connecting,
-                            finish_s=time.monotonic() - ending,
-                            steps={k: t - self.connecting for k, t in self.marks.items()})
+                            finish_s=time.monotonic() - ending)
 
     def close(self) -> None:
         for s in self.data:

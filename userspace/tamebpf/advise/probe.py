@@ -17,7 +17,7 @@ import select
 import signal
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from tamebpf.advise import iperf3_client
@@ -71,7 +71,6 @@ class ProbeResult:
     # client's own clock; the rest is the traffic and process start).
     setup_s: float | None = None
     finish_s: float | None = None
-    steps: dict[str, float] = field(default_factory=dict)  # the client's, since connecting
 
 
 @contextlib.contextmanager
@@ -135,7 +134,7 @@ def _child(target: Target, streams: int, seconds: float, cgroup: str, out_fd: in
                               CONNECT_TIMEOUT_MS / 1000, pipelined=fast_start)
         msg: dict[str, Any] = {"received_mbps": r.received_mbps, "seconds": r.seconds,
                                "data_cookies": list(r.data_cookies),
-                               "setup_s": r.setup_s, "finish_s": r.finish_s, "steps": r.steps}
+                               "setup_s": r.setup_s, "finish_s": r.finish_s}
         code = 0
     except iperf3_client.Iperf3Error as err:
         msg = {"error": str(err)}
@@ -251,4 +250,4 @@ def run_probe(target: Target, streams: int, seconds: float, index: int = 1, tota
             f"probe with {streams} streams to {target.host}:{target.port} moved no data",
             "check the path and the server")
     return ProbeResult(streams, duration, measured, report["received_mbps"], learned_srtt_us,
-                       report.get("setup_s"), report.get("finish_s"), report.get("steps", {}))
+                       report.get("setup_s"), report.get("finish_s"))
