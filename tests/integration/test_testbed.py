@@ -22,6 +22,7 @@ from tamebpf.errors import TamebpfError
 from tamebpf.testbed import Testbed, iperf
 from tamebpf.testbed.config import FRAME, MSS_TS
 from tamebpf.testbed.scenario import SweepPlan
+from tamebpf.testbed.shaping import BURST_FRAMES
 from tamebpf.testbed.sweep import run_once, sweep
 from tests.integration.conftest_testbed import (
     in_background,
@@ -29,6 +30,7 @@ from tests.integration.conftest_testbed import (
     leftovers,
     retry,
     running_testbed,
+    skip_if_timers_late,
     unique_name,
 )
 
@@ -114,6 +116,8 @@ def test_ping_rtt_idle(rtt: float, cross_rtt: float | None) -> None:
                     meds.append(statistics.median(r["rtt_ms"]))
                     if abs(meds[-1] - want) <= tol:
                         break
+                if abs(meds[-1] - want) > tol:
+                    skip_if_timers_late(tol * 1000, f"{role} IPv{family}: median RTT {meds} ms")
                 assert abs(meds[-1] - want) <= tol, \
                     f"{role} IPv{family}: median RTT {meds} ms outside {want} +- {tol} ms"
                 assert min(r["rtt_ms"]) >= want - tol, \
@@ -132,6 +136,8 @@ def test_udp_rate() -> None:
             return abs(got - want) <= 0.03 * want, \
                 f"UDP goodput {got:.2f} Mbit/s, expected {want:.2f} +- 3%"
         ok, msgs = retry(2, attempt)
+        if not ok:
+            skip_if_timers_late(tbf_burst_us(rate), msgs)
         assert ok, msgs
 
 
@@ -148,7 +154,15 @@ def test_tcp_rate_one_cubic_flow() -> None:
         # One retry: a compile on the other core can starve the sender for a
         # second; a real shaping error fails both attempts.
         ok, msgs = retry(2, attempt)
+        if not ok:
+            skip_if_timers_late(tbf_burst_us(rate), msgs)
         assert ok, msgs
+
+
+def tbf_burst_us(rate_mbit: float) -> float:
+    """How long TBF's bucket lasts at the rate: a watchdog later than that
+    loses the link's time for good, and the rate falls short."""
+    return BURST_FRAMES * FRAME * 8 / rate_mbit
 
 
 def test_server_idle_follows_a_test() -> None:
