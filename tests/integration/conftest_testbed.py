@@ -125,7 +125,7 @@ def skip_if_timers_late(budget_us: float, failure: object) -> None:
     """Called after an accuracy check failed: skip instead when the machine's
     timers are later than the check can absorb. On this VM they were fine at
     first and, many hours and much load later, woke sleepers 0.6-0.8 ms late
-    at p90 (5-6 ms at p99), which no shaping on top of it can hide. A
+    at p90 (5.6-6.7 ms at p99), which no shaping on top of it can hide. A
     machine with timely timers still fails the test."""
     # Half the budget: p90 understates the late tail (5-6 ms at p99), and the
     # losses add up over a run while one wake-up's slack does not carry over.
