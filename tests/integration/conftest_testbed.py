@@ -127,9 +127,8 @@ def timer_time_lost(budget_us: float, samples: int = 1500) -> float:
 def skip_if_timers_late(budget_us: float, failure: object, share: float = 0.01) -> None:
     """Called after an accuracy check failed: skip instead when the machine's
     timers lose more than `share` of the time at that slack. On this VM they
-    were fine at first; many hours and much load later they woke sleepers
-    0.3-0.8 ms late at p90 and 5.6-6.7 ms at p99 with the cores idle, which
-    no shaping on top of them can hide (docs/testbed.md, Limits). A machine
+    were fine at first and late after many hours and much load, which no
+    shaping on top of them can hide (docs/testbed.md, Limits). A machine
     with timely timers still fails the test."""
     lost = timer_time_lost(budget_us)
     if lost > share:
