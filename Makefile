@@ -1,10 +1,12 @@
 # tamebpf build. Everything built lands in $(BUILD)/; `make V=1` shows commands.
-#   make            build BPF objects, the C library, install the Python package
+#   make            build, and link the command into $(PREFIX)/bin
+#   make compile    BPF objects, the C library and the testbed's link emulator
 #   make deps       install Debian and Python dependencies (quick when present)
 #   make run        the main job (README)
 #   make test       lint, type-check and the whole test suite (README, CI)
 #   make bench      overhead benchmark -> docs/performance.md
 #   make probetime  advise's probing time, fast start on and off -> docs/accuracy.md
+#   make testbed-accuracy  the WAN testbed's rate, RTT and queue accuracy -> docs/testbed.md
 #   make install    DESTDIR/PREFIX-aware install of library and command
 
 .DELETE_ON_ERROR:
@@ -52,9 +54,13 @@ LIB_LDLIBS := -lbpf -lelf -lz
 
 .SECONDARY: $(BPF_OBJS)
 
-.PHONY: all deps run test lint unit bench eval probetime install clean cmd
+.PHONY: all compile deps run test lint unit bench eval probetime testbed-accuracy install clean cmd
 
-all: $(LIB) $(TOOLS) cmd
+# `make` also links the command onto PATH; every other target only builds, so
+# running the tests or a benchmark leaves /usr/local/bin as it was.
+all: compile cmd
+
+compile: $(LIB) $(TOOLS)
 
 deps:
 	$(Q)scripts/install-deps
@@ -94,14 +100,14 @@ cmd:
 	  else echo "note: $(PREFIX)/bin not writable; the command is $(abspath $(VENV))/bin/tamebpf"; fi
 
 # The main job: the whole tool on a testbed of its own (scripts/demo.py).
-run: deps all
+run: deps compile
 	$(SUDO) $(PY) scripts/demo.py
 
 lint:
 	$(Q)$(VENV)/bin/ruff check userspace tests scripts
 	$(Q)$(VENV)/bin/mypy
 
-test: deps all lint
+test: deps compile lint
 	$(SUDO) $(PY) -m pytest -q -ra tests
 
 unit: deps
@@ -109,17 +115,21 @@ unit: deps
 
 # Long measurements live here, not in the tests. Each script writes its own
 # section of docs/performance.md.
-bench: deps all
+bench: deps compile
 	$(SUDO) $(PY) scripts/bench_overhead.py --write docs/performance.md
 	$(Q)if [ -f scripts/bench_cap.py ]; then $(SUDO) $(PY) scripts/bench_cap.py --write docs/performance.md; fi
 
 # Accuracy of the advisor on the WAN testbed -> docs/accuracy.md (minutes;
 # EVAL_ARGS=--full adds Reno and more cross traffic).
-eval: deps all
+eval: deps compile
 	$(SUDO) $(PY) scripts/eval_advise.py --write docs/accuracy.md $(EVAL_ARGS)
 
-probetime: deps all
+probetime: deps compile
 	$(SUDO) $(PY) scripts/bench_probetime.py --write docs/accuracy.md $(PROBETIME_ARGS)
+
+# The testbed's own accuracy (rate, RTT, queue) -> docs/testbed.md (~12 min).
+testbed-accuracy: deps compile
+	$(SUDO) $(PY) scripts/testbed_accuracy.py --write docs/testbed.md $(TESTBED_ARGS)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib/tamebpf

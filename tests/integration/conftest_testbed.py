@@ -11,8 +11,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tamebpf.testbed import Testbed, config, iperf, teardown
 from tamebpf.testbed.testbed import state_dir
 
@@ -106,32 +104,3 @@ def retry(times: int, fn: Callable[[], tuple[bool, str]]) -> tuple[bool, list[st
             return True, msgs
         time.sleep(0.5)
     return False, msgs
-
-
-def timer_time_lost(budget_us: float, samples: int = 1500) -> float:
-    """The share of time a timer with `budget_us` of slack would lose on
-    this machine: 200-us sleeps, and how far each overran by more than the
-    slack, over the time they took (Python's own overhead, tens of us,
-    included). TBF's watchdog and the delay line's verdicts are such timers:
-    TBF's slack is its bucket, and time it loses the link never gets back."""
-    lost = total = 0.0
-    for _ in range(samples):
-        t = time.perf_counter_ns()
-        time.sleep(200e-6)
-        took = (time.perf_counter_ns() - t) / 1000
-        lost += max(0.0, took - 200 - budget_us)
-        total += took
-    return lost / total
-
-
-def skip_if_timers_late(budget_us: float, failure: object, share: float = 0.01) -> None:
-    """Called after an accuracy check failed: skip instead when the machine's
-    timers lose more than `share` of the time at that slack. On this VM they
-    were fine at first and late after many hours and much load, which no
-    shaping on top of them can hide (docs/testbed.md, Limits). A machine
-    with timely timers still fails the test."""
-    lost = timer_time_lost(budget_us)
-    if lost > share:
-        pytest.skip(f"this machine's timers lose {100 * lost:.1f}% of the time at "
-                    f"{budget_us:.0f} us of slack (more than {100 * share:.0f}%), so "
-                    f"the testbed cannot be held to this check; it failed with: {failure}")

@@ -8,13 +8,13 @@ import io
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 
 from tamebpf.cgroups import _mounts
 from tamebpf.cli import main
 from tests.integration.kernel_fixtures import cgroup, sh
+from tests.integration.unprivileged import run_as_user
 
 pytestmark = pytest.mark.root
 
@@ -23,10 +23,7 @@ def tamebpf(*argv: str, user: str | None = None) -> subprocess.CompletedProcess[
     """The command line, run in this process (the command's own main(), so
     quick) or, as another user, in a new one."""
     if user:
-        cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups",
-               sys.executable, "-m", "tamebpf", *argv]
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=60,
-                              env={**os.environ, "HOME": "/tmp"})
+        return run_as_user(*argv, uid=int(user))
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:

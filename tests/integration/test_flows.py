@@ -24,6 +24,7 @@ from tests.integration.kernel_fixtures import (
     stop,
     wait_for,
 )
+from tests.integration.unprivileged import run_as_user
 
 pytestmark = pytest.mark.root
 
@@ -252,10 +253,7 @@ def test_cli_json_lists_iperf3_flows() -> None:
 
 def test_not_root_gets_one_clear_line() -> None:
     """As an unprivileged user the command fails before loading anything."""
-    res = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                          sys.executable, "-m", "tamebpf", "flows"],
-                         capture_output=True, text=True, timeout=30,
-                         env={**os.environ, "HOME": "/tmp"})
+    res = run_as_user("flows")
     lines = res.stderr.strip().splitlines()
     assert res.returncode == 1, f"exit code {res.returncode}, stderr {res.stderr!r}"
     assert len(lines) == 1 and "needs root" in lines[0] and "sudo" in lines[0], lines

@@ -10,7 +10,7 @@ import pytest
 from tamebpf.errors import UsageError
 from tamebpf.testbed import config as C
 from tamebpf.testbed.compare import compare
-from tamebpf.testbed.delay import specs
+from tamebpf.testbed.delay import link_spec
 from tamebpf.testbed.scenario import load
 from tamebpf.testbed.shaping import queue_rules
 from tamebpf.testbed.sweep import Run, summarise
@@ -57,22 +57,30 @@ def test_namespace_names_start_with_the_testbed_name() -> None:
     assert all(len(C.ROUTER_IF[h]) <= 15 for h in C.HOSTS)
 
 
-def test_data_path_instance_only_when_loss_or_red() -> None:
+def _arg(argv: list[str], flag: str) -> str:
+    return argv[argv.index(flag) + 1]
+
+
+def test_one_link_shapes_both_sources_and_carries_loss_and_red() -> None:
     plain = C.TestbedConfig(rate_mbit=10, rtt_ms=10, queue_pkts=10)
     red = C.TestbedConfig(rate_mbit=10, rtt_ms=10, queue_pkts=25, aqm="red")
     lossy = C.TestbedConfig(rate_mbit=10, rtt_ms=10, queue_pkts=10, loss_pct=1, seed=9)
-    assert [s.label for s in specs(plain)] == ["sender-acks", "cross-acks"]
-    assert len(queue_rules(plain)) == 2 and len(queue_rules(red)) == 4
+    argv = link_spec(plain).argv
+    assert float(_arg(argv, "--rate-bps")) == 10e6 and _arg(argv, "--limit") == "10", argv
+    assert "--red" not in argv and "--loss" not in argv, argv
     assert red.red == C.RedParams(min_th=5.0, max_th=15.0), red.red
-    data = [s for s in specs(lossy) if s.label == "data"][0]
-    assert "--seed" in data.argv and data.argv[data.argv.index("--seed") + 1] == "9"
-    assert all("bypass" not in " ".join(r) for r in queue_rules(red))
+    assert _arg(link_spec(red).argv, "--red") == "5.0,15.0,0.1,0.002"
+    assert _arg(link_spec(lossy).argv, "--seed") == "9"
+    assert _arg(link_spec(lossy).argv, "--loss") == "1"
+    rules = queue_rules()
+    assert len(rules) == 2 and all("bypass" not in " ".join(r) for r in rules), rules
 
 
 def test_cross_rtt_gets_its_own_delay() -> None:
     cfg = C.TestbedConfig(rate_mbit=10, rtt_ms=100, queue_pkts=10, cross_rtt_ms=10)
-    delays = {s.label: s.argv[s.argv.index("--delay-us") + 1] for s in specs(cfg)}
-    assert delays == {"sender-acks": "100000", "cross-acks": "10000"}, delays
+    argv = link_spec(cfg).argv
+    queues = [argv[i + 1] for i, a in enumerate(argv) if a == "--queue"]
+    assert queues == ["1:100000", "2:10000"], queues
 
 
 def _run(n: int, mbit: float, rep: int = 0) -> Run:

@@ -1,5 +1,6 @@
-"""A wide-area path on one machine: namespaces, a TBF bottleneck, an NFQUEUE
-delay line, cross traffic. See docs/testbed.md."""
+"""A wide-area path on one machine: namespaces, an NFQUEUE link emulator
+(bottleneck rate, queue and delay on a virtual clock), cross traffic. See
+docs/testbed.md."""
 
 from __future__ import annotations
 

@@ -1,88 +1,86 @@
-"""Measures the testbed's accuracy per bottleneck rate (for docs/testbed.md).
+"""Measures the testbed's accuracy (for docs/testbed.md, `make testbed-accuracy`).
 
-    python -m tamebpf.testbed.accuracy --rates 10,50,100,200,300,500 --out acc.json
+Three measurements, each on fresh testbeds:
 
-For each rate R a fresh testbed (RTT 50 ms, queue 200 packets) is brought up:
-idle ping RTT (30 pings), goodput of 1 and 4 CUBIC flows against
-R x 1448/1514, and the sender delay line's release lateness and CPU use
-while the 4 flows run (read with SIGUSR1). Lateness is what the delay adds
-to the configured RTT; past some rate it grows and the emulated RTT drifts.
+- rate: goodput of 1 and 8 CUBIC flows against R x 1448/1514, several runs
+  per point, with the link's CPU use and the host's steal time per run;
+- rtt: idle ping RTT of the sender and of the cross traffic (at half the
+  RTT), IPv4 and IPv6;
+- queue: ping under a UDP overload, which must wait behind a full queue of
+  B - 1 frames.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import re
 import secrets
-import signal
 import statistics
-import sys
+import subprocess
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tamebpf.errors import TamebpfError
 from tamebpf.testbed import iperf
-from tamebpf.testbed.testbed import Testbed, state_dir
+from tamebpf.testbed.config import FRAME
+from tamebpf.testbed.delay import LINK
+from tamebpf.testbed.testbed import Testbed
 
-RTT_MS, QUEUE = 50.0, 200
-_STATS = re.compile(r"packets (\d+) .* late_mean_us ([\d.]+) late_max_us ([\d.]+)")
+# The issue's own example path: a queue of about one BDP at 150 Mbit/s keeps
+# the link busy through a CUBIC back-off, so the table measures the link.
+RATE_RTT_MS, RATE_QUEUE = 40.0, 400
 
 
-def _cpu_s(pid: int) -> float:
+def cpu_seconds(pid: int) -> float:
     f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _line_stats(tb: Testbed, label: str) -> tuple[int, float, float]:
-    log = state_dir(tb.name) / f"delay-{label}.log"
-    before = log.read_text().count("\n")
-    os.kill(tb.pids[label], signal.SIGUSR1)
-    iperf.wait_for(lambda: log.read_text().count("\n") > before, 5.0, "delay-line statistics")
-    m = _STATS.search(log.read_text().splitlines()[-1])
-    assert m, "unexpected statistics line"
-    return int(m[1]), float(m[2]), float(m[3])
+def steal_ticks() -> tuple[int, int]:
+    """(stolen, total) jiffies of all CPUs: time the hypervisor ran someone else."""
+    f = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return f[7], sum(f)
 
 
-def _goodput(tb: Testbed, streams: int, seconds: int = 8) -> float:
-    out = tb.exec("sender", iperf.client_argv(tb.addresses["receiver"], iperf.PORT_MAIN,
-                                              streams, seconds, "cubic", omit=2),
-                  timeout=seconds + 30)
-    return float(json.loads(out)["end"]["sum_received"]["bits_per_second"]) / 1e6
+def _name() -> str:
+    return f"acc{secrets.token_hex(3)}"
 
 
-def measure(rate: float) -> dict[str, Any]:
-    with Testbed.up(f"acc{secrets.token_hex(3)}", rate, RTT_MS, QUEUE) as tb:
-        tb.ping(count=2, interval=0.05)
-        idle = tb.ping(count=30, interval=0.02)["rtt_ms"]
+def goodput_runs(rate: float, flows: int, runs: int, seconds: int = 8) -> dict[str, Any]:
+    """runs x iperf3 -P flows (CUBIC, first 2 s omitted) on one testbed."""
+    rows = []
+    with Testbed.up(_name(), rate, RATE_RTT_MS, RATE_QUEUE) as tb:
         server = iperf.start_server(tb, iperf.PORT_MAIN)
         try:
-            one = _goodput(tb, 1)
-            pid = tb.pids["sender-acks"]
-            p0, c0, t0 = _line_stats(tb, "sender-acks")[0], _cpu_s(pid), time.monotonic()
-            four = _goodput(tb, 4)
-            cpu = (_cpu_s(pid) - c0) / (time.monotonic() - t0)
-            p1, late_mean, late_max = _line_stats(tb, "sender-acks")
+            for _ in range(runs):
+                iperf.wait_for(lambda: iperf.server_idle(tb, iperf.PORT_MAIN), 10.0,
+                               "the iperf3 server to be idle")
+                pid = tb.pids[LINK]
+                c0, s0, t0 = cpu_seconds(pid), steal_ticks(), time.monotonic()
+                out = tb.exec("sender", iperf.client_argv(
+                    tb.addresses["receiver"], iperf.PORT_MAIN, flows, seconds, "cubic", omit=2),
+                    timeout=seconds + 30)
+                c1, s1, t1 = cpu_seconds(pid), steal_ticks(), time.monotonic()
+                mbit = json.loads(out)["end"]["sum_received"]["bits_per_second"] / 1e6
+                rows.append({"mbit": round(mbit, 3),
+                             "link_cpu": round((c1 - c0) / (t1 - t0), 3),
+                             "steal": round((s1[0] - s0[0]) / max(1, s1[1] - s0[1]), 3)})
+            stats = tb.link_stats()
         finally:
             server.terminate()
             server.wait(5)
         tb.check()
-        return {"rate_mbit": rate, "expected_mbit": round(tb.config.goodput_mbit, 2),
-                "idle_rtt_median_ms": round(statistics.median(idle), 3),
-                "idle_rtt_max_ms": round(max(idle), 3),
-                "goodput_1_mbit": round(one, 2), "goodput_4_mbit": round(four, 2),
-                "acks_delayed": p1 - p0, "late_mean_us": late_mean, "late_max_us": late_max,
-                "delayline_cpu_core_fraction": round(cpu, 3),
-                "loadavg": os.getloadavg()[0]}
+        want = tb.config.goodput_mbit
+    med = statistics.median(r["mbit"] for r in rows)
+    return {"rate_mbit": rate, "flows": flows, "expected_mbit": round(want, 3),
+            "median_mbit": round(med, 3), "error": round(med / want - 1, 4), "runs": rows,
+            "late_mean_us": stats["late_mean_us"], "late_max_us": stats["late_max_us"]}
 
 
-def measure_rtt(rtt: float, pings: int = 50) -> dict[str, Any]:
+def idle_rtt(rtt: float, pings: int = 50) -> dict[str, Any]:
     """Idle RTT for sender (rtt) and cross (rtt / 2), IPv4 and IPv6."""
     row: dict[str, Any] = {"rtt_ms": rtt}
-    with Testbed.up(f"acc{secrets.token_hex(3)}", 100, rtt, 100, cross_rtt_ms=rtt / 2) as tb:
+    with Testbed.up(_name(), 100, rtt, 100, cross_rtt_ms=rtt / 2) as tb:
         for role, want in (("sender", rtt), ("cross", rtt / 2)):
             for fam in (4, 6):
                 tb.ping(role, count=2, interval=0.05, family=fam)  # neighbour discovery
@@ -94,28 +92,26 @@ def measure_rtt(rtt: float, pings: int = 50) -> dict[str, Any]:
     return row
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m tamebpf.testbed.accuracy", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--rates", default="10,50,100,200,300,500")
-    p.add_argument("--rtts", default="", help="instead: idle RTT table for these RTTs (ms)")
-    p.add_argument("--out", type=Path, required=True)
-    a = p.parse_args(argv)
-    rows = []
-    if a.rtts:
-        for rtt in [float(x) for x in a.rtts.split(",")]:
-            rows.append(measure_rtt(rtt))
-            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-    else:
-        for r in [float(x) for x in a.rates.split(",")]:
-            try:
-                rows.append(measure(r))
-            except TamebpfError as err:  # e.g. iperf3 cannot keep up: that is a result
-                rows.append({"rate_mbit": r, "error": str(err)})
-            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-    a.out.write_text(json.dumps(rows, indent=1) + "\n")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def full_queue_rtt(rate: float, queue: int, rtt: float = 20.0) -> dict[str, Any]:
+    """Ping behind a UDP overload (1.5 x R from the cross host): a full queue."""
+    with Testbed.up(_name(), rate, rtt, queue) as tb:
+        server = iperf.start_server(tb, iperf.PORT_MAIN)
+        load = tb.popen("cross", iperf.client_argv(
+            tb.addresses["receiver"], iperf.PORT_MAIN, 1, 10, "cubic", udp_mbit=rate * 1.5,
+            json_out=False), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL)
+        try:
+            iperf.wait_for(lambda: tb.link_stats()["backlog"] >= queue - 2, 5.0,
+                           "the bottleneck queue to fill")
+            r = tb.ping("sender", count=60, interval=0.05)
+            stats = tb.link_stats()
+        finally:
+            load.terminate()
+            load.wait(10)
+            server.terminate()
+            server.wait(10)
+    want = rtt + (queue - 1) * FRAME * 8 / (rate * 1e3)
+    med = statistics.median(r["rtt_ms"]) if r["rtt_ms"] else float("nan")
+    return {"rate_mbit": rate, "queue_pkts": queue, "rtt_ms": rtt, "want_ms": round(want, 3),
+            "median_ms": round(med, 3), "error": round(med / want - 1, 4),
+            "pings_through": len(r["rtt_ms"]), "tail_drops": stats["tail_drops"]}

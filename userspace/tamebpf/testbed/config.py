@@ -48,7 +48,7 @@ TESTBED_NET4, TESTBED_NET6 = "198.18.0.0/15", "fd74:6d65:6270::/48"
 ROUTER_IF = {"sender": "snd0", "cross": "crs0", "receiver": "rcv0"}
 HOST_IF = "eth0"
 MTU = 1500
-FRAME = MTU + 14  # what TBF counts per full-size packet
+FRAME = MTU + 14  # what the link counts per full-size packet (layer 2, as a qdisc)
 MSS_TS = 1448  # TCP payload per full-size packet with timestamps
 
 
@@ -106,11 +106,6 @@ class TestbedConfig:
     def goodput_mbit(self) -> float:
         """TCP goodput one full-size-segment flow can reach: R x 1448/1514."""
         return self.rate_mbit * MSS_TS / FRAME
-
-    @property
-    def needs_dataline(self) -> bool:
-        """Whether data packets pass through userspace (RED or random loss)."""
-        return self.aqm == "red" or self.loss_pct > 0
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

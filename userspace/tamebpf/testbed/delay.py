@@ -29,38 +29,35 @@ def program_path() -> Path:
     return path
 
 
+LINK = "link"  # the one instance: label in Testbed.pids and in its log's name
+
+
 @dataclass(frozen=True)
 class LineSpec:
-    """One delay-line instance: which queue, and what it does to packets."""
+    """One tamebpf-delayline instance: its label and what it does to packets."""
 
     label: str
-    queue: int
     argv: list[str]
 
 
-def specs(cfg: C.TestbedConfig) -> list[LineSpec]:
-    out = [
-        LineSpec("sender-acks", shaping.Q_SENDER_ACKS,
-                 ["--delay-us", str(round(cfg.rtt_ms * 1000))]),
-        LineSpec("cross-acks", shaping.Q_CROSS_ACKS,
-                 ["--delay-us", str(round(cfg.effective_cross_rtt_ms * 1000))]),
-    ]
-    if cfg.needs_dataline:
-        argv = ["--delay-us", "0", "--seed", str(cfg.seed)]
-        if cfg.loss_pct > 0:
-            argv += ["--loss", repr(cfg.loss_pct)]
-        if cfg.aqm == "red" and cfg.red is not None:
-            r = cfg.red
-            argv += ["--red", f"{r.min_th},{r.max_th},{r.max_p},{r.w_q}",
-                     "--rate-bps", str(cfg.rate_mbit * 1e6), "--limit", str(cfg.queue_pkts)]
-        out.append(LineSpec("data", shaping.Q_DATA, argv))
-    return out
+def link_spec(cfg: C.TestbedConfig) -> LineSpec:
+    """The bottleneck link: both sources' queues share its rate and FIFO, and
+    each then waits its own RTT (all of it on the data path)."""
+    argv = ["--queue", f"{shaping.Q_SENDER}:{round(cfg.rtt_ms * 1000)}",
+            "--queue", f"{shaping.Q_CROSS}:{round(cfg.effective_cross_rtt_ms * 1000)}",
+            "--rate-bps", str(cfg.rate_mbit * 1e6), "--limit", str(cfg.queue_pkts),
+            "--seed", str(cfg.seed)]
+    if cfg.loss_pct > 0:
+        argv += ["--loss", repr(cfg.loss_pct)]
+    if cfg.aqm == "red" and cfg.red is not None:
+        r = cfg.red
+        argv += ["--red", f"{r.min_th},{r.max_th},{r.max_p},{r.w_q}"]
+    return LineSpec(LINK, argv)
 
 
 def start(ns: str, spec: LineSpec, log: Path, timeout: float = 5.0) -> int:
     """Starts one instance in namespace ns; returns its pid once it is bound."""
-    argv = in_ns(ns, [str(program_path()), "--queue", str(spec.queue),
-                      "--fifo-prio", str(FIFO_PRIO), *spec.argv])
+    argv = in_ns(ns, [str(program_path()), "--fifo-prio", str(FIFO_PRIO), *spec.argv])
     with log.open("ab") as err:
         # Own session: it outlives `scripts/testbed up` and ignores its Ctrl-C.
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -75,6 +72,25 @@ def start(ns: str, spec: LineSpec, log: Path, timeout: float = 5.0) -> int:
         raise TamebpfError(f"delay line {spec.label} did not start",
                            f"see {log}: {log.read_text(errors='replace').strip()[-300:]}")
     return proc.pid
+
+
+def stats(pid: int, log: Path, timeout: float = 5.0) -> dict[str, float]:
+    """The running instance's statistics so far (SIGUSR1, then the line it
+    appends to its log): packets, tail_drops, backlog, late_mean_us, ..."""
+    before = log.read_text().count("\n")
+    os.kill(pid, signal.SIGUSR1)
+    deadline = time.monotonic() + timeout
+    while log.read_text().count("\n") <= before:
+        if time.monotonic() > deadline or not alive(pid):
+            raise TamebpfError(f"delay line {pid} printed no statistics", f"see {log}")
+        time.sleep(0.01)
+    return parse_stats(log.read_text().splitlines()[-1])
+
+
+def parse_stats(line: str) -> dict[str, float]:
+    """'delayline: packets 10 released 9 ...' -> {"packets": 10.0, ...}."""
+    words = line.split(":", 1)[1].split()
+    return {k: float(v) for k, v in zip(words[::2], words[1::2], strict=True)}
 
 
 def alive(pid: int) -> bool:

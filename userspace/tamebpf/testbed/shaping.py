@@ -1,57 +1,40 @@
-"""The bottleneck (TBF + pfifo on the router's egress toward the receiver) and
-the NFQUEUE rules that hand packets to the delay lines."""
+"""The NFQUEUE rules that hand the data direction to the emulated link.
+
+The bottleneck (rate and queue) and the delays live in one userspace
+process, `tamebpf-delayline` (delay.py), on a virtual clock: a qdisc's token
+bucket loses link time for good whenever the host wakes its timer late,
+which this VM does by up to milliseconds after hours of uptime
+(docs/testbed.md, "The link").
+"""
 
 from __future__ import annotations
 
 from tamebpf.testbed import config as C
 from tamebpf.testbed.sh import ns_run
 
-# Queue numbers in the router namespace (NFQUEUE numbers are per namespace).
-Q_SENDER_ACKS = 1  # receiver -> sender: the sender's whole RTT is applied here
-Q_CROSS_ACKS = 2  # receiver -> cross: the cross traffic's RTT
-Q_DATA = 3  # sender/cross -> receiver: random loss and RED, no delay
-
-BURST_FRAMES = 2  # TBF burst: two MTUs (notes); more lets bursts skip the queue
+# Queue numbers in the router namespace (NFQUEUE numbers are per namespace):
+# one per source, because each has its own one-way delay; both share the link.
+Q_SENDER = 1  # sender -> receiver: the sender's RTT
+Q_CROSS = 2  # cross -> receiver: the cross traffic's RTT
 
 
-def install_bottleneck(ns: str, cfg: C.TestbedConfig) -> None:
-    dev = C.ROUTER_IF["receiver"]
-    burst = BURST_FRAMES * C.FRAME
-    # TBF's own limit is in bytes; its child pfifo makes the queue a packet count.
-    ns_run(ns, ["tc", "qdisc", "add", "dev", dev, "root", "handle", "1:", "tbf",
-                "rate", f"{cfg.rate_mbit}mbit", "burst", str(burst),
-                "limit", str(cfg.queue_pkts * C.FRAME)])
-    ns_run(ns, ["tc", "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:",
-                "pfifo", "limit", str(cfg.queue_pkts)])
+def queue_rules() -> list[list[str]]:
+    """iptables arguments (mangle FORWARD) sending data packets to the link.
 
-
-def queue_rules(cfg: C.TestbedConfig) -> list[list[str]]:
-    """iptables arguments (mangle FORWARD) sending traffic to the delay lines.
-
-    All delay sits on the ACK path: data meets the bottleneck queue at once,
-    which for TCP is the same as a link delay, and ACKs are fewer packets to
-    handle (the notes measured it as the more accurate split). Never
-    --queue-bypass: without a listener packets must be dropped, not let
-    through undelayed.
+    All delay sits on the data path, after the bottleneck: for TCP that is
+    the same as a link delay, and it leaves one userspace crossing per data
+    packet (ACKs pass untouched). Never --queue-bypass: without a listener
+    packets must be dropped, not let through unshaped.
     """
     rcv, snd, crs = (C.ROUTER_IF[h] for h in ("receiver", "sender", "cross"))
-    rules = [
-        ["-i", rcv, "-o", snd, "-j", "NFQUEUE", "--queue-num", str(Q_SENDER_ACKS)],
-        ["-i", rcv, "-o", crs, "-j", "NFQUEUE", "--queue-num", str(Q_CROSS_ACKS)],
+    return [
+        ["-i", snd, "-o", rcv, "-j", "NFQUEUE", "--queue-num", str(Q_SENDER)],
+        ["-i", crs, "-o", rcv, "-j", "NFQUEUE", "--queue-num", str(Q_CROSS)],
     ]
-    if cfg.needs_dataline:
-        rules += [
-            ["-i", snd, "-o", rcv, "-j", "NFQUEUE", "--queue-num", str(Q_DATA)],
-            ["-i", crs, "-o", rcv, "-j", "NFQUEUE", "--queue-num", str(Q_DATA)],
-        ]
-    return rules
 
 
-def install_rules(ns: str, cfg: C.TestbedConfig) -> None:
+def install_rules(ns: str) -> None:
     for tool in ("iptables", "ip6tables"):
-        for rule in queue_rules(cfg):
+        for rule in queue_rules():
             ns_run(ns, [tool, "-w", "-t", "mangle", "-A", "FORWARD", *rule])
 
-
-def qdisc_stats(ns: str) -> str:
-    return ns_run(ns, ["tc", "-s", "qdisc", "show", "dev", C.ROUTER_IF["receiver"]])

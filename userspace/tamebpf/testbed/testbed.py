@@ -67,13 +67,12 @@ class Testbed:
         try:
             topology.build(name, cfg)
             rtr = tb.namespaces["router"]
-            shaping.install_bottleneck(rtr, cfg)
-            # Delay lines first, then the rules that feed them: no packet ever
+            # The link first, then the rules that feed it: no packet ever
             # meets a rule without a listener.
-            for spec in delay.specs(cfg):
-                tb.pids[spec.label] = delay.start(rtr, spec, sdir / f"delay-{spec.label}.log")
-                tb._save()
-            shaping.install_rules(rtr, cfg)
+            spec = delay.link_spec(cfg)
+            tb.pids[spec.label] = delay.start(rtr, spec, tb.log(spec.label))
+            tb._save()
+            shaping.install_rules(rtr)
         except BaseException:
             tb.down()
             raise
@@ -133,12 +132,18 @@ class Testbed:
         """Raises if a delay line died (the path would be dead, not faster)."""
         dead = self.dead_delay_lines()
         if dead:
-            logs = " ".join(str(state_dir(self.name) / f"delay-{d}.log") for d in dead)
+            logs = " ".join(str(self.log(d)) for d in dead)
             raise TamebpfError(f"testbed {self.name}: delay line(s) {', '.join(dead)} died",
                                f"see {logs}; scripts/testbed down {self.name} and up again")
 
-    def qdisc_stats(self) -> str:
-        return shaping.qdisc_stats(self.namespaces["router"])
+    def log(self, label: str) -> Path:
+        """Where delay-line instance `label` writes its errors and statistics."""
+        return state_dir(self.name) / f"delay-{label}.log"
+
+    def link_stats(self) -> dict[str, float]:
+        """The bottleneck link's counters so far: packets, tail_drops,
+        red_drops, lost, backlog (packets in its FIFO now), late_mean_us, ..."""
+        return delay.stats(self.pids[delay.LINK], self.log(delay.LINK))
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""The testbed's accuracy, measured and written into docs/testbed.md.
+
+  make testbed-accuracy                  (all three tables, ~12 min)
+  scripts/testbed_accuracy.py --only rate --rates 100 --runs 3 --json r.json
+
+Rate: 1 and 8 CUBIC flows at each rate, `--runs` runs of 8 s (2 s omitted)
+each, median against R x 1448/1514, with the link's CPU and the host's steal
+time per run. RTT: idle ping (50 at 20 ms) of the sender and the cross
+traffic. Queue: ping behind a UDP overload, against a full queue's delay.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "userspace"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from docsection import markers, write_section  # noqa: E402
+
+from tamebpf.testbed import accuracy  # noqa: E402
+
+
+def _floats(s: str) -> list[float]:
+    return [float(x) for x in s.split(",") if x]
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def rate_table(rows: list[dict[str, Any]], runs: int) -> str:
+    out = [f"| R (Mbit/s) | R x 1448/1514 | flows | median of {runs} | error | runs (Mbit/s) "
+           "| link CPU (core) | steal | late mean / max (ms) |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        mbits = " ".join(f"{x['mbit']:.2f}" for x in r["runs"])
+        cpu = max(x["link_cpu"] for x in r["runs"])
+        steal = " ".join(f"{100 * x['steal']:.0f}" for x in r["runs"])
+        out.append(f"| {r['rate_mbit']:g} | {r['expected_mbit']:.2f} | {r['flows']} "
+                   f"| {r['median_mbit']:.2f} | {100 * r['error']:+.1f}% | {mbits} "
+                   f"| {cpu:.2f} | {steal} % | {r['late_mean_us'] / 1e3:.2f} / "
+                   f"{r['late_max_us'] / 1e3:.1f} |")
+    return "\n".join(out)
+
+
+def rtt_table(rows: list[dict[str, Any]]) -> str:
+    out = ["| configured RTT (ms) | sender IPv4 | sender IPv6 | cross (RTT/2) IPv4 | cross IPv6 |",
+           "|---|---|---|---|---|"]
+    for r in rows:
+        cells = [f"{r[k]['median_ms']:.3f} / {r[k]['p95_ms']:.3f} / {r[k]['max_ms']:.3f}"
+                 for k in ("sender_v4", "sender_v6", "cross_v4", "cross_v6")]
+        out.append(f"| {r['rtt_ms']:g} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def queue_table(rows: list[dict[str, Any]]) -> str:
+    out = ["| R (Mbit/s) | queue (packets) | RTT (ms) | full-queue ping expected (ms) "
+           "| median (ms) | error | pings through of 60 | tail drops |",
+           "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        out.append(f"| {r['rate_mbit']:g} | {r['queue_pkts']} | {r['rtt_ms']:g} "
+                   f"| {r['want_ms']:.1f} | {r['median_ms']:.1f} | {100 * r['error']:+.1f}% "
+                   f"| {r['pings_through']} | {r['tail_drops']:.0f} |")
+    return "\n".join(out)
+
+
+def section(name: str, body: str, command: str) -> str:
+    start, end = markers(f"testbed-{name}")
+    when = time.strftime("%Y-%m-%d")
+    return (f"{start}\n`{command}` ({when}, load average at the end "
+            f"{os.getloadavg()[0]:.2f}):\n\n{body}\n{end}\n")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--only", choices=("rate", "rtt", "queue"), action="append")
+    p.add_argument("--rates", type=_floats, default=_floats("10,50,100,150,200"))
+    p.add_argument("--flows", type=lambda s: [int(x) for x in s.split(",")], default=[1, 8])
+    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--rtts", type=_floats, default=_floats("2,10,20,58,118,200"))
+    p.add_argument("--queues", default="10:50,50:100,100:200,150:400",
+                   help="RATE:PACKETS pairs for the full-queue ping")
+    p.add_argument("--write", help="Markdown file whose sections to replace")
+    p.add_argument("--json", help="also write the raw results here")
+    a = p.parse_args()
+    parts = a.only or ["rate", "rtt", "queue"]
+    raw: dict[str, list[dict[str, Any]]] = {}
+    text = {}
+    command = "make testbed-accuracy"
+    if "rate" in parts:
+        rows = []
+        for rate in a.rates:
+            for flows in a.flows:
+                rows.append(accuracy.goodput_runs(rate, flows, a.runs))
+                log(f"rate {rate:g} x{flows}: median {rows[-1]['median_mbit']} "
+                    f"({100 * rows[-1]['error']:+.1f}%)")
+        raw["rate"], text["rate"] = rows, rate_table(rows, a.runs)
+    if "rtt" in parts:
+        rows = []
+        for rtt in a.rtts:
+            rows.append(accuracy.idle_rtt(rtt))
+            log(f"rtt {rtt:g}: {rows[-1]['sender_v4']['median_ms']} ms")
+        raw["rtt"], text["rtt"] = rows, rtt_table(rows)
+    if "queue" in parts:
+        rows = []
+        for pair in a.queues.split(","):
+            rate, queue = pair.split(":")
+            rows.append(accuracy.full_queue_rtt(float(rate), int(queue)))
+            log(f"queue {pair}: {rows[-1]['median_ms']} ms against {rows[-1]['want_ms']}")
+        raw["queue"], text["queue"] = rows, queue_table(rows)
+    for name, body in text.items():
+        print(body + "\n")
+        if a.write:
+            write_section(a.write, f"testbed-{name}", section(name, body, command),
+                          "The testbed")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(raw, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
