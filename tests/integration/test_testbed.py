@@ -151,6 +151,42 @@ def test_tcp_rate_one_cubic_flow() -> None:
         assert ok, msgs
 
 
+def test_link_keeps_its_rate_through_its_own_stalls() -> None:
+    """The link runs on a virtual clock: stopped for 30 ms of every 100 (a VM
+    whose timers wake late, or whose vCPU the host takes away), it releases
+    what came due in one batch and the queue never runs dry, so it still
+    delivers R. A shaper that counts time from its own wake-ups loses it."""
+    rate, queue = 50.0, 1000  # 1000 frames: 240 ms of backlog, far above a stall
+    with running_testbed(rate_mbit=rate, rtt_ms=10, queue_pkts=queue) as tb:
+        server = iperf.start_server(tb, iperf.PORT_MAIN)
+        load = in_background(tb, "cross", iperf.client_argv(
+            tb.addresses["receiver"], iperf.PORT_MAIN, 1, 12, "cubic", udp_mbit=rate * 1.5,
+            json_out=False))
+        pid = tb.pids["link"]
+        try:
+            iperf.wait_for(lambda: tb.link_stats()["backlog"] >= queue // 2, 8.0,
+                           "the bottleneck queue to fill")
+            a, ta = tb.link_stats()["released"], time.monotonic()
+            while time.monotonic() - ta < 3.0:
+                os.kill(pid, signal.SIGSTOP)
+                time.sleep(0.03)
+                os.kill(pid, signal.SIGCONT)
+                time.sleep(0.07)
+            b, tb_ = tb.link_stats()["released"], time.monotonic()
+            backlog = tb.link_stats()["backlog"]
+        finally:
+            os.kill(pid, signal.SIGCONT)
+            load.terminate()
+            load.wait(10)
+            server.terminate()
+            server.wait(10)
+        got = (b - a) * FRAME * 8 / (tb_ - ta) / 1e6
+        assert backlog > 0, "the queue ran dry: the overload did not hold"
+        assert abs(got - rate) <= 0.03 * rate, \
+            f"link delivered {got:.2f} Mbit/s of frames while stalled 30% of the time, " \
+            f"expected {rate} +- 3%"
+
+
 def test_server_idle_follows_a_test() -> None:
     with running_testbed(rate_mbit=10, rtt_ms=10, queue_pkts=50) as tb:
         server = iperf.start_server(tb, iperf.PORT_MAIN)
