@@ -61,13 +61,18 @@ def rtt_table(rows: list[dict[str, Any]]) -> str:
 
 
 def queue_table(rows: list[dict[str, Any]]) -> str:
-    out = ["| R (Mbit/s) | queue (packets) | RTT (ms) | full-queue ping expected (ms) "
-           "| median (ms) | error | pings through of 60 | tail drops |",
-           "|---|---|---|---|---|---|---|---|"]
+    out = ["| R (Mbit/s) | queue (packets) | AQM | RTT (ms) | expected (ms) | median (ms) "
+           "| error | pings through of 60 | tail / RED drops |",
+           "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        out.append(f"| {r['rate_mbit']:g} | {r['queue_pkts']} | {r['rtt_ms']:g} "
-                   f"| {r['want_ms']:.1f} | {r['median_ms']:.1f} | {100 * r['error']:+.1f}% "
-                   f"| {r['pings_through']} | {r['tail_drops']:.0f} |")
+        if r["aqm"] == "red":
+            lo, hi = r["red_band_ms"]
+            want, err = f"{lo:.1f}-{hi:.1f} (max_th-2 max_th)", "-"
+        else:
+            want, err = f"{r['want_ms']:.1f} (full)", f"{100 * r['error']:+.1f}%"
+        out.append(f"| {r['rate_mbit']:g} | {r['queue_pkts']} | {r['aqm']} | {r['rtt_ms']:g} "
+                   f"| {want} | {r['median_ms']:.1f} | {err} | {r['pings_through']} "
+                   f"| {r['tail_drops']:.0f} / {r['red_drops']:.0f} |")
     return "\n".join(out)
 
 
@@ -86,8 +91,8 @@ def main() -> int:
     p.add_argument("--flows", type=lambda s: [int(x) for x in s.split(",")], default=[1, 8])
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--rtts", type=_floats, default=_floats("2,10,20,58,118,200"))
-    p.add_argument("--queues", default="10:50,50:100,100:200,150:400",
-                   help="RATE:PACKETS pairs for the full-queue ping")
+    p.add_argument("--queues", default="10:50,50:100,100:200,150:400,10:100:red",
+                   help="RATE:PACKETS[:red] for the ping behind an overload")
     p.add_argument("--write", help="Markdown file whose sections to replace")
     p.add_argument("--json", help="also write the raw results here")
     a = p.parse_args()
@@ -112,8 +117,8 @@ def main() -> int:
     if "queue" in parts:
         rows = []
         for pair in a.queues.split(","):
-            rate, queue = pair.split(":")
-            rows.append(accuracy.full_queue_rtt(float(rate), int(queue)))
+            rate, queue, *aqm = pair.split(":")
+            rows.append(accuracy.full_queue_rtt(float(rate), int(queue), *aqm))
             log(f"queue {pair}: {rows[-1]['median_ms']} ms against {rows[-1]['want_ms']}")
         raw["queue"], text["queue"] = rows, queue_table(rows)
     for name, body in text.items():

@@ -92,16 +92,19 @@ def idle_rtt(rtt: float, pings: int = 50) -> dict[str, Any]:
     return row
 
 
-def full_queue_rtt(rate: float, queue: int, rtt: float = 20.0) -> dict[str, Any]:
-    """Ping behind a UDP overload (1.5 x R from the cross host): a full queue."""
-    with Testbed.up(_name(), rate, rtt, queue) as tb:
+def full_queue_rtt(rate: float, queue: int, aqm: str = "droptail",
+                   rtt: float = 20.0) -> dict[str, Any]:
+    """Ping behind a UDP overload (1.5 x R from the cross host). DropTail: a
+    full queue, RTT + (B - 1) frames. RED: below that; ns-2's gentle RED
+    settles between max_th and 2 max_th against unresponsive traffic."""
+    with Testbed.up(_name(), rate, rtt, queue, aqm=aqm) as tb:
         server = iperf.start_server(tb, iperf.PORT_MAIN)
         load = tb.popen("cross", iperf.client_argv(
             tb.addresses["receiver"], iperf.PORT_MAIN, 1, 10, "cubic", udp_mbit=rate * 1.5,
             json_out=False), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL)
         try:
-            iperf.wait_for(lambda: tb.link_stats()["backlog"] >= queue - 2, 5.0,
+            iperf.wait_for(lambda: tb.link_stats()["backlog"] >= queue // 2, 5.0,
                            "the bottleneck queue to fill")
             r = tb.ping("sender", count=60, interval=0.05)
             stats = tb.link_stats()
@@ -110,8 +113,15 @@ def full_queue_rtt(rate: float, queue: int, rtt: float = 20.0) -> dict[str, Any]
             load.wait(10)
             server.terminate()
             server.wait(10)
-    want = rtt + (queue - 1) * FRAME * 8 / (rate * 1e3)
+        red = tb.config.red
+    frame_ms = FRAME * 8 / (rate * 1e3)
+    want = rtt + (queue - 1) * frame_ms
     med = statistics.median(r["rtt_ms"]) if r["rtt_ms"] else float("nan")
-    return {"rate_mbit": rate, "queue_pkts": queue, "rtt_ms": rtt, "want_ms": round(want, 3),
-            "median_ms": round(med, 3), "error": round(med / want - 1, 4),
-            "pings_through": len(r["rtt_ms"]), "tail_drops": stats["tail_drops"]}
+    row = {"rate_mbit": rate, "queue_pkts": queue, "aqm": aqm, "rtt_ms": rtt,
+           "want_ms": round(want, 3), "median_ms": round(med, 3),
+           "error": round(med / want - 1, 4), "pings_through": len(r["rtt_ms"]),
+           "tail_drops": stats["tail_drops"], "red_drops": stats["red_drops"]}
+    if red is not None:
+        row["red_band_ms"] = [round(rtt + red.max_th * frame_ms, 3),
+                              round(rtt + 2 * red.max_th * frame_ms, 3)]
+    return row
