@@ -58,6 +58,7 @@
 #define ETH_OVERHEAD 14 /* the link counts layer-2 bytes, as a qdisc does */
 #define MAX_QUEUES 4
 #define RECV_BATCH 64
+#define READ_ROUNDS 16 /* batches read before the due packets are released */
 
 struct entry {
 	uint32_t id;
@@ -456,7 +457,8 @@ static int on_packet(const struct nlmsghdr *nlh, void *data)
 	return MNL_CB_OK;
 }
 
-/* Reads every queued notification; returns -1 on a fatal error. */
+/* Reads the queued notifications, at most READ_ROUNDS batches so that a
+ * flood of arrivals cannot hold back the releases; -1 on a fatal error. */
 static int read_packets(struct mnl_socket *nl)
 {
 	static char bufs[RECV_BATCH][4096];
@@ -465,7 +467,7 @@ static int read_packets(struct mnl_socket *nl)
 	int fd = mnl_socket_get_fd(nl);
 	unsigned int portid = mnl_socket_get_portid(nl);
 
-	for (;;) {
+	for (int round = 0; round < READ_ROUNDS; round++) {
 		struct cb_ctx ctx = { .nl = nl };
 		int n;
 
@@ -505,6 +507,7 @@ static int read_packets(struct mnl_socket *nl)
 		if (n < RECV_BATCH)
 			return 0;
 	}
+	return 0;
 }
 
 static int run(struct mnl_socket *nl)
