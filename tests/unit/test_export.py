@@ -13,6 +13,7 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tamebpf import logs
 from tamebpf.commands.export import parse_listen, write_jsonl
 from tamebpf.errors import UsageError
 from tamebpf.exporter import TamebpfCollector, make_registry
@@ -182,6 +183,28 @@ def test_a_failed_reading_keeps_the_last_values() -> None:
     assert after[("tamebpf_up", ())] == 0 and after[("tamebpf_read_errors_total", ())] == 1
     key = ("tamebpf_group_acked_bytes_total", IPERF)
     assert after[key] == before[key], f"expected {before[key]} kept, got {after[key]}"
+
+
+def test_a_failed_reading_is_logged_with_its_reason(capsys: pytest.CaptureFixture[str]) -> None:
+    logs.setup("json", "info")
+    reader = FakeReader([Transfer(streams=2, mbps=20.0)])
+    col = TamebpfCollector(reader, Aggregator())
+    fresh(col)
+    capsys.readouterr()
+    reader.fail = True
+    fresh(col)
+    records = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    assert [(r["level"], r["event"]) for r in records] == [("warning", "read_error")], records
+    assert "the kernel said no" in records[0]["msg"] and records[0]["read_errors"] == 1
+
+
+def test_text_logs_and_levels(capsys: pytest.CaptureFixture[str]) -> None:
+    logs.setup("text", "warning")
+    logs.log.info("not shown")
+    logs.log.warning("shown %d", 1)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("tamebpf: ") and err[0].endswith(
+        "warning: shown 1"), err
 
 
 def test_scrapes_close_together_share_one_reading() -> None:

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 import tamebpf.commands
-from tamebpf import __version__
+from tamebpf import __version__, logs
 from tamebpf.errors import TamebpfError
 
 # The order shown in --help; commands not listed here follow, by name.
@@ -35,6 +35,11 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     parser.add_argument("--version", action="version", version=f"tamebpf {__version__}")
+    parser.add_argument("--log-format", choices=logs.FORMATS, default="text",
+                        help="how warnings from long-running commands are written to stderr "
+                        "(default %(default)s; json: one object per line)")
+    parser.add_argument("--log-level", choices=logs.LEVELS, default="info",
+                        help="least severe log record shown (default %(default)s)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in command_names():
         module = importlib.import_module(f"tamebpf.commands.{name}")
@@ -64,6 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
+    logs.setup(args.log_format, args.log_level)
     try:
         code: int = args.func(args)
         return code

@@ -28,6 +28,7 @@ from tamebpf.errors import TamebpfError, UsageError
 from tamebpf.exporter import Reading, TamebpfCollector, make_registry
 from tamebpf.groups import Aggregator
 from tamebpf.kernel.flows import FlowReader
+from tamebpf.logs import log
 from tamebpf.options import parse_host_port
 from tamebpf.present.watch import group_to_json
 
@@ -119,8 +120,8 @@ def serving(collector: TamebpfCollector, listen: tuple[str, int] | None) -> Iter
                            "pick another --listen ADDR:PORT") from None
     addr, bound_port = str(server.server_address[0]), server.server_address[1]
     shown = f"[{addr}]" if ":" in addr else addr
-    print(f"tamebpf: serving metrics on http://{shown}:{bound_port}/metrics", file=sys.stderr,
-          flush=True)
+    log.info("serving metrics on http://%s:%d/metrics", shown, bound_port,
+             extra={"event": "listening", "port": bound_port})
     try:
         yield
     finally:
