@@ -7,7 +7,8 @@
 #   make bench      overhead benchmark -> docs/performance.md
 #   make probetime  advise's probing time, fast start on and off -> docs/accuracy.md
 #   make testbed-accuracy  the WAN testbed's rate, RTT and queue accuracy -> docs/testbed.md
-#   make install    DESTDIR/PREFIX-aware install of library and command
+#   make install    DESTDIR/PREFIX-aware install of library and command (links nothing)
+#   make deb        the Debian package, build/tamebpf_VERSION_ARCH.deb
 
 .DELETE_ON_ERROR:
 .DEFAULT_GOAL := all
@@ -54,7 +55,7 @@ LIB_LDLIBS := -lbpf -lelf -lz
 
 .SECONDARY: $(BPF_OBJS)
 
-.PHONY: all compile deps run test lint unit bench eval probetime testbed-accuracy install clean cmd
+.PHONY: all compile deps run test lint unit bench eval probetime testbed-accuracy install deb clean cmd
 
 # `make` also links the command onto PATH; every other target only builds, so
 # running the tests or a benchmark leaves /usr/local/bin as it was.
@@ -131,10 +132,21 @@ probetime: deps compile
 testbed-accuracy: deps compile
 	$(SUDO) $(PY) scripts/testbed_accuracy.py --write docs/testbed.md $(TESTBED_ARGS)
 
-install: all
-	install -d $(DESTDIR)$(PREFIX)/lib/tamebpf
+# A self-contained install: the library and the Python package under
+# PREFIX/lib/tamebpf, the command in PREFIX/bin, run by the system's Python
+# (which needs python3-prometheus-client). Honours DESTDIR; links nothing.
+SYS_PYTHON ?= /usr/bin/python3
+install: compile
+	install -d $(DESTDIR)$(PREFIX)/lib/tamebpf/python $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(LIB) $(DESTDIR)$(PREFIX)/lib/tamebpf/
-	$(PY) -m pip install --no-deps --prefix=$(DESTDIR)$(PREFIX) .
+	tar -C userspace --exclude=__pycache__ -cf - tamebpf | tar -C $(DESTDIR)$(PREFIX)/lib/tamebpf/python -xf -
+	sed -e 's#@PYTHON@#$(SYS_PYTHON)#' -e 's#@LIBDIR@#$(PREFIX)/lib/tamebpf#' \
+	  scripts/tamebpf.launcher > $(DESTDIR)$(PREFIX)/bin/tamebpf
+	chmod 0755 $(DESTDIR)$(PREFIX)/bin/tamebpf
+
+# The Debian package: build/tamebpf_VERSION_ARCH.deb (scripts/build-deb).
+deb: compile
+	$(Q)BUILD=$(BUILD) scripts/build-deb
 
 clean:
 	rm -rf $(BUILD)
