@@ -2,6 +2,7 @@
 #   make            build, and link the command into $(PREFIX)/bin
 #   make compile    BPF objects, the C library and the testbed's link emulator
 #   make deps       install Debian and Python dependencies (quick when present)
+#   make test-deps  ... and what only the tests need (make test runs it)
 #   make run        the main job (README)
 #   make test       lint, type-check and the whole test suite (README, CI)
 #   make bench      overhead benchmark -> docs/performance.md
@@ -55,7 +56,7 @@ LIB_LDLIBS := -lbpf -lelf -lz
 
 .SECONDARY: $(BPF_OBJS)
 
-.PHONY: all compile deps run test lint unit bench eval probetime testbed-accuracy install deb clean cmd
+.PHONY: all compile deps test-deps run test lint unit bench eval probetime testbed-accuracy install deb clean cmd
 
 # `make` also links the command onto PATH; every other target only builds, so
 # running the tests or a benchmark leaves /usr/local/bin as it was.
@@ -65,6 +66,9 @@ compile: $(LIB) $(TOOLS)
 
 deps:
 	$(Q)scripts/install-deps
+
+test-deps:
+	$(Q)scripts/install-deps --test
 
 $(BUILD):
 	$(Q)mkdir -p $@
@@ -108,10 +112,10 @@ lint:
 	$(Q)$(VENV)/bin/ruff check userspace tests scripts
 	$(Q)$(VENV)/bin/mypy
 
-test: deps compile lint
+test: test-deps compile lint
 	$(SUDO) $(PY) -m pytest -q -ra tests
 
-unit: deps
+unit: test-deps
 	$(PY) -m pytest -q tests/unit
 
 # Long measurements live here, not in the tests. Each script writes its own
