@@ -20,6 +20,7 @@ from tamebpf.exporter import TamebpfCollector, make_registry
 from tamebpf.groups import Aggregator, Cap
 from tamebpf.kernel.flows import Flow, ReaderStats
 from tamebpf.model import Settings
+from tests.unit.test_groups import predict_advice
 from tests.unit.test_groups_fakes import SECOND, Transfer
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
@@ -161,10 +162,12 @@ def test_advice_and_caps_appear() -> None:
             t.set_streams(10)
             t.mbps = 200.0
         _, s, _ = fresh(col)
-    assert s[("tamebpf_group_advice_streams", IPERF)] == 2, "expected the worked example's 2"
+    want = predict_advice("1:50", "10:200")  # one answer: what `tamebpf predict` says
+    assert s[("tamebpf_group_advice_streams", IPERF)] == want["num_flows"]
     assert s[("tamebpf_group_advice_throughput_bytes_per_second", IPERF)] == pytest.approx(
-        92.884e6 / 8, rel=1e-3)
-    assert s[("tamebpf_group_advice_impact_ratio", IPERF)] == pytest.approx(0.0712, abs=1e-3)
+        want["max_nondisruptive_thru_mbps"] * 1e6 / 8, rel=1e-3)
+    assert s[("tamebpf_group_advice_impact_ratio", IPERF)] == pytest.approx(
+        want["cross_traffic_impact"], abs=1e-3)
     assert s[("tamebpf_group_over_advice", IPERF)] == 1
     assert s[("tamebpf_group_cap_streams", IPERF)] == 4
     assert s[("tamebpf_group_over_cap", IPERF)] == 1

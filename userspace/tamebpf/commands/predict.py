@@ -15,6 +15,7 @@ from tamebpf.model import (
     DEFAULT_GAIN_THRESHOLD,
     DEFAULT_MAX_IMPACT,
     DEFAULT_MAX_STREAMS,
+    DEFAULT_MODEL,
     MODELS,
     ModelInputError,
     Probe,
@@ -78,9 +79,10 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--model",
         choices=MODELS,
-        default="partial",
-        help="partial order 2 (Eq 7, 2 probes), full order 2 (Eq 6, 3 probes) or "
-        "linear (Eq 8) (default partial)",
+        default=DEFAULT_MODEL,
+        help="square = (alpha n + beta)^2, the (m+n)^2 loss growth (the default of every "
+        "command); partial order 2 (Eq 7, 2 probes), full order 2 (Eq 6, 3 probes) or "
+        "linear (Eq 8)",
     )
     p.add_argument(
         "--impact-baseline",
