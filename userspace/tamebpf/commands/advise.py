@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
 from types import FrameType
@@ -20,9 +19,16 @@ from tamebpf.advise import (
 )
 from tamebpf.advise.plot import check_path, write_plot
 from tamebpf.advise.report import render, to_json
-from tamebpf.commands.predict import parse_fraction
 from tamebpf.errors import UsageError
+from tamebpf.kernel import preflight
 from tamebpf.model import DEFAULT_GAIN_THRESHOLD, DEFAULT_MAX_STREAMS, ModelInputError, Settings
+from tamebpf.options import (
+    IPERF3_PORT,
+    dump_json,
+    parse_fraction,
+    parse_host_port,
+    parse_rate_mbps,
+)
 
 CONGESTION = ("reno", "cubic", "bbr", "system")
 
@@ -68,42 +74,16 @@ def register(sub: Any) -> None:
 
 
 def parse_dest(dest: str) -> tuple[str, int]:
-    host, port = dest, 5201
-    if dest.startswith("["):  # [v6]:port
-        host, _, rest = dest[1:].partition("]")
-        if rest.startswith(":"):
-            port = _port(rest[1:], dest)
-    elif dest.count(":") == 1:
-        host, p = dest.split(":")
-        port = _port(p, dest)
-    if not host:
-        raise UsageError(f"{dest!r}: no host", "give HOST or HOST:PORT")
-    return host, port
-
-
-def _port(text: str, dest: str) -> int:
-    if not text.isdigit() or not 0 < int(text) < 65536:
-        raise UsageError(f"{dest!r}: bad port {text!r}", "give a port from 1 to 65535")
-    return int(text)
+    """The iperf3 server: HOST, HOST:PORT, [IPV6]:PORT or a bare IPv6 address."""
+    return parse_host_port(dest, "HOST[:PORT]", default_port=IPERF3_PORT)
 
 
 MIN_PROBE_S, MAX_PROBE_S = 0.5, 60.0
-RATE_UNITS = {"": 1.0, "k": 1e-3, "m": 1.0, "g": 1e3, "t": 1e6}  # -> Mbit/s
 
 
 def parse_capacity(text: str) -> float:
-    """A link rate: Mbit/s, or a number with k, M, G or T (bit/s), e.g. 10G."""
-    body = text.strip().lower().removesuffix("bit/s").removesuffix("bps").removesuffix("bit")
-    unit = body[-1:] if body[-1:] in RATE_UNITS else ""
-    try:
-        value = float(body[:len(body) - len(unit)]) * RATE_UNITS[unit]
-    except ValueError:
-        value = 0.0
-    if not (value > 0 and value < float("inf")):
-        raise UsageError(f"--capacity {text}: not a link rate",
-                         "give Mbit/s (100) or a number with a unit (100M, 10G)")
-    return value
-
+    """The bottleneck's link rate in Mbit/s (100, 10G, 500k)."""
+    return parse_rate_mbps(text, "--capacity")
 
 
 def parse_durations(text: str) -> tuple[float, float]:
@@ -172,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
                             max_streams=args.max_streams)
     except ModelInputError as err:
         raise UsageError(str(err)) from None
+    preflight.check("advise")  # after the arguments: a bad one is exit 2 for anyone
     target = Target(host, port, args.netns, args.congestion)
     progress = ProgressLine()
     old = signal.signal(signal.SIGTERM, _sigterm)
@@ -184,8 +165,7 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         write_plot(result, args.plot)
     if args.json:
-        json.dump(to_json(result), sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        dump_json(to_json(result), sys.stdout)
     else:
         sys.stdout.write(render(result))
     return 0

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -13,6 +12,7 @@ from typing import Any
 from tamebpf.capfile import CapSpec, check_max_streams, parse_capfile, parse_dest
 from tamebpf.errors import TamebpfError, UsageError
 from tamebpf.kernel.cap import Cap, CapTable, resolve_cgroup
+from tamebpf.options import IPERF3_PORT, dump_json, parse_fraction, parse_host_port
 
 NO_ADVISOR = "--auto needs 'tamebpf advise', not available in this build"
 
@@ -81,11 +81,9 @@ def auto_num_flows(host: str, max_impact: str) -> int:
     fn = getattr(advise, "advise_num_flows", None)
     if fn is None:
         raise TamebpfError(NO_ADVISOR)
-    from tamebpf.commands.predict import parse_fraction
-
     impact = parse_fraction(max_impact, "--max-impact")
-    name, _, port = host.rpartition(":") if host.count(":") == 1 else (host, "", "")
-    n = fn(name, impact, int(port)) if port.isdigit() else fn(host, impact)
+    name, port = parse_host_port(host, "--auto", default_port=IPERF3_PORT)
+    n = fn(name, impact, port)
     return check_max_streams(int(n), "advised stream count")
 
 
@@ -105,6 +103,9 @@ def run_set(args: argparse.Namespace) -> int:
     if args.auto is not None:
         if args.max_impact is None:
             raise UsageError("--auto needs --max-impact PCT")
+        # Checked now, not after the cgroup and the BPF maps are opened.
+        parse_host_port(args.auto, "--auto", default_port=IPERF3_PORT)
+        parse_fraction(args.max_impact, "--max-impact")
         spec = CapSpec(args.cgroup, dest, auto=args.auto, max_impact=args.max_impact)
     else:
         if args.max_impact is not None:
@@ -129,8 +130,7 @@ def run_rm(args: argparse.Namespace) -> int:
 def run_list(args: argparse.Namespace) -> int:
     caps = CapTable("cap list").list()
     if args.json:
-        json.dump([c.to_json() for c in caps], sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        dump_json([c.to_json() for c in caps], sys.stdout)
     else:
         sys.stdout.write(render_table(caps))
     return 0

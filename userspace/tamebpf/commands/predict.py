@@ -7,7 +7,6 @@ given on the command line, e.g. from two iperf3 runs at 1 and 10 streams.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
@@ -16,6 +15,7 @@ from tamebpf.model import (
     DEFAULT_GAIN_THRESHOLD,
     DEFAULT_MAX_IMPACT,
     DEFAULT_MAX_STREAMS,
+    DEFAULT_MODEL,
     MODELS,
     ModelInputError,
     Probe,
@@ -23,6 +23,7 @@ from tamebpf.model import (
     fit_throughput,
     predict,
 )
+from tamebpf.options import dump_json, parse_fraction, parse_rate_mbps
 from tamebpf.present.prediction import prediction_to_json, render_prediction_table
 
 EPILOG = """\
@@ -51,9 +52,9 @@ def register(sub: Any) -> None:
         "--probe",
         action="append",
         required=True,
-        metavar="N:MBPS",
-        help="a measured probe: N streams gave MBPS Mbit/s in aggregate "
-        "(give 2, or 3 for --model full)",
+        metavar="N:RATE",
+        help="a measured probe: N streams gave RATE in aggregate, in Mbit/s or with a "
+        "unit (200, 9.4G, 500k) (give 2, or 3 for --model full)",
     )
     p.add_argument(
         "--max-impact",
@@ -78,9 +79,10 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--model",
         choices=MODELS,
-        default="partial",
-        help="partial order 2 (Eq 7, 2 probes), full order 2 (Eq 6, 3 probes) or "
-        "linear (Eq 8) (default partial)",
+        default=DEFAULT_MODEL,
+        help="square = (alpha n + beta)^2, the (m+n)^2 loss growth (the default of every "
+        "command); partial order 2 (Eq 7, 2 probes), full order 2 (Eq 6, 3 probes) or "
+        "linear (Eq 8)",
     )
     p.add_argument(
         "--impact-baseline",
@@ -93,32 +95,19 @@ def register(sub: Any) -> None:
 
 
 def parse_probe(text: str) -> Probe:
-    """'10:200' -> Probe(10, 200.0)."""
+    """'10:200' or '1:9.4G' -> Probe(n, Mbit/s); the rate as --capacity takes it."""
     streams, sep, rate = text.partition(":")
-    if not sep:
-        raise UsageError(f"bad --probe {text!r}: expected N:MBPS, e.g. 10:200")
+    if not sep or not streams.strip().isdigit():
+        raise UsageError(f"bad --probe {text!r}: expected N:RATE, e.g. 10:200 or 10:9.4G")
     try:
-        n = int(streams)
-        mbps = float(rate)
-    except ValueError:
-        raise UsageError(f"bad --probe {text!r}: expected N:MBPS, e.g. 10:200") from None
+        mbps = parse_rate_mbps(rate, "--probe")
+    except UsageError:
+        raise UsageError(f"bad --probe {text!r}: expected N:RATE, e.g. 10:200 or 10:9.4G",
+                         "RATE in Mbit/s or with a unit (500k, 100M, 9.4G)") from None
     try:
-        return Probe(n, mbps)
+        return Probe(int(streams), mbps)
     except ModelInputError as err:
         raise UsageError(f"bad --probe {text!r}: {err}") from None
-
-
-def parse_fraction(text: str, option: str) -> float:
-    """'5%' or '0.05' -> 0.05; anything outside [0, 1] is refused, so that a
-    bare '5' is not silently read as 500%."""
-    raw = text.strip()
-    try:
-        value = float(raw[:-1]) / 100.0 if raw.endswith("%") else float(raw)
-    except ValueError:
-        raise UsageError(f"bad {option} {text!r}: expected a percentage like 5% or 0.05") from None
-    if not 0.0 <= value <= 1.0:  # also false for NaN
-        raise UsageError(f"bad {option} {text!r}: must be between 0% and 100% (or 0 and 1)")
-    return value
 
 
 def parse_streams(text: str) -> int:
@@ -144,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
     pred = predict(fit, settings)
     if args.json:
         # allow_nan=False: a NaN or inf would be a bug; fail rather than print it.
-        print(json.dumps(prediction_to_json(pred), indent=2, allow_nan=False))
+        dump_json(prediction_to_json(pred), sys.stdout)
     else:
         sys.stdout.write(render_prediction_table(pred))
     return 0

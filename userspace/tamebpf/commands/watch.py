@@ -23,7 +23,7 @@ from types import FrameType
 from typing import IO, Any, NoReturn, Protocol
 
 from tamebpf.capfile import parse_dest
-from tamebpf.commands.predict import parse_fraction, parse_streams
+from tamebpf.commands.predict import parse_streams
 from tamebpf.errors import TamebpfError, UsageError
 from tamebpf.groups import GROUP_BY, SORT_KEYS, Aggregator, Cap, Group
 from tamebpf.kernel.flows import Flow, FlowReader, ReaderStats
@@ -34,6 +34,7 @@ from tamebpf.model import (
     ModelInputError,
     Settings,
 )
+from tamebpf.options import parse_fraction
 from tamebpf.present.watch import (
     KEY_BACKSPACE,
     KEY_DOWN,
@@ -183,10 +184,11 @@ def run(args: argparse.Namespace) -> int:
 @contextlib.contextmanager
 def terminate_as_exit() -> Iterator[None]:
     """SIGTERM (and SIGHUP) raise SystemExit, so every `finally` runs: the
-    terminal is restored and the BPF programs detached."""
+    terminal is restored and the BPF programs detached. SIGTERM is how a
+    service manager stops us, so it is a clean exit (0); a hang-up is not."""
 
     def stop(signum: int, frame: FrameType | None) -> NoReturn:
-        raise SystemExit(128 + signum)
+        raise SystemExit(0 if signum == signal.SIGTERM else 128 + signum)
 
     old = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:

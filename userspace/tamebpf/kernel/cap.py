@@ -156,7 +156,8 @@ class CapTable:
 
     def __init__(self, command: str = "cap", verbose: bool = False,
                  pin: str | None = None) -> None:
-        self.root = preflight.check(command)
+        # Setting a cap counts the cgroup's streams in every namespace.
+        self.root = preflight.check(command, needs_netns=True)
         self.pin = pin or pin_dir()
         self._lib = native.load()
         self._lib.tb_set_verbose(1 if verbose else 0)
