@@ -1,4 +1,5 @@
-"""Values typed on the command line, parsed the same way by every command.
+"""Values typed on the command line, parsed the same way by every command,
+and the options several commands share.
 
 Pure (no I/O). Each parser raises UsageError naming the option and the bad
 value, so a bad input is one line on stderr and exit 2.
@@ -6,10 +7,18 @@ value, so a bad input is one line on stderr and exit 2.
 
 from __future__ import annotations
 
+import argparse
 import json
 from typing import IO, Any
 
 from tamebpf.errors import UsageError
+from tamebpf.model import (
+    DEFAULT_GAIN_THRESHOLD,
+    DEFAULT_MAX_IMPACT,
+    DEFAULT_MAX_STREAMS,
+    ModelInputError,
+    Settings,
+)
 
 JSON_INDENT = 1  # every command's --json output
 IPERF3_PORT = 5201  # where advise and cap --auto find the iperf3 server by default
@@ -86,3 +95,36 @@ def parse_rate_mbps(text: str, option: str) -> float:
         raise UsageError(f"bad {option} {text!r}: not a rate",
                          "give Mbit/s (100) or a number with a unit (100M, 9.4G)")
     return value
+
+
+def parse_count(text: str, option: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise UsageError(f"bad {option} {text!r}: expected a whole number") from None
+
+
+def add_advice_options(p: argparse.ArgumentParser, *, required_impact: bool = False) -> None:
+    """--max-impact, --gain-threshold and --max-streams: the limits of the
+    advice, the same for every command that advises (advise, predict, watch,
+    export). `advise` asks for --max-impact explicitly: it sends traffic."""
+    p.add_argument("--max-impact", required=required_impact,
+                   default=None if required_impact else str(DEFAULT_MAX_IMPACT), metavar="PCT",
+                   help="largest tolerated throughput loss of other traffic: 5%% or 0.05"
+                   + ("" if required_impact else f" (default {DEFAULT_MAX_IMPACT:.0%}%)"))
+    p.add_argument("--gain-threshold", default=str(DEFAULT_GAIN_THRESHOLD), metavar="PCT",
+                   help="stop adding streams when one more adds less than this share of "
+                   f"the throughput; 0 turns it off (default {DEFAULT_GAIN_THRESHOLD:.0%}%)")
+    p.add_argument("--max-streams", default=str(DEFAULT_MAX_STREAMS), metavar="N",
+                   help=f"never advise more than this (default {DEFAULT_MAX_STREAMS})")
+
+
+def settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
+    """The Settings that add_advice_options' values describe."""
+    max_impact = parse_fraction(args.max_impact, "--max-impact")
+    gain = parse_fraction(args.gain_threshold, "--gain-threshold")
+    max_streams = parse_count(args.max_streams, "--max-streams")
+    try:
+        return Settings(max_impact, gain, max_streams, **extra)
+    except ModelInputError as err:
+        raise UsageError(f"bad --max-streams {args.max_streams!r}: {err}") from None

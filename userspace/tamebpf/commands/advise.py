@@ -21,13 +21,13 @@ from tamebpf.advise.plot import check_path, write_plot
 from tamebpf.advise.report import render, to_json
 from tamebpf.errors import UsageError
 from tamebpf.kernel import preflight
-from tamebpf.model import DEFAULT_GAIN_THRESHOLD, DEFAULT_MAX_STREAMS, ModelInputError, Settings
 from tamebpf.options import (
     IPERF3_PORT,
+    add_advice_options,
     dump_json,
-    parse_fraction,
     parse_host_port,
     parse_rate_mbps,
+    settings_from,
 )
 
 CONGESTION = ("reno", "cubic", "bbr", "system")
@@ -43,19 +43,13 @@ def register(sub: Any) -> None:
         "--max-impact.",
     )
     p.add_argument("dest", metavar="HOST[:PORT]", help="iperf3 server (default port 5201)")
-    p.add_argument("--max-impact", required=True, metavar="PCT",
-                   help="largest tolerated throughput loss of other traffic: 5%% or 0.05")
+    add_advice_options(p, required_impact=True)
     p.add_argument("--probes", default=",".join(map(str, DEFAULT_PROBES)), metavar="N1,N2",
                    help="stream counts of the two probes (default %(default)s)")
     p.add_argument("--duration", default=",".join(f"{d:g}" for d in DEFAULT_DURATIONS_S),
                    metavar="S[,S2]",
                    help="seconds of traffic per probe: one value for both, or one each "
                    "(default %(default)s; docs/accuracy.md shows what shorter probes cost)")
-    p.add_argument("--max-streams", type=int, default=DEFAULT_MAX_STREAMS, metavar="N",
-                   help="never advise more than this (default %(default)s)")
-    p.add_argument("--gain-threshold", default=str(DEFAULT_GAIN_THRESHOLD), metavar="PCT",
-                   help="stop adding streams when one more adds less than this "
-                   "(default %(default)s)")
     p.add_argument("--model", choices=TWO_PROBE_MODELS, default=DEFAULT_MODEL,
                    help="loss curve fitted to the probes: square = (alpha n + beta)^2, the "
                    "(m+n)^2 growth; partial = the paper's a n^2 + b (default %(default)s; "
@@ -145,13 +139,7 @@ def run(args: argparse.Namespace) -> int:
     capacity = None if args.capacity is None else parse_capacity(args.capacity)
     if args.plot:
         check_path(args.plot)
-    try:
-        settings = Settings(max_impact=parse_fraction(args.max_impact, "--max-impact"),
-                            gain_threshold=parse_fraction(args.gain_threshold,
-                                                          "--gain-threshold"),
-                            max_streams=args.max_streams)
-    except ModelInputError as err:
-        raise UsageError(str(err)) from None
+    settings = settings_from(args)
     preflight.check("advise")  # after the arguments: a bad one is exit 2 for anyone
     target = Target(host, port, args.netns, args.congestion)
     progress = ProgressLine()

@@ -21,7 +21,6 @@ from tamebpf.commands.watch import (
     add_reader_arguments,
     cap_table,
     read_caps,
-    settings_from,
     terminate_as_exit,
 )
 from tamebpf.errors import TamebpfError, UsageError
@@ -29,7 +28,7 @@ from tamebpf.exporter import Reading, TamebpfCollector, make_registry
 from tamebpf.groups import Aggregator
 from tamebpf.kernel.flows import FlowReader
 from tamebpf.logs import log
-from tamebpf.options import parse_host_port
+from tamebpf.options import parse_host_port, settings_from
 from tamebpf.present.watch import group_to_json
 
 DEFAULT_LISTEN = "127.0.0.1:9477"

@@ -12,18 +12,14 @@ from typing import Any
 
 from tamebpf.errors import UsageError
 from tamebpf.model import (
-    DEFAULT_GAIN_THRESHOLD,
-    DEFAULT_MAX_IMPACT,
-    DEFAULT_MAX_STREAMS,
     DEFAULT_MODEL,
     MODELS,
     ModelInputError,
     Probe,
-    Settings,
     fit_throughput,
     predict,
 )
-from tamebpf.options import dump_json, parse_fraction, parse_rate_mbps
+from tamebpf.options import add_advice_options, dump_json, parse_rate_mbps, settings_from
 from tamebpf.present.prediction import prediction_to_json, render_prediction_table
 
 EPILOG = """\
@@ -56,26 +52,7 @@ def register(sub: Any) -> None:
         help="a measured probe: N streams gave RATE in aggregate, in Mbit/s or with a "
         "unit (200, 9.4G, 500k) (give 2, or 3 for --model full)",
     )
-    p.add_argument(
-        "--max-impact",
-        default=str(DEFAULT_MAX_IMPACT),
-        metavar="PCT",
-        help=f"largest acceptable impact on cross traffic, 10%% or 0.1 "
-        f"(default {DEFAULT_MAX_IMPACT * 100:g}%%)",
-    )
-    p.add_argument(
-        "--gain-threshold",
-        default=str(DEFAULT_GAIN_THRESHOLD),
-        metavar="PCT",
-        help="stop adding streams when one more adds less than this share of the "
-        f"current throughput; 0 turns it off (default {DEFAULT_GAIN_THRESHOLD * 100:g}%%)",
-    )
-    p.add_argument(
-        "--max-streams",
-        default=str(DEFAULT_MAX_STREAMS),
-        metavar="N",
-        help=f"largest number of streams to consider (default {DEFAULT_MAX_STREAMS})",
-    )
+    add_advice_options(p)
     p.add_argument(
         "--model",
         choices=MODELS,
@@ -110,22 +87,9 @@ def parse_probe(text: str) -> Probe:
         raise UsageError(f"bad --probe {text!r}: {err}") from None
 
 
-def parse_streams(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise UsageError(f"bad --max-streams {text!r}: expected a whole number") from None
-
-
 def run(args: argparse.Namespace) -> int:
     probes = [parse_probe(t) for t in args.probe]
-    max_impact = parse_fraction(args.max_impact, "--max-impact")
-    gain = parse_fraction(args.gain_threshold, "--gain-threshold")
-    max_streams = parse_streams(args.max_streams)
-    try:
-        settings = Settings(max_impact, gain, max_streams, args.impact_baseline)
-    except ModelInputError as err:
-        raise UsageError(f"bad --max-streams {args.max_streams!r}: {err}") from None
+    settings = settings_from(args, baseline=args.impact_baseline)
     try:
         fit = fit_throughput(probes, args.model)
     except ModelInputError as err:
