@@ -236,7 +236,8 @@ static __always_inline int charge(struct bpf_sock_addr *ctx, __u32 *dst,
 			return REFUSE;
 		}
 		bpf_spin_lock(&c->lock);
-		ok = c->count < c->max;
+		/* pace mode charges every connect() and never refuses one */
+		ok = c->mode == TB_CAP_MODE_PACE || c->count < c->max;
 		if (ok) {
 			c->count++;
 			c->charged++;
