@@ -38,7 +38,10 @@
 static const char *const MAP_PINS[] = {
 	"cap_rules", "cap_counts", "cap_state", "cap_ids", "cap_socks",
 };
-static const char *const CG_LINKS[] = { "c4", "c6", "rel" };
+/* Links pinned per capped cgroup. "pace" (sock_ops) is attached with the
+ * others: it does work only for sockets charged to a pace-mode cap. */
+static const char *const CG_LINKS[] = { "c4", "c6", "rel", "pace" };
+#define N_CG_LINKS 4
 
 enum { P_CONNECT = 1, P_STATE = 2, P_SEED = 4 };
 
@@ -170,6 +173,7 @@ static struct cap_bpf *load_instance(const char *dir,
 	bpf_program__set_autoload(skel->progs.tb_cap_connect4, cfg->progs & P_CONNECT);
 	bpf_program__set_autoload(skel->progs.tb_cap_connect6, cfg->progs & P_CONNECT);
 	bpf_program__set_autoload(skel->progs.tb_cap_release, cfg->progs & P_CONNECT);
+	bpf_program__set_autoload(skel->progs.tb_cap_pace, cfg->progs & P_CONNECT);
 	bpf_program__set_autoload(skel->progs.tb_cap_state, cfg->progs & P_STATE);
 	bpf_program__set_autoload(skel->progs.tb_cap_seed, cfg->progs & P_SEED);
 	*err = cap_bpf__load(skel);
@@ -202,7 +206,7 @@ static void unpin_cgroup(const char *dir, __u64 cgid)
 {
 	char path[PATH_MAX];
 
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < N_CG_LINKS; i++)
 		if (!cg_link_path(path, dir, cgid, i))
 			unlink(path);
 }
@@ -210,14 +214,14 @@ static void unpin_cgroup(const char *dir, __u64 cgid)
 static int attach_cgroup(struct cap_bpf *skel, const char *dir, __u64 cgid,
 			 int cgfd)
 {
-	struct bpf_program *progs[3] = {
+	struct bpf_program *progs[N_CG_LINKS] = {
 		skel->progs.tb_cap_connect4, skel->progs.tb_cap_connect6,
-		skel->progs.tb_cap_release,
+		skel->progs.tb_cap_release, skel->progs.tb_cap_pace,
 	};
 	char path[PATH_MAX];
 	int err;
 
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < N_CG_LINKS; i++) {
 		err = cg_link_path(path, dir, cgid, i);
 		if (!err)
 			err = attach_pinned(bpf_program__attach_cgroup(progs[i], cgfd),
