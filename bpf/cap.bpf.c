@@ -438,9 +438,10 @@ static __always_inline void pace(struct bpf_sock_ops *skops, int opening)
 	}
 	active = c->epoch_checkins > c->prev_checkins ?
 		c->epoch_checkins : c->prev_checkins;
-	if (!active)
-		active = 1;
-	rate = c->rate_bytes_per_s / (active + (opening ? 1 : 0));
+	/* opening: one more than those sending (the first alone gets it all) */
+	if (opening || !active)
+		active++;
+	rate = c->rate_bytes_per_s / active;
 	bpf_spin_unlock(&c->lock);
 	if (!rate)
 		rate = 1;

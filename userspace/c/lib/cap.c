@@ -619,3 +619,38 @@ int tb_cap_read_state(const char *pin_dir, struct tb_cap_state *out)
 	tb_libbpf_logging();
 	return read_one(pin_dir, "cap_state", &zero, out, 0);
 }
+
+/* Switch an existing cap to MODE (TB_CAP_MODE_*) with a pace target of RATE
+ * bytes/s (0 in refuse mode). Read and written under the cap's spin lock;
+ * count and the totals may move in between, so the write keeps what the
+ * kernel holds for them and only changes mode and rate. Pacing of sockets
+ * already open changes at their next RTT callback. */
+int tb_cap_set_mode(const char *pin_dir, __u64 id, __u32 mode, __u64 rate)
+{
+	struct tb_cap_count c;
+	int fd, err = 0;
+
+	tb_libbpf_logging();
+	if (mode > TB_CAP_MODE_PACE || (mode == TB_CAP_MODE_PACE && !rate)) {
+		tb_set_error("invalid cap mode %u with rate %llu", mode,
+			     (unsigned long long)rate);
+		return -EINVAL;
+	}
+	fd = open_pinned(pin_dir, "cap_counts");
+	if (fd < 0) {
+		tb_set_error("cannot open %s/cap_counts: %s", pin_dir, strerror(-fd));
+		return fd;
+	}
+	/* Not atomic as a whole: a connect() between lookup and update is
+	 * lost from count. Callers set the mode right after tb_cap_add, before
+	 * the cgroup's tools start; docs/cap.md says so. */
+	if (bpf_map_lookup_elem_flags(fd, &id, &c, BPF_F_LOCK) ||
+	    (c.mode = mode, c.rate_bytes_per_s = rate,
+	     bpf_map_update_elem(fd, &id, &c, BPF_EXIST | BPF_F_LOCK))) {
+		err = -errno;
+		tb_set_error("cannot set the mode of cap %llu: %s",
+			     (unsigned long long)id, strerror(-err));
+	}
+	close(fd);
+	return err;
+}

@@ -235,6 +235,13 @@ class CapTable:
                     continue  # removed while we read
         return sorted(caps, key=lambda c: (c.cgroup, c.family, c.dest))
 
+    def set_mode(self, cap_id: int, mode: int, rate_bytes_per_s: int = 0) -> None:
+        """Make cap CAP_ID refuse (TB_CAP_MODE_REFUSE) or pace its streams
+        to RATE_BYTES_PER_S together (TB_CAP_MODE_PACE)."""
+        rc = self._lib.tb_cap_set_mode(self.pin.encode(), cap_id, mode, rate_bytes_per_s)
+        if rc:
+            raise self._fail(rc)
+
     def _count(self, cap_id: int) -> TbCapCount:
         count = TbCapCount()
         rc = self._lib.tb_cap_read_count(self.pin.encode(), cap_id, ctypes.byref(count))
