@@ -13,9 +13,10 @@ from tamebpf.capfile import parse_dest
 from tamebpf.kernel.abi import TB_CAP_MODE_PACE
 from tamebpf.kernel.cap import CapTable
 from tests.integration.kernel_fixtures import spawn, stop
-from tests.integration.test_cap import PORT, Net, net, read_line, the_cap  # noqa: F401
+from tests.integration.test_cap import PORT, Net, read_line, the_cap
+from tests.integration.test_cap import net as net  # the module's netns pair fixture
 
-SO_MAX_PACING_RATE = 47
+SO_MAX_PACING_RATE = 47  # asm-generic/socket.h; Python's socket module lacks it
 
 PACED = r"""
 import json, socket, sys
@@ -26,7 +27,7 @@ for _ in range(k):
     s.settimeout(10)
     try:
         s.connect((host, port))
-        out.append(s.getsockopt(socket.SOL_SOCKET, 47))
+        out.append(s.getsockopt(socket.SOL_SOCKET, 47))  # SO_MAX_PACING_RATE
     except OSError as err:
         out.append(err.strerror)
     socks.append(s)
@@ -35,9 +36,9 @@ sys.stdin.readline()
 """
 
 
-def open_paced(net: Net, cg_path: str, k: int) -> tuple[subprocess.Popen[str], list[object]]:
-    proc = spawn([sys.executable, "-c", PACED, net.server_v4, str(PORT), str(k)],
-                 cgroup_path=cg_path, netns=net.pair.sender,
+def open_paced(pair: Net, cg_path: str, k: int) -> tuple[subprocess.Popen[str], list[object]]:
+    proc = spawn([sys.executable, "-c", PACED, pair.server_v4, str(PORT), str(k)],
+                 cgroup_path=cg_path, netns=pair.pair.sender,
                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     return proc, json.loads(read_line(proc, 20, "paced client"))
 
