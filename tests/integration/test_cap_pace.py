@@ -9,6 +9,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tamebpf.capfile import parse_dest
 from tamebpf.kernel.abi import TB_CAP_MODE_PACE
 from tamebpf.kernel.cap import CapTable
@@ -55,5 +57,20 @@ def test_pace_never_refuses_and_sets_the_opening_share(net: Net, pins: str, cg: 
         assert got == [rate] * 4, f"expected 4 connects paced at {rate} B/s, got {got}"
         c = the_cap(table, cg, dest)
         assert (c.streams, c.refused) == (4, 0), f"expected 4 streams, none refused: {c}"
+    finally:
+        stop(proc)  # type: ignore[arg-type]
+
+
+def test_cli_cap_set_mode_pace(net: Net, pins: str, cg: str,
+                               capsys: pytest.CaptureFixture[str]) -> None:
+    from tamebpf.cli import main
+    dest = f"{net.server_v4}/32:{PORT}"
+    code = main(["cap", "set", "--cgroup", cg, "--dest", dest, "--mode", "pace",
+                 "--rate", "80M"])
+    out = capsys.readouterr()
+    assert code == 0, f"cap set --mode pace: exit {code}: {out.err}"
+    proc, got = open_paced(net, cg, 3)
+    try:
+        assert got == [10_000_000] * 3, f"expected 3 connects paced at 10 MB/s, got {got}"
     finally:
         stop(proc)  # type: ignore[arg-type]
