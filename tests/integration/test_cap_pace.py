@@ -74,3 +74,14 @@ def test_cli_cap_set_mode_pace(net: Net, pins: str, cg: str,
         assert got == [10_000_000] * 3, f"expected 3 connects paced at 10 MB/s, got {got}"
     finally:
         stop(proc)  # type: ignore[arg-type]
+
+
+def test_list_shows_mode_and_target(net: Net, pins: str, cg: str) -> None:
+    dest = f"{net.server_v4}/32:{PORT}"
+    table = CapTable()
+    cap = table.add(cg, parse_dest(dest), 5)
+    assert (cap.mode, cap.rate_bytes_per_s) == ("refuse", 0), f"new cap: {cap}"
+    table.set_mode(cap.id, TB_CAP_MODE_PACE, 1_000_000)
+    c = the_cap(table, cg, dest)
+    assert (c.mode, c.rate_bytes_per_s, c.max_streams) == ("pace", 1_000_000, 5), (
+        f"expected pace at 1000000 B/s keeping max 5, got {c}")
