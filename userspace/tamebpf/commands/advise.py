@@ -29,6 +29,7 @@ from tamebpf.options import (
     parse_rate_mbps,
     settings_from,
 )
+from tamebpf.present.toolflags import FORMATS, tool_flags
 
 CONGESTION = ("reno", "cubic", "bbr", "system")
 
@@ -63,6 +64,9 @@ def register(sub: Any) -> None:
                    help="congestion control of the probes (default: the host's)")
     p.add_argument("--netns", metavar="NAME", help="probe from this network namespace")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--format", choices=FORMATS, metavar="TOOL",
+                   help="print only the advised stream count as flags for a transfer tool: "
+                   + ", ".join(FORMATS) + " (shell: the bare number)")
     p.add_argument("--plot", metavar="FILE", help="write a plot (.png or .svg)")
     p.set_defaults(func=run)
 
@@ -137,6 +141,8 @@ def run(args: argparse.Namespace) -> int:
     n1, n2 = parse_probes(args.probes)
     durations = parse_durations(args.duration)
     capacity = None if args.capacity is None else parse_capacity(args.capacity)
+    if args.json and args.format:
+        raise UsageError("--json and --format: choose one output")
     if args.plot:
         check_path(args.plot)
     settings = settings_from(args)
@@ -152,7 +158,9 @@ def run(args: argparse.Namespace) -> int:
         progress.clear()
     if args.plot:
         write_plot(result, args.plot)
-    if args.json:
+    if args.format:
+        sys.stdout.write(tool_flags(args.format, result.prediction.advice.num_flows))
+    elif args.json:
         dump_json(to_json(result), sys.stdout)
     else:
         sys.stdout.write(render(result))
