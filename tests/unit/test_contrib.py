@@ -98,9 +98,7 @@ def test_every_alert_has_a_unit_test_that_fires_it() -> None:
     tested = set(re.findall(r"^\s+alertname: (\w+)\s*\n\s+exp_alerts:", RULES_TEST.read_text(),
                             re.M))
     alerts = {r.name for r in read_rules() if r.kind == "alert"}
-    # Absence and slowness need no tamebpf series to be meaningful; the rest must fire in a test.
-    untested = alerts - tested - {"TamebpfExporterAbsent", "TamebpfSlowReadings",
-                                  "TamebpfGroupsEvicted", "TamebpfCapRefusingConnections"}
+    untested = alerts - tested
     assert not untested, f"alerts never seen firing in {RULES_TEST.name}: {sorted(untested)}"
 
 
