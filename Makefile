@@ -10,6 +10,7 @@
 #   make testbed-accuracy  the WAN testbed's rate, RTT and queue accuracy -> docs/testbed.md
 #   make install    DESTDIR/PREFIX-aware install of library and command (links nothing)
 #   make deb        the Debian package, build/tamebpf_VERSION_ARCH.deb
+#   make man        man pages and bash completion from the CLI -> build/man, build/completion
 
 .DELETE_ON_ERROR:
 .DEFAULT_GOAL := all
@@ -56,7 +57,7 @@ LIB_LDLIBS := -lbpf -lelf -lz
 
 .SECONDARY: $(BPF_OBJS)
 
-.PHONY: all compile deps test-deps run test lint unit bench eval probetime testbed-accuracy install deb clean cmd
+.PHONY: all compile deps test-deps run test lint unit bench eval probetime testbed-accuracy install deb clean cmd man
 
 # `make` also links the command onto PATH; every other target only builds, so
 # running the tests or a benchmark leaves /usr/local/bin as it was.
@@ -151,6 +152,13 @@ install: compile
 # The Debian package: build/tamebpf_VERSION_ARCH.deb (scripts/build-deb).
 deb: compile
 	$(Q)BUILD=$(BUILD) scripts/build-deb
+
+# Man pages (section 1, one per command and sub-command) and the bash
+# completion file, generated from the argparse parser (scripts/gen_man.py).
+man:
+	$(call msg,MAN,$(BUILD)/man $(BUILD)/completion)
+	$(Q)PYTHONPATH=userspace $(PY) scripts/gen_man.py --man $(BUILD)/man \
+	  --completion $(BUILD)/completion >/dev/null
 
 clean:
 	rm -rf $(BUILD)

@@ -120,3 +120,11 @@ def substitute(expr: str) -> str:
     """A dashboard expression with Grafana's variables as Prometheus takes it."""
     return (expr.replace("$__rate_interval", "1m").replace("$job", ".*")
             .replace("$instance", ".*"))
+
+
+def signal(expr: str) -> str:
+    """An alert's expression without its thresholds: what it watches, which
+    has data whenever the metrics exist (`x > 0.8` -> `x`, `absent(x)` -> `x`)."""
+    out = re.sub(r"\s*(?:==|!=|>=|<=|>|<)\s*-?[0-9.]+(?:e-?[0-9]+)?(?=\s|\)|$)", "", expr)
+    m = re.fullmatch(r"absent\((.*)\)", out.strip())
+    return m.group(1) if m else out

@@ -5,15 +5,18 @@ collector itself, scraped over fake flows as in test_export.py."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from tamebpf.exporter import TamebpfCollector
 from tamebpf.groups import Aggregator, Cap
+from tests.integration.test_export import prometheus_config
 from tests.unit.contrib_queries import (
     DASHBOARD,
     RULES,
@@ -25,6 +28,7 @@ from tests.unit.contrib_queries import (
     read_dashboard,
     read_rules,
     selectors,
+    signal,
 )
 from tests.unit.test_export import FakeReader, fresh
 from tests.unit.test_groups_fakes import Transfer
@@ -94,9 +98,7 @@ def test_every_alert_has_a_unit_test_that_fires_it() -> None:
     tested = set(re.findall(r"^\s+alertname: (\w+)\s*\n\s+exp_alerts:", RULES_TEST.read_text(),
                             re.M))
     alerts = {r.name for r in read_rules() if r.kind == "alert"}
-    # Absence and slowness need no tamebpf series to be meaningful; the rest must fire in a test.
-    untested = alerts - tested - {"TamebpfExporterAbsent", "TamebpfSlowReadings",
-                                  "TamebpfGroupsEvicted", "TamebpfCapRefusingConnections"}
+    untested = alerts - tested
     assert not untested, f"alerts never seen firing in {RULES_TEST.name}: {sorted(untested)}"
 
 
@@ -161,3 +163,29 @@ def test_dashboard_layout() -> None:
     titles = " ".join(str(p["title"]).lower() for p in panels(dash))
     for topic in ("goodput", "advice", "loss", "rtt", "exporter"):
         assert topic in titles, f"no panel about {topic} in {DASHBOARD.name}"
+
+
+def test_signal_drops_thresholds_and_absent() -> None:
+    assert signal("tamebpf_map:fill_ratio > 0.8") == "tamebpf_map:fill_ratio"
+    assert signal('absent(up{job="tamebpf"})') == 'up{job="tamebpf"}'
+    assert signal("a > 0.01 and rate(b[5m]) > 100") == "a and rate(b[5m])"
+    assert signal("increase(x[15m]) > 0") == "increase(x[15m])"
+
+
+def test_alert_signals_and_the_integration_config_pass_promtool(tmp_path: Path) -> None:
+    """tests/integration/test_dashboards.py queries each alert's signal and
+    loads the rules through prometheus_config(): both must be valid."""
+    tool = promtool()
+    signals = tmp_path / "signals.yml"
+    signals.write_text("groups:\n  - name: signals\n    rules:\n" + "".join(
+        f"      - record: signal:{i}\n        expr: {json.dumps(signal(r.expr))}\n"
+        for i, r in enumerate(read_rules()) if r.kind == "alert"))
+    check = subprocess.run([tool, "check", "rules", str(signals)], capture_output=True,
+                           text=True, timeout=30)
+    assert check.returncode == 0, f"an alert's signal is not valid PromQL: {check.stderr}"
+    config = tmp_path / "prometheus.yml"
+    config.write_text(prometheus_config("127.0.0.1:9477", [str(RULES)]))
+    check = subprocess.run([tool, "check", "config", str(config)], capture_output=True,
+                           text=True, timeout=30)
+    assert check.returncode == 0 and "1 rule files found" in check.stdout, (
+        f"promtool check config: rc {check.returncode}\n{check.stdout}{check.stderr}")

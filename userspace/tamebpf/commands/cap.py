@@ -65,7 +65,7 @@ def register(sub: Any) -> None:
                           description="Set every cap of FILE (see docs/cap.md); a cap "
                           "already in force with another N is replaced. The whole file is "
                           "checked first: one bad entry and nothing changes.")
-    ap.add_argument("file", metavar="FILE")
+    ap.add_argument("file", metavar="FILE", help="TOML file of caps (docs/cap.md)")
     ap.add_argument("--prune", action="store_true",
                     help="also remove caps in force that FILE does not list")
     ap.add_argument("-v", "--verbose", action="store_true", help="libbpf's debug log on stderr")
