@@ -2,12 +2,15 @@
 #   make            build, and link the command into $(PREFIX)/bin
 #   make compile    BPF objects, the C library and the testbed's link emulator
 #   make deps       install Debian and Python dependencies (quick when present)
+#   make test-deps  ... and what only the tests need (make test runs it)
 #   make run        the main job (README)
 #   make test       lint, type-check and the whole test suite (README, CI)
 #   make bench      overhead benchmark -> docs/performance.md
 #   make probetime  advise's probing time, fast start on and off -> docs/accuracy.md
 #   make testbed-accuracy  the WAN testbed's rate, RTT and queue accuracy -> docs/testbed.md
-#   make install    DESTDIR/PREFIX-aware install of library and command
+#   make install    DESTDIR/PREFIX-aware install of library and command (links nothing)
+#   make deb        the Debian package, build/tamebpf_VERSION_ARCH.deb
+#   make man        man pages and bash completion from the CLI -> build/man, build/completion
 
 .DELETE_ON_ERROR:
 .DEFAULT_GOAL := all
@@ -54,7 +57,7 @@ LIB_LDLIBS := -lbpf -lelf -lz
 
 .SECONDARY: $(BPF_OBJS)
 
-.PHONY: all compile deps run test lint unit bench eval probetime testbed-accuracy install clean cmd
+.PHONY: all compile deps test-deps run test lint unit bench eval probetime testbed-accuracy install deb clean cmd man
 
 # `make` also links the command onto PATH; every other target only builds, so
 # running the tests or a benchmark leaves /usr/local/bin as it was.
@@ -64,6 +67,9 @@ compile: $(LIB) $(TOOLS)
 
 deps:
 	$(Q)scripts/install-deps
+
+test-deps:
+	$(Q)scripts/install-deps --test
 
 $(BUILD):
 	$(Q)mkdir -p $@
@@ -107,10 +113,10 @@ lint:
 	$(Q)$(VENV)/bin/ruff check userspace tests scripts
 	$(Q)$(VENV)/bin/mypy
 
-test: deps compile lint
+test: test-deps compile lint
 	$(SUDO) $(PY) -m pytest -q -ra tests
 
-unit: deps
+unit: test-deps
 	$(PY) -m pytest -q tests/unit
 
 # Long measurements live here, not in the tests. Each script writes its own
@@ -131,10 +137,28 @@ probetime: deps compile
 testbed-accuracy: deps compile
 	$(SUDO) $(PY) scripts/testbed_accuracy.py --write docs/testbed.md $(TESTBED_ARGS)
 
-install: all
-	install -d $(DESTDIR)$(PREFIX)/lib/tamebpf
+# A self-contained install: the library and the Python package under
+# PREFIX/lib/tamebpf, the command in PREFIX/bin, run by the system's Python
+# (which needs python3-prometheus-client). Honours DESTDIR; links nothing.
+SYS_PYTHON ?= /usr/bin/python3
+install: compile
+	install -d $(DESTDIR)$(PREFIX)/lib/tamebpf/python $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(LIB) $(DESTDIR)$(PREFIX)/lib/tamebpf/
-	$(PY) -m pip install --no-deps --prefix=$(DESTDIR)$(PREFIX) .
+	tar -C userspace --exclude=__pycache__ -cf - tamebpf | tar -C $(DESTDIR)$(PREFIX)/lib/tamebpf/python -xf -
+	sed -e 's#@PYTHON@#$(SYS_PYTHON)#' -e 's#@LIBDIR@#$(PREFIX)/lib/tamebpf#' \
+	  scripts/tamebpf.launcher > $(DESTDIR)$(PREFIX)/bin/tamebpf
+	chmod 0755 $(DESTDIR)$(PREFIX)/bin/tamebpf
+
+# The Debian package: build/tamebpf_VERSION_ARCH.deb (scripts/build-deb).
+deb: compile
+	$(Q)BUILD=$(BUILD) scripts/build-deb
+
+# Man pages (section 1, one per command and sub-command) and the bash
+# completion file, generated from the argparse parser (scripts/gen_man.py).
+man:
+	$(call msg,MAN,$(BUILD)/man $(BUILD)/completion)
+	$(Q)PYTHONPATH=userspace $(PY) scripts/gen_man.py --man $(BUILD)/man \
+	  --completion $(BUILD)/completion >/dev/null
 
 clean:
 	rm -rf $(BUILD)

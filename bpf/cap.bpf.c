@@ -111,6 +111,9 @@ struct tb_cap_sock {
 	__u64 ids[TB_CAP_SOCK_MAX];
 	__u32 n;
 	__u32 last_level; /* depth of the last instance that ran on connect */
+	__u64 epoch;      /* pace: epoch_start_ns of the epoch it checked in to */
+	__u32 applied;    /* pace: SO_MAX_PACING_RATE it set, bytes/s */
+	__u32 pad;
 };
 
 struct {
@@ -236,7 +239,8 @@ static __always_inline int charge(struct bpf_sock_addr *ctx, __u32 *dst,
 			return REFUSE;
 		}
 		bpf_spin_lock(&c->lock);
-		ok = c->count < c->max;
+		/* pace mode charges every connect() and never refuses one */
+		ok = c->mode == TB_CAP_MODE_PACE || c->count < c->max;
 		if (ok) {
 			c->count++;
 			c->charged++;
@@ -383,4 +387,83 @@ int tb_cap_seed(struct bpf_iter__tcp *ctx)
 	st->ids[st->n & (TB_CAP_SOCK_MAX - 1)] = id;
 	st->n++;
 	return 0;
+}
+
+/* Pace mode (docs/cap.md): a charged socket of a pace cap sends at most
+ * rate / active, where active counts the cap's streams that checked in from
+ * their RTT callback in this or the previous epoch. A stream that just opened
+ * has not checked in yet and takes rate / (active + 1). Sockets of the cgroup
+ * not charged to a pace cap return after one storage lookup. */
+#define SOL_SOCKET 1          /* uapi asm-generic/socket.h; not in vmlinux.h */
+#define SO_MAX_PACING_RATE 47
+#define PACE_EPOCH_NS (250ULL * 1000 * 1000)
+#define PACE_RATE_MAX 0xfffffffeU /* bpf_setsockopt takes an int: ~34 Gbit/s */
+
+static __always_inline void pace(struct bpf_sock_ops *skops, int opening)
+{
+	struct tb_cap_count *c = NULL;
+	struct tb_cap_sock *st;
+	struct bpf_sock *sk = skops->sk;
+	__u64 id, now, rate;
+	__u32 active, rate32, i;
+
+	if (!sk)
+		return;
+	st = bpf_sk_storage_get(&cap_socks, sk, 0, 0);
+	if (!st)
+		return;
+	for (i = 0; i < TB_CAP_SOCK_MAX; i++) {
+		if (i >= st->n)
+			return;
+		id = st->ids[i];
+		c = bpf_map_lookup_elem(&cap_counts, &id);
+		if (c && c->mode == TB_CAP_MODE_PACE)
+			break;
+		c = NULL;
+	}
+	if (!c)
+		return;
+	now = bpf_ktime_get_ns();
+	bpf_spin_lock(&c->lock);
+	if (now - c->epoch_start_ns >= PACE_EPOCH_NS) {
+		/* an epoch nobody checked in to leaves no history */
+		c->prev_checkins = now - c->epoch_start_ns < 2 * PACE_EPOCH_NS ?
+			c->epoch_checkins : 0;
+		c->epoch_checkins = 0;
+		c->epoch_start_ns = now;
+	}
+	if (!opening && st->epoch != c->epoch_start_ns) {
+		st->epoch = c->epoch_start_ns;
+		c->epoch_checkins++;
+	}
+	active = c->epoch_checkins > c->prev_checkins ?
+		c->epoch_checkins : c->prev_checkins;
+	/* opening: one more than those sending (the first alone gets it all) */
+	if (opening || !active)
+		active++;
+	rate = c->rate_bytes_per_s / active;
+	bpf_spin_unlock(&c->lock);
+	if (!rate)
+		rate = 1;
+	rate32 = rate > PACE_RATE_MAX ? PACE_RATE_MAX : (__u32)rate;
+	if (rate32 == st->applied)
+		return;
+	if (!bpf_setsockopt(skops, SOL_SOCKET, SO_MAX_PACING_RATE, &rate32, sizeof(rate32)))
+		st->applied = rate32;
+}
+
+SEC("sockops")
+int tb_cap_pace(struct bpf_sock_ops *skops)
+{
+	switch (skops->op) {
+	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
+		pace(skops, 1);
+		bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags |
+					  BPF_SOCK_OPS_RTT_CB_FLAG);
+		break;
+	case BPF_SOCK_OPS_RTT_CB:
+		pace(skops, 0);
+		break;
+	}
+	return 1;
 }

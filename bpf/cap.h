@@ -18,6 +18,10 @@
 #define TB_CAP_SOCK_MAX 8    /* caps one socket can be charged to (power of 2) */
 #define TB_CAP_PATH_LEN 256
 
+/* tb_cap_count.mode */
+#define TB_CAP_MODE_REFUSE 0 /* connect()s over max fail with EPERM */
+#define TB_CAP_MODE_PACE 1   /* never refused; the streams share rate_bytes_per_s */
+
 /* One destination a cgroup is capped toward. */
 struct tb_cap_rule {
 	__u64 id;               /* key of the cap's counters in cap_counts */
@@ -47,6 +51,14 @@ struct tb_cap_count {
 	__u64 refused;          /* connect()s refused, total */
 	__u64 seeded;           /* streams that existed when the cap was set */
 	__u64 released;         /* streams counted down, total */
+	/* Pace mode (TB_CAP_MODE_PACE): the cap's sending streams together
+	 * send at most rate_bytes_per_s, each rate / active (docs/cap.md). */
+	__u32 mode;             /* TB_CAP_MODE_* */
+	__u32 epoch_checkins;   /* streams that checked in this epoch */
+	__u64 rate_bytes_per_s; /* target of the whole group; 0 in refuse mode */
+	__u64 epoch_start_ns;   /* start of the current check-in epoch */
+	__u32 prev_checkins;    /* check-ins of the previous epoch */
+	__u32 pad;
 };
 
 /* The single value of cap_state: the BPF side's health counters. (The next

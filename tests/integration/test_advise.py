@@ -15,6 +15,7 @@ import pytest
 from tamebpf.cgroups import cgroup2_mount
 from tamebpf.testbed import Testbed, iperf
 from tests.integration import conftest_testbed as tbfix
+from tests.integration.unprivileged import run_as_user
 
 pytestmark = pytest.mark.root
 
@@ -186,3 +187,12 @@ def test_bad_arguments_exit_2() -> None:
                              capture_output=True, text=True, timeout=30)
         assert res.returncode == 2, f"{argv}: exit {res.returncode}, {res.stderr}"
         assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+
+
+def test_not_root_gets_one_clear_line() -> None:
+    """Unprivileged, advise stops before it creates a cgroup or sends a
+    packet: one line naming sudo, exit 1, no traceback."""
+    res = run_as_user("advise", "198.18.3.2", "--max-impact", "5%")
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 1, f"exit code {res.returncode}, stderr {res.stderr!r}"
+    assert len(lines) == 1 and "needs root" in lines[0] and "sudo" in lines[0], lines

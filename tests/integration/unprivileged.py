@@ -23,9 +23,11 @@ _MOUNT_AND_RUN = ('mount --bind "$1" "$3/repo" && mount --bind "$2" "$3/venv" '
                   '&& shift 3 && exec "$@"')
 
 
-def run_as_user(*argv: str, uid: int = NOBODY,
-                timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """`python -m tamebpf ARGV` as uid (and its gid), from readable mounts."""
+def run_as_user(*argv: str, uid: int = NOBODY, caps: str = "", timeout: float = 60,
+                env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`python -m tamebpf ARGV` as uid (and its gid), from readable mounts;
+    caps ("+bpf,+perfmon") are kept as ambient capabilities, as a service
+    unit's AmbientCapabilities= would."""
     view = tempfile.mkdtemp(prefix="tamebpf-unpriv-")
     try:
         os.chmod(view, 0o755)
@@ -34,10 +36,12 @@ def run_as_user(*argv: str, uid: int = NOBODY,
         cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c", _MOUNT_AND_RUN,
                "sh", str(REPO), sys.prefix, view,
                "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+               *([f"--inh-caps={caps}", f"--ambient-caps={caps}"] if caps else []),
                f"{view}/venv/bin/python", "-m", "tamebpf", *argv]
-        env = {**os.environ, "HOME": "/tmp", "PYTHONPATH": f"{view}/repo/userspace"}
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
-                              check=False)
+        full_env = {**os.environ, "HOME": "/tmp", "PYTHONPATH": f"{view}/repo/userspace",
+                    **(env or {})}
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                              env=full_env, check=False)
     finally:
         for sub in ("repo", "venv"):
             os.rmdir(os.path.join(view, sub))

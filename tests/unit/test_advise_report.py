@@ -190,5 +190,5 @@ def test_parse_capacity(text: str, want: float) -> None:
 
 @pytest.mark.parametrize("bad", ["", "x", "0", "-5", "G", "inf", "nan", "10MB"])
 def test_parse_capacity_rejects(bad: str) -> None:
-    with pytest.raises(UsageError, match="not a link rate"):
+    with pytest.raises(UsageError, match="not a rate"):
         parse_capacity(bad)

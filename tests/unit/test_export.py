@@ -13,12 +13,14 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tamebpf import logs
 from tamebpf.commands.export import parse_listen, write_jsonl
 from tamebpf.errors import UsageError
 from tamebpf.exporter import TamebpfCollector, make_registry
 from tamebpf.groups import Aggregator, Cap
 from tamebpf.kernel.flows import Flow, ReaderStats
 from tamebpf.model import Settings
+from tests.unit.test_groups import predict_advice
 from tests.unit.test_groups_fakes import SECOND, Transfer
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
@@ -160,10 +162,12 @@ def test_advice_and_caps_appear() -> None:
             t.set_streams(10)
             t.mbps = 200.0
         _, s, _ = fresh(col)
-    assert s[("tamebpf_group_advice_streams", IPERF)] == 2, "expected the worked example's 2"
+    want = predict_advice("1:50", "10:200")  # one answer: what `tamebpf predict` says
+    assert s[("tamebpf_group_advice_streams", IPERF)] == want["num_flows"]
     assert s[("tamebpf_group_advice_throughput_bytes_per_second", IPERF)] == pytest.approx(
-        92.884e6 / 8, rel=1e-3)
-    assert s[("tamebpf_group_advice_impact_ratio", IPERF)] == pytest.approx(0.0712, abs=1e-3)
+        want["max_nondisruptive_thru_mbps"] * 1e6 / 8, rel=1e-3)
+    assert s[("tamebpf_group_advice_impact_ratio", IPERF)] == pytest.approx(
+        want["cross_traffic_impact"], abs=1e-3)
     assert s[("tamebpf_group_over_advice", IPERF)] == 1
     assert s[("tamebpf_group_cap_streams", IPERF)] == 4
     assert s[("tamebpf_group_over_cap", IPERF)] == 1
@@ -182,6 +186,28 @@ def test_a_failed_reading_keeps_the_last_values() -> None:
     assert after[("tamebpf_up", ())] == 0 and after[("tamebpf_read_errors_total", ())] == 1
     key = ("tamebpf_group_acked_bytes_total", IPERF)
     assert after[key] == before[key], f"expected {before[key]} kept, got {after[key]}"
+
+
+def test_a_failed_reading_is_logged_with_its_reason(capsys: pytest.CaptureFixture[str]) -> None:
+    logs.setup("json", "info")
+    reader = FakeReader([Transfer(streams=2, mbps=20.0)])
+    col = TamebpfCollector(reader, Aggregator())
+    fresh(col)
+    capsys.readouterr()
+    reader.fail = True
+    fresh(col)
+    records = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    assert [(r["level"], r["event"]) for r in records] == [("warning", "read_error")], records
+    assert "the kernel said no" in records[0]["msg"] and records[0]["read_errors"] == 1
+
+
+def test_text_logs_and_levels(capsys: pytest.CaptureFixture[str]) -> None:
+    logs.setup("text", "warning")
+    logs.log.info("not shown")
+    logs.log.warning("shown %d", 1)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("tamebpf: ") and err[0].endswith(
+        "warning: shown 1"), err
 
 
 def test_scrapes_close_together_share_one_reading() -> None:

@@ -23,7 +23,7 @@ def write(tmp_path: Path, name: str, text: str) -> str:
 
 def test_not_root_says_sudo(tmp_path: Path) -> None:
     with pytest.raises(TamebpfError) as err:
-        preflight.check("flows", euid=1000)
+        preflight.check("flows", euid=1000, caps=0)
     assert "needs root" in str(err.value) and "sudo tamebpf flows" in str(err.value)
 
 
@@ -69,3 +69,31 @@ def test_cgroup_names_walks_again_for_new_ids(tmp_path: Path) -> None:
     (tmp_path / "late").mkdir()
     assert names.name(os.stat(tmp_path / "late").st_ino) == "/late"
     assert names.name(0) is None
+
+
+def caps_mask(*bits: int) -> int:
+    return sum(1 << b for b in bits)
+
+
+def test_capabilities_stand_in_for_root(tmp_path: Path) -> None:
+    btf = write(tmp_path, "btf", "")
+    mounts = write(tmp_path, "mounts", MOUNTS_V2.format(root=str(tmp_path)))
+    base = caps_mask(preflight.CAP_BPF, preflight.CAP_PERFMON, preflight.CAP_NET_ADMIN)
+    assert preflight.check("flows", euid=1000, btf_path=btf, mounts_path=mounts,
+                           caps=base) == str(tmp_path)
+    with pytest.raises(TamebpfError, match="missing CAP_SYS_ADMIN"):
+        preflight.check("cap", euid=1000, btf_path=btf, mounts_path=mounts, caps=base,
+                        needs_netns=True)
+
+
+def test_missing_capabilities_are_named() -> None:
+    only_bpf = caps_mask(preflight.CAP_BPF)
+    with pytest.raises(TamebpfError) as err:
+        preflight.check("export", euid=1000, caps=only_bpf)
+    text = str(err.value)
+    assert "missing CAP_PERFMON, CAP_NET_ADMIN" in text and "sudo tamebpf export" in text, text
+
+
+def test_effective_caps_read_from_status(tmp_path: Path) -> None:
+    status = write(tmp_path, "status", "Name:\tx\nCapInh:\t0\nCapEff:\t000000c000001000\n")
+    assert preflight.effective_caps(status) == caps_mask(12, 38, 39)

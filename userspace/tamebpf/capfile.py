@@ -19,10 +19,9 @@ A caps file::
 from __future__ import annotations
 
 import ipaddress
+import tomllib
 from dataclasses import dataclass
 from typing import Any
-
-import tomllib
 
 from tamebpf.errors import UsageError
 

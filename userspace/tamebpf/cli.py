@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 import tamebpf.commands
-from tamebpf import __version__
+from tamebpf import __version__, logs
 from tamebpf.errors import TamebpfError
 
 # The order shown in --help; commands not listed here follow, by name.
@@ -35,6 +35,11 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     parser.add_argument("--version", action="version", version=f"tamebpf {__version__}")
+    parser.add_argument("--log-format", choices=logs.FORMATS, default="text",
+                        help="how warnings from long-running commands are written to stderr "
+                        "(default %(default)s; json: one object per line)")
+    parser.add_argument("--log-level", choices=logs.LEVELS, default="info",
+                        help="least severe log record shown (default %(default)s)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in command_names():
         module = importlib.import_module(f"tamebpf.commands.{name}")
@@ -42,12 +47,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def innermost(parser: argparse.ArgumentParser,
+              args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the (sub-)command that args chose, e.g. `cap set`'s."""
+    while True:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        name = getattr(args, subs[0].dest, None) if subs else None
+        if not subs or name not in subs[0].choices:
+            return parser
+        parser = subs[0].choices[name]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        # argparse would report these with the top-level usage; the command's
+        # own usage says what it does take.
+        owner = innermost(parser, args)
+        owner.error(f"unrecognized arguments: {' '.join(extra)}")
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
+    logs.setup(args.log_format, args.log_level)
     try:
         code: int = args.func(args)
         return code

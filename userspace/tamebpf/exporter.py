@@ -26,6 +26,7 @@ from prometheus_client.registry import CollectorRegistry
 from tamebpf import __version__
 from tamebpf.groups import Aggregator, Cap, Group
 from tamebpf.kernel.flows import Flow, ReaderStats
+from tamebpf.logs import log
 
 PREFIX = "tamebpf_"
 # The BPF programs a FlowReader keeps attached (bpf/flows.bpf.c).
@@ -122,8 +123,10 @@ class TamebpfCollector:
                              default=time.monotonic_ns())
                 groups = self.agg.update(flows, now_ns, self.caps())
                 open_flows = [f for f in flows if not f.closed]
-            except Exception:  # noqa: BLE001 - a scrape must answer; count and go on
+            except Exception as err:  # noqa: BLE001 - a scrape must answer; count and go on
                 self.read_errors += 1
+                log.warning("reading the kernel failed (%s); serving the previous reading",
+                            err, extra={"event": "read_error", "read_errors": self.read_errors})
                 ok = False
                 prev = self._last
                 groups = prev.groups if prev else []
@@ -245,7 +248,9 @@ class TamebpfCollector:
                                       "connect() calls a cap refused.", labels=labels)
         try:
             table = list(self.cap_table())
-        except Exception:  # noqa: BLE001 - caps are extra; never fail a scrape for them
+        except Exception as err:  # noqa: BLE001 - caps are extra; never fail a scrape for them
+            log.warning("reading the caps failed (%s); no cap series this scrape", err,
+                        extra={"event": "cap_read_error"})
             table = []
         for c in table:
             key = [str(getattr(c, "cgroup", "")), str(getattr(c, "dest", ""))]

@@ -34,6 +34,7 @@ from typing import Literal, NamedTuple
 
 from tamebpf.kernel.flows import Flow
 from tamebpf.model import (
+    DEFAULT_MODEL,
     Advice,
     Fit,
     LossSample,
@@ -534,10 +535,12 @@ class Aggregator:
 def passive_fit(
     obs: Sequence[Observation], settings: Settings, ccs: Iterable[str] = ()
 ) -> PassiveFit | None:
-    """Fit the partial order-2 model to observations at >= 2 stream counts,
-    with the loss x RTT^2 estimator beside it when loss and RTT were seen."""
+    """Fit the default model (the one `advise` uses) to observations at >= 2
+    stream counts, with the loss x RTT^2 estimator beside it, as a check,
+    when loss and RTT were seen."""
     try:
-        pred = predict(fit_throughput([Probe(o.streams, o.goodput_mbps) for o in obs]), settings)
+        probes = [Probe(o.streams, o.goodput_mbps) for o in obs]
+        pred = predict(fit_throughput(probes, DEFAULT_MODEL), settings)
     except ModelInputError:
         return None
     adv = pred.advice

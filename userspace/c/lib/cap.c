@@ -38,7 +38,10 @@
 static const char *const MAP_PINS[] = {
 	"cap_rules", "cap_counts", "cap_state", "cap_ids", "cap_socks",
 };
-static const char *const CG_LINKS[] = { "c4", "c6", "rel" };
+/* Links pinned per capped cgroup. "pace" (sock_ops) is attached with the
+ * others: it does work only for sockets charged to a pace-mode cap. */
+static const char *const CG_LINKS[] = { "c4", "c6", "rel", "pace" };
+#define N_CG_LINKS 4
 
 enum { P_CONNECT = 1, P_STATE = 2, P_SEED = 4 };
 
@@ -170,6 +173,7 @@ static struct cap_bpf *load_instance(const char *dir,
 	bpf_program__set_autoload(skel->progs.tb_cap_connect4, cfg->progs & P_CONNECT);
 	bpf_program__set_autoload(skel->progs.tb_cap_connect6, cfg->progs & P_CONNECT);
 	bpf_program__set_autoload(skel->progs.tb_cap_release, cfg->progs & P_CONNECT);
+	bpf_program__set_autoload(skel->progs.tb_cap_pace, cfg->progs & P_CONNECT);
 	bpf_program__set_autoload(skel->progs.tb_cap_state, cfg->progs & P_STATE);
 	bpf_program__set_autoload(skel->progs.tb_cap_seed, cfg->progs & P_SEED);
 	*err = cap_bpf__load(skel);
@@ -202,7 +206,7 @@ static void unpin_cgroup(const char *dir, __u64 cgid)
 {
 	char path[PATH_MAX];
 
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < N_CG_LINKS; i++)
 		if (!cg_link_path(path, dir, cgid, i))
 			unlink(path);
 }
@@ -210,14 +214,14 @@ static void unpin_cgroup(const char *dir, __u64 cgid)
 static int attach_cgroup(struct cap_bpf *skel, const char *dir, __u64 cgid,
 			 int cgfd)
 {
-	struct bpf_program *progs[3] = {
+	struct bpf_program *progs[N_CG_LINKS] = {
 		skel->progs.tb_cap_connect4, skel->progs.tb_cap_connect6,
-		skel->progs.tb_cap_release,
+		skel->progs.tb_cap_release, skel->progs.tb_cap_pace,
 	};
 	char path[PATH_MAX];
 	int err;
 
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < N_CG_LINKS; i++) {
 		err = cg_link_path(path, dir, cgid, i);
 		if (!err)
 			err = attach_pinned(bpf_program__attach_cgroup(progs[i], cgfd),
@@ -614,4 +618,39 @@ int tb_cap_read_state(const char *pin_dir, struct tb_cap_state *out)
 
 	tb_libbpf_logging();
 	return read_one(pin_dir, "cap_state", &zero, out, 0);
+}
+
+/* Switch an existing cap to MODE (TB_CAP_MODE_*) with a pace target of RATE
+ * bytes/s (0 in refuse mode). Read and written under the cap's spin lock;
+ * count and the totals may move in between, so the write keeps what the
+ * kernel holds for them and only changes mode and rate. Pacing of sockets
+ * already open changes at their next RTT callback. */
+int tb_cap_set_mode(const char *pin_dir, __u64 id, __u32 mode, __u64 rate)
+{
+	struct tb_cap_count c;
+	int fd, err = 0;
+
+	tb_libbpf_logging();
+	if (mode > TB_CAP_MODE_PACE || (mode == TB_CAP_MODE_PACE && !rate)) {
+		tb_set_error("invalid cap mode %u with rate %llu", mode,
+			     (unsigned long long)rate);
+		return -EINVAL;
+	}
+	fd = open_pinned(pin_dir, "cap_counts");
+	if (fd < 0) {
+		tb_set_error("cannot open %s/cap_counts: %s", pin_dir, strerror(-fd));
+		return fd;
+	}
+	/* Not atomic as a whole: a connect() between lookup and update is
+	 * lost from count. Callers set the mode right after tb_cap_add, before
+	 * the cgroup's tools start; docs/cap.md says so. */
+	if (bpf_map_lookup_elem_flags(fd, &id, &c, BPF_F_LOCK) ||
+	    (c.mode = mode, c.rate_bytes_per_s = rate,
+	     bpf_map_update_elem(fd, &id, &c, BPF_EXIST | BPF_F_LOCK))) {
+		err = -errno;
+		tb_set_error("cannot set the mode of cap %llu: %s",
+			     (unsigned long long)id, strerror(-err));
+	}
+	close(fd);
+	return err;
 }

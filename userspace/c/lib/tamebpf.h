@@ -73,6 +73,8 @@ int tb_cap_list(const char *pin_dir, __u64 *cgids, struct tb_cap_cgroup *cgs,
 
 /* One cap's counters (a consistent copy, taken under its lock). */
 int tb_cap_read_count(const char *pin_dir, __u64 id, struct tb_cap_count *out);
+/* Set a cap's mode (TB_CAP_MODE_*) and pace target in bytes/s. */
+int tb_cap_set_mode(const char *pin_dir, __u64 id, __u32 mode, __u64 rate);
 
 /* The BPF side's health counters. */
 int tb_cap_read_state(const char *pin_dir, struct tb_cap_state *out);

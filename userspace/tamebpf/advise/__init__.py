@@ -10,15 +10,12 @@ from collections.abc import Callable, Sequence
 
 from tamebpf.advise.probe import ProbeResult, Progress, Target, run_probe
 from tamebpf.advise.report import AdviseResult, build
-from tamebpf.model import ModelName, Settings
+from tamebpf.model import DEFAULT_MODEL, ModelName, Settings
 
 DEFAULT_PROBES = (1, 10)
 # Seconds of traffic per probe. With the connection set-up and result
 # exchange, the pair takes under 5 s of wall time at 50 ms RTT.
 DEFAULT_DURATIONS_S = (2.0, 2.0)
-# Eq 6 restricted to (alpha n + beta)^2, the (m+n)^2 loss growth: on the
-# testbed it predicts short probes better than Eq 7 (docs/accuracy.md).
-DEFAULT_MODEL: ModelName = "square"
 TWO_PROBE_MODELS: tuple[ModelName, ...] = ("square", "partial", "linear")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from typing import TYPE_CHECKING
 
 from tamebpf.errors import UsageError
@@ -13,8 +14,12 @@ FORMATS = (".png", ".svg")
 
 
 def check_path(path: str) -> None:
+    """Before any probing: a plot that cannot be written fails at once."""
     if not path.lower().endswith(FORMATS):
         raise UsageError(f"--plot {path}: the file name must end in .png or .svg")
+    if importlib.util.find_spec("matplotlib") is None:
+        raise UsageError("--plot needs matplotlib, which is not installed",
+                         "pip install 'tamebpf[plot]' (or apt install python3-matplotlib)")
 
 
 def write_plot(result: AdviseResult, path: str) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
 from types import FrameType
@@ -20,9 +19,17 @@ from tamebpf.advise import (
 )
 from tamebpf.advise.plot import check_path, write_plot
 from tamebpf.advise.report import render, to_json
-from tamebpf.commands.predict import parse_fraction
 from tamebpf.errors import UsageError
-from tamebpf.model import DEFAULT_GAIN_THRESHOLD, DEFAULT_MAX_STREAMS, ModelInputError, Settings
+from tamebpf.kernel import preflight
+from tamebpf.options import (
+    IPERF3_PORT,
+    add_advice_options,
+    dump_json,
+    parse_host_port,
+    parse_rate_mbps,
+    settings_from,
+)
+from tamebpf.present.toolflags import FORMATS, tool_flags
 
 CONGESTION = ("reno", "cubic", "bbr", "system")
 
@@ -37,19 +44,13 @@ def register(sub: Any) -> None:
         "--max-impact.",
     )
     p.add_argument("dest", metavar="HOST[:PORT]", help="iperf3 server (default port 5201)")
-    p.add_argument("--max-impact", required=True, metavar="PCT",
-                   help="largest tolerated throughput loss of other traffic: 5%% or 0.05")
+    add_advice_options(p, required_impact=True)
     p.add_argument("--probes", default=",".join(map(str, DEFAULT_PROBES)), metavar="N1,N2",
                    help="stream counts of the two probes (default %(default)s)")
     p.add_argument("--duration", default=",".join(f"{d:g}" for d in DEFAULT_DURATIONS_S),
                    metavar="S[,S2]",
                    help="seconds of traffic per probe: one value for both, or one each "
                    "(default %(default)s; docs/accuracy.md shows what shorter probes cost)")
-    p.add_argument("--max-streams", type=int, default=DEFAULT_MAX_STREAMS, metavar="N",
-                   help="never advise more than this (default %(default)s)")
-    p.add_argument("--gain-threshold", default=str(DEFAULT_GAIN_THRESHOLD), metavar="PCT",
-                   help="stop adding streams when one more adds less than this "
-                   "(default %(default)s)")
     p.add_argument("--model", choices=TWO_PROBE_MODELS, default=DEFAULT_MODEL,
                    help="loss curve fitted to the probes: square = (alpha n + beta)^2, the "
                    "(m+n)^2 growth; partial = the paper's a n^2 + b (default %(default)s; "
@@ -63,47 +64,24 @@ def register(sub: Any) -> None:
                    help="congestion control of the probes (default: the host's)")
     p.add_argument("--netns", metavar="NAME", help="probe from this network namespace")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--format", choices=FORMATS, metavar="TOOL",
+                   help="print only the advised stream count as flags for a transfer tool: "
+                   + ", ".join(FORMATS) + " (shell: the bare number)")
     p.add_argument("--plot", metavar="FILE", help="write a plot (.png or .svg)")
     p.set_defaults(func=run)
 
 
 def parse_dest(dest: str) -> tuple[str, int]:
-    host, port = dest, 5201
-    if dest.startswith("["):  # [v6]:port
-        host, _, rest = dest[1:].partition("]")
-        if rest.startswith(":"):
-            port = _port(rest[1:], dest)
-    elif dest.count(":") == 1:
-        host, p = dest.split(":")
-        port = _port(p, dest)
-    if not host:
-        raise UsageError(f"{dest!r}: no host", "give HOST or HOST:PORT")
-    return host, port
-
-
-def _port(text: str, dest: str) -> int:
-    if not text.isdigit() or not 0 < int(text) < 65536:
-        raise UsageError(f"{dest!r}: bad port {text!r}", "give a port from 1 to 65535")
-    return int(text)
+    """The iperf3 server: HOST, HOST:PORT, [IPV6]:PORT or a bare IPv6 address."""
+    return parse_host_port(dest, "HOST[:PORT]", default_port=IPERF3_PORT)
 
 
 MIN_PROBE_S, MAX_PROBE_S = 0.5, 60.0
-RATE_UNITS = {"": 1.0, "k": 1e-3, "m": 1.0, "g": 1e3, "t": 1e6}  # -> Mbit/s
 
 
 def parse_capacity(text: str) -> float:
-    """A link rate: Mbit/s, or a number with k, M, G or T (bit/s), e.g. 10G."""
-    body = text.strip().lower().removesuffix("bit/s").removesuffix("bps").removesuffix("bit")
-    unit = body[-1:] if body[-1:] in RATE_UNITS else ""
-    try:
-        value = float(body[:len(body) - len(unit)]) * RATE_UNITS[unit]
-    except ValueError:
-        value = 0.0
-    if not (value > 0 and value < float("inf")):
-        raise UsageError(f"--capacity {text}: not a link rate",
-                         "give Mbit/s (100) or a number with a unit (100M, 10G)")
-    return value
-
+    """The bottleneck's link rate in Mbit/s (100, 10G, 500k)."""
+    return parse_rate_mbps(text, "--capacity")
 
 
 def parse_durations(text: str) -> tuple[float, float]:
@@ -163,15 +141,12 @@ def run(args: argparse.Namespace) -> int:
     n1, n2 = parse_probes(args.probes)
     durations = parse_durations(args.duration)
     capacity = None if args.capacity is None else parse_capacity(args.capacity)
+    if args.json and args.format:
+        raise UsageError("--json and --format: choose one output")
     if args.plot:
         check_path(args.plot)
-    try:
-        settings = Settings(max_impact=parse_fraction(args.max_impact, "--max-impact"),
-                            gain_threshold=parse_fraction(args.gain_threshold,
-                                                          "--gain-threshold"),
-                            max_streams=args.max_streams)
-    except ModelInputError as err:
-        raise UsageError(str(err)) from None
+    settings = settings_from(args)
+    preflight.check("advise")  # after the arguments: a bad one is exit 2 for anyone
     target = Target(host, port, args.netns, args.congestion)
     progress = ProgressLine()
     old = signal.signal(signal.SIGTERM, _sigterm)
@@ -183,9 +158,10 @@ def run(args: argparse.Namespace) -> int:
         progress.clear()
     if args.plot:
         write_plot(result, args.plot)
-    if args.json:
-        json.dump(to_json(result), sys.stdout, indent=1)
-        sys.stdout.write("\n")
+    if args.format:
+        sys.stdout.write(tool_flags(args.format, result.prediction.advice.num_flows))
+    elif args.json:
+        dump_json(to_json(result), sys.stdout)
     else:
         sys.stdout.write(render(result))
     return 0

@@ -5,14 +5,21 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from tamebpf.capfile import CapSpec, check_max_streams, parse_capfile, parse_dest
 from tamebpf.errors import TamebpfError, UsageError
+from tamebpf.kernel.abi import TB_CAP_MODE_PACE
 from tamebpf.kernel.cap import Cap, CapTable, resolve_cgroup
+from tamebpf.options import (
+    IPERF3_PORT,
+    dump_json,
+    parse_fraction,
+    parse_host_port,
+    parse_rate_mbps,
+)
 
 NO_ADVISOR = "--auto needs 'tamebpf advise', not available in this build"
 
@@ -32,12 +39,17 @@ def register(sub: Any) -> None:
     s = verbs.add_parser("set", help="set a cap", description="Set a cap. Streams to the "
                          "destination that already exist are counted at once.")
     _target_args(s)
-    n = s.add_mutually_exclusive_group(required=True)
+    n = s.add_mutually_exclusive_group()
     n.add_argument("--max-streams", metavar="N", help="streams allowed at once (>= 1)")
     n.add_argument("--auto", metavar="HOST[:PORT]",
                    help="N from the advisor: 'tamebpf advise HOST --max-impact PCT'")
     s.add_argument("--max-impact", metavar="PCT",
                    help="with --auto: largest tolerated loss of other traffic, 5%% or 0.05")
+    s.add_argument("--mode", choices=("refuse", "pace"), default="refuse",
+                   help="refuse: connect()s over N fail with EPERM (default); pace: none "
+                   "is refused, the streams together send at most --rate")
+    s.add_argument("--rate", metavar="RATE",
+                   help="pace mode: the group's target, in Mbit/s or with a unit (500M, 9.4G)")
     s.add_argument("-v", "--verbose", action="store_true", help="libbpf's debug log on stderr")
     s.set_defaults(func=run_set)
 
@@ -53,7 +65,7 @@ def register(sub: Any) -> None:
                           description="Set every cap of FILE (see docs/cap.md); a cap "
                           "already in force with another N is replaced. The whole file is "
                           "checked first: one bad entry and nothing changes.")
-    ap.add_argument("file", metavar="FILE")
+    ap.add_argument("file", metavar="FILE", help="TOML file of caps (docs/cap.md)")
     ap.add_argument("--prune", action="store_true",
                     help="also remove caps in force that FILE does not list")
     ap.add_argument("-v", "--verbose", action="store_true", help="libbpf's debug log on stderr")
@@ -81,11 +93,9 @@ def auto_num_flows(host: str, max_impact: str) -> int:
     fn = getattr(advise, "advise_num_flows", None)
     if fn is None:
         raise TamebpfError(NO_ADVISOR)
-    from tamebpf.commands.predict import parse_fraction
-
     impact = parse_fraction(max_impact, "--max-impact")
-    name, _, port = host.rpartition(":") if host.count(":") == 1 else (host, "", "")
-    n = fn(name, impact, int(port)) if port.isdigit() else fn(host, impact)
+    name, port = parse_host_port(host, "--auto", default_port=IPERF3_PORT)
+    n = fn(name, impact, port)
     return check_max_streams(int(n), "advised stream count")
 
 
@@ -100,11 +110,44 @@ def _resolve_n(spec: CapSpec) -> int:
     return auto_num_flows(spec.auto, spec.max_impact)
 
 
+PACE_NO_LIMIT = 2**32 - 1  # max of a pace cap set without --max-streams
+
+
+def pace_rate_bytes(args: argparse.Namespace) -> int | None:
+    """The pace target in bytes/s, or None in refuse mode; checks the options."""
+    if args.mode == "refuse":
+        if args.rate is not None:
+            raise UsageError("--rate goes with --mode pace")
+        if args.max_streams is None and args.auto is None:
+            raise UsageError("give --max-streams N or --auto HOST")
+        return None
+    if args.auto is not None:
+        raise UsageError("--mode pace with --auto is not implemented yet: give --rate")
+    if args.rate is None:
+        raise UsageError("--mode pace needs --rate RATE (e.g. 500M)")
+    rate = int(parse_rate_mbps(args.rate, "--rate") * 1e6 / 8)
+    if rate < 1:
+        raise UsageError(f"--rate {args.rate}: too small")
+    return rate
+
+
 def run_set(args: argparse.Namespace) -> int:
     dest = parse_dest(args.dest)
+    pace = pace_rate_bytes(args)
+    if pace is not None:
+        n = PACE_NO_LIMIT if args.max_streams is None else check_max_streams(args.max_streams)
+        table = CapTable("cap set", verbose=args.verbose)
+        cap = table.add(args.cgroup, dest, n)
+        table.set_mode(cap.id, TB_CAP_MODE_PACE, pace)
+        print(f"{cap.cgroup}: streams to {cap.dest} paced at {pace * 8 / 1e6:g} Mbit/s "
+              f"together ({cap.streams} open now)")
+        return 0
     if args.auto is not None:
         if args.max_impact is None:
             raise UsageError("--auto needs --max-impact PCT")
+        # Checked now, not after the cgroup and the BPF maps are opened.
+        parse_host_port(args.auto, "--auto", default_port=IPERF3_PORT)
+        parse_fraction(args.max_impact, "--max-impact")
         spec = CapSpec(args.cgroup, dest, auto=args.auto, max_impact=args.max_impact)
     else:
         if args.max_impact is not None:
@@ -129,8 +172,7 @@ def run_rm(args: argparse.Namespace) -> int:
 def run_list(args: argparse.Namespace) -> int:
     caps = CapTable("cap list").list()
     if args.json:
-        json.dump([c.to_json() for c in caps], sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        dump_json([c.to_json() for c in caps], sys.stdout)
     else:
         sys.stdout.write(render_table(caps))
     return 0

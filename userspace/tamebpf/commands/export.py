@@ -21,13 +21,14 @@ from tamebpf.commands.watch import (
     add_reader_arguments,
     cap_table,
     read_caps,
-    settings_from,
     terminate_as_exit,
 )
 from tamebpf.errors import TamebpfError, UsageError
 from tamebpf.exporter import Reading, TamebpfCollector, make_registry
 from tamebpf.groups import Aggregator
 from tamebpf.kernel.flows import FlowReader
+from tamebpf.logs import log
+from tamebpf.options import parse_host_port, settings_from
 from tamebpf.present.watch import group_to_json
 
 DEFAULT_LISTEN = "127.0.0.1:9477"
@@ -75,17 +76,9 @@ def parse_listen(text: str) -> tuple[str, int] | None:
     """'127.0.0.1:9477', '[::1]:9477', ':9477' (every address) or 'off'."""
     if text == "off":
         return None
-    host, sep, port = text.rpartition(":")
-    if not sep:
+    if ":" not in text:
         raise UsageError(f"bad --listen {text!r}: expected ADDR:PORT, e.g. {DEFAULT_LISTEN}")
-    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    try:
-        number = int(port)
-    except ValueError:
-        raise UsageError(f"bad --listen {text!r}: port {port!r} is not a number") from None
-    if not 0 <= number <= 65535:
-        raise UsageError(f"bad --listen {text!r}: port must be 0-65535")
-    return host or "0.0.0.0", number
+    return parse_host_port(text, "--listen", empty_host="0.0.0.0", port_zero=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -126,8 +119,8 @@ def serving(collector: TamebpfCollector, listen: tuple[str, int] | None) -> Iter
                            "pick another --listen ADDR:PORT") from None
     addr, bound_port = str(server.server_address[0]), server.server_address[1]
     shown = f"[{addr}]" if ":" in addr else addr
-    print(f"tamebpf: serving metrics on http://{shown}:{bound_port}/metrics", file=sys.stderr,
-          flush=True)
+    log.info("serving metrics on http://%s:%d/metrics", shown, bound_port,
+             extra={"event": "listening", "port": bound_port})
     try:
         yield
     finally:

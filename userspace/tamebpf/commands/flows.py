@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from tamebpf.kernel.flows import Flow, FlowReader
+from tamebpf.options import dump_json
 
 # The JSON keys the issue promises, in this order, then every other field.
 JSON_KEYS = (
@@ -42,8 +42,7 @@ def run(args: argparse.Namespace) -> int:
         flows = reader.snapshot()
         stats = reader.stats()
     if args.json:
-        json.dump([flow_json(f) for f in flows], sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        dump_json([flow_json(f) for f in flows], sys.stdout)
     else:
         sys.stdout.write(render_table(flows))
     if stats.closed_dropped:

@@ -23,17 +23,10 @@ from types import FrameType
 from typing import IO, Any, NoReturn, Protocol
 
 from tamebpf.capfile import parse_dest
-from tamebpf.commands.predict import parse_fraction, parse_streams
 from tamebpf.errors import TamebpfError, UsageError
 from tamebpf.groups import GROUP_BY, SORT_KEYS, Aggregator, Cap, Group
 from tamebpf.kernel.flows import Flow, FlowReader, ReaderStats
-from tamebpf.model import (
-    DEFAULT_GAIN_THRESHOLD,
-    DEFAULT_MAX_IMPACT,
-    DEFAULT_MAX_STREAMS,
-    ModelInputError,
-    Settings,
-)
+from tamebpf.options import add_advice_options, settings_from
 from tamebpf.present.watch import (
     KEY_BACKSPACE,
     KEY_DOWN,
@@ -116,24 +109,8 @@ def add_reader_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--group-by", choices=GROUP_BY, default="comm",
                    help="group flows by process name or by cgroup, and destination "
                    "(default comm)")
-    p.add_argument("--max-impact", default=str(DEFAULT_MAX_IMPACT), metavar="PCT",
-                   help=f"largest acceptable impact on cross traffic for the advice "
-                   f"(default {DEFAULT_MAX_IMPACT:.0%}%)")
-    p.add_argument("--gain-threshold", default=str(DEFAULT_GAIN_THRESHOLD), metavar="PCT",
-                   help=f"advice stops where one more stream adds less than this "
-                   f"(default {DEFAULT_GAIN_THRESHOLD:.0%}%)")
-    p.add_argument("--max-streams", default=str(DEFAULT_MAX_STREAMS), metavar="N",
-                   help=f"largest advice (default {DEFAULT_MAX_STREAMS})")
+    add_advice_options(p)
     p.add_argument("-v", "--verbose", action="store_true", help="libbpf's debug log on stderr")
-
-
-def settings_from(args: argparse.Namespace) -> Settings:
-    try:
-        return Settings(parse_fraction(args.max_impact, "--max-impact"),
-                        parse_fraction(args.gain_threshold, "--gain-threshold"),
-                        parse_streams(args.max_streams))
-    except ModelInputError as err:
-        raise UsageError(f"bad --max-streams {args.max_streams!r}: {err}") from None
 
 
 def register(sub: Any) -> None:
@@ -183,10 +160,11 @@ def run(args: argparse.Namespace) -> int:
 @contextlib.contextmanager
 def terminate_as_exit() -> Iterator[None]:
     """SIGTERM (and SIGHUP) raise SystemExit, so every `finally` runs: the
-    terminal is restored and the BPF programs detached."""
+    terminal is restored and the BPF programs detached. SIGTERM is how a
+    service manager stops us, so it is a clean exit (0); a hang-up is not."""
 
     def stop(signum: int, frame: FrameType | None) -> NoReturn:
-        raise SystemExit(128 + signum)
+        raise SystemExit(0 if signum == signal.SIGTERM else 128 + signum)
 
     old = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:

@@ -70,6 +70,8 @@ class TbFlowsStats(ctypes.Structure):
 TB_CAP_RULES_MAX = 16
 TB_CAP_SOCK_MAX = 8
 TB_CAP_PATH_LEN = 256
+TB_CAP_MODE_REFUSE = 0  # tb_cap_count.mode: connect()s over max fail with EPERM
+TB_CAP_MODE_PACE = 1  # never refused; the streams share rate_bytes_per_s
 
 
 class TbCapRule(ctypes.Structure):
@@ -101,6 +103,12 @@ class TbCapCount(ctypes.Structure):
         ("refused", u64),
         ("seeded", u64),
         ("released", u64),
+        ("mode", u32),  # TB_CAP_MODE_*
+        ("epoch_checkins", u32),
+        ("rate_bytes_per_s", u64),
+        ("epoch_start_ns", u64),
+        ("prev_checkins", u32),
+        ("pad", u32),
     ]
 
 

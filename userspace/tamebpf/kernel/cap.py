@@ -23,7 +23,13 @@ from tamebpf.capfile import Dest
 from tamebpf.cgroups import Cgroup, CgroupNames, _mounts, require_cgroup2, resolve
 from tamebpf.errors import TamebpfError, UsageError
 from tamebpf.kernel import native, preflight
-from tamebpf.kernel.abi import TbCapCgroup, TbCapCount, TbCapRule, TbCapState
+from tamebpf.kernel.abi import (
+    TB_CAP_MODE_PACE,
+    TbCapCgroup,
+    TbCapCount,
+    TbCapRule,
+    TbCapState,
+)
 
 DEFAULT_PIN_DIR = "/sys/fs/bpf/tamebpf/cap"
 BPFFS = "/sys/fs/bpf"
@@ -54,6 +60,8 @@ class Cap:
     charged: int  # connect()s let through, total
     seeded: int  # streams that existed when the cap was set
     released: int  # streams counted down, total
+    mode: str = "refuse"  # "refuse" or "pace"
+    rate_bytes_per_s: int = 0  # pace target of the group; 0 in refuse mode
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -156,7 +164,8 @@ class CapTable:
 
     def __init__(self, command: str = "cap", verbose: bool = False,
                  pin: str | None = None) -> None:
-        self.root = preflight.check(command)
+        # Setting a cap counts the cgroup's streams in every namespace.
+        self.root = preflight.check(command, needs_netns=True)
         self.pin = pin or pin_dir()
         self._lib = native.load()
         self._lib.tb_set_verbose(1 if verbose else 0)
@@ -234,6 +243,13 @@ class CapTable:
                     continue  # removed while we read
         return sorted(caps, key=lambda c: (c.cgroup, c.family, c.dest))
 
+    def set_mode(self, cap_id: int, mode: int, rate_bytes_per_s: int = 0) -> None:
+        """Make cap CAP_ID refuse (TB_CAP_MODE_REFUSE) or pace its streams
+        to RATE_BYTES_PER_S together (TB_CAP_MODE_PACE)."""
+        rc = self._lib.tb_cap_set_mode(self.pin.encode(), cap_id, mode, rate_bytes_per_s)
+        if rc:
+            raise self._fail(rc)
+
     def _count(self, cap_id: int) -> TbCapCount:
         count = TbCapCount()
         rc = self._lib.tb_cap_read_count(self.pin.encode(), cap_id, ctypes.byref(count))
@@ -249,6 +265,8 @@ class CapTable:
             cgroup_exists=self.names.name(cgid) is not None, dest=str(dest),
             family=dest.family, port=dest.port, max_streams=c.max, streams=c.count,
             refused=c.refused, charged=c.charged, seeded=c.seeded, released=c.released,
+            mode="pace" if c.mode == TB_CAP_MODE_PACE else "refuse",
+            rate_bytes_per_s=c.rate_bytes_per_s,
         )
 
     def health(self) -> TbCapState:

@@ -174,7 +174,7 @@ class FlowReader:
         verbose: bool = False,
         command: str = "flows",
     ) -> None:
-        root = preflight.check(command)
+        root = preflight.check(command, needs_netns=bool(netns))
         self.names = CgroupNames(root)
         self.cgroup: Cgroup | None = resolve(cgroup) if cgroup else None
         self._lib = native.load()

@@ -111,5 +111,7 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.tb_cap_list.restype = c.c_int
     lib.tb_cap_read_count.argtypes = [c.c_char_p, c.c_uint64, c.POINTER(TbCapCount)]
     lib.tb_cap_read_count.restype = c.c_int
+    lib.tb_cap_set_mode.argtypes = [c.c_char_p, c.c_uint64, c.c_uint32, c.c_uint64]
+    lib.tb_cap_set_mode.restype = c.c_int
     lib.tb_cap_read_state.argtypes = [c.c_char_p, c.POINTER(TbCapState)]
     lib.tb_cap_read_state.restype = c.c_int

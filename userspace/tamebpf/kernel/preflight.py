@@ -11,20 +11,52 @@ from tamebpf.errors import TamebpfError
 BTF_PATH = "/sys/kernel/btf/vmlinux"
 
 
+# Capability bits (linux/capability.h): what loading, attaching and pinning
+# our programs asks of the kernel when the caller is not root.
+CAP_NET_ADMIN, CAP_SYS_ADMIN, CAP_PERFMON, CAP_BPF = 12, 21, 38, 39
+BASE_CAPS = {"CAP_BPF": CAP_BPF, "CAP_PERFMON": CAP_PERFMON, "CAP_NET_ADMIN": CAP_NET_ADMIN}
+# Entering another network namespace (setns: `--netns`, and a cap counting
+# the streams its cgroup already has in every namespace) also needs this.
+NETNS_CAPS = {**BASE_CAPS, "CAP_SYS_ADMIN": CAP_SYS_ADMIN}
+
+
+def effective_caps(status_path: str = "/proc/self/status") -> int:
+    """This process's effective capability set, as a bit mask."""
+    with open(status_path) as f:
+        for line in f:
+            if line.startswith("CapEff:"):
+                return int(line.split()[1], 16)
+    return 0
+
+
+def missing_caps(caps: int, needed: dict[str, int]) -> list[str]:
+    return [name for name, bit in needed.items() if not caps >> bit & 1]
+
+
 def check(
     command: str,
     euid: int | None = None,
     btf_path: str = BTF_PATH,
     mounts_path: str = MOUNTS,
+    caps: int | None = None,
+    needs_netns: bool = False,
 ) -> str:
-    """Raise TamebpfError for the first thing missing; return the cgroup2 root."""
+    """Raise TamebpfError for the first thing missing; return the cgroup2 root.
+
+    Root will do; so will any user holding CAP_BPF, CAP_PERFMON and
+    CAP_NET_ADMIN, plus CAP_SYS_ADMIN when it must enter other network
+    namespaces (measured: docs/metrics.md, "Running as a service")."""
     if euid is None:
         euid = os.geteuid()
     if euid != 0:
-        raise TamebpfError(
-            f"'tamebpf {command}' loads BPF programs and needs root",
-            f"run it as 'sudo tamebpf {command} ...'",
-        )
+        needed = NETNS_CAPS if needs_netns else BASE_CAPS
+        lacking = missing_caps(effective_caps() if caps is None else caps, needed)
+        if lacking:
+            raise TamebpfError(
+                f"'tamebpf {command}' loads BPF programs and needs root (or "
+                f"{', '.join(needed)}; missing {', '.join(lacking)})",
+                f"run it as 'sudo tamebpf {command} ...'",
+            )
     if not os.path.exists(btf_path):
         raise TamebpfError(
             f"kernel BTF not found at {btf_path}",

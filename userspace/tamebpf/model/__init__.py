@@ -35,6 +35,7 @@ from tamebpf.model.baselines import (
 from tamebpf.model.capacity import CAPACITY_SLACK, competing_flows, fit_capacity
 from tamebpf.model.fit import (
     BASELINES,
+    DEFAULT_MODEL,
     MODEL_LABELS,
     MODELS,
     Baseline,
@@ -50,6 +51,7 @@ __all__ = [
     "BASELINES",
     "CAPACITY_SLACK",
     "DEFAULT_GAIN_THRESHOLD",
+    "DEFAULT_MODEL",
     "DEFAULT_MAX_IMPACT",
     "DEFAULT_MAX_STREAMS",
     "MAX_STREAMS_LIMIT",

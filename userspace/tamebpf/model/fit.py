@@ -175,6 +175,13 @@ class Fit:
         return min(max(value, 0.0), 1.0)
 
 
+# The one default fit of every command (advise, predict, watch, export, cap
+# --auto): Eq 6 restricted to (alpha n + beta)^2, the (m+n)^2 loss growth,
+# which predicted the testbed's short probes better than Eq 7
+# (docs/accuracy.md). Other models stay available by name, as checks.
+DEFAULT_MODEL: ModelName = "square"
+
+
 def fit_throughput(probes: Iterable[Probe], model: ModelName = "partial") -> Fit:
     """Fit from (streams, aggregate throughput) probes: y = n^2 / BW^2 (Eq 11-14).
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import tomllib
 
 from tamebpf.errors import UsageError
 from tamebpf.testbed.config import RedParams, TestbedConfig

@@ -1,0 +1,87 @@
+"""Pace mode of caps (issue 16): real cgroups, real loopback-free veth sockets.
+
+Only idle sockets here (no bulk data): the rate a stream gets when it opens.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tamebpf.capfile import parse_dest
+from tamebpf.kernel.abi import TB_CAP_MODE_PACE
+from tamebpf.kernel.cap import CapTable
+from tests.integration.kernel_fixtures import spawn, stop
+from tests.integration.test_cap import PORT, Net, read_line, the_cap
+from tests.integration.test_cap import net as net  # the module's netns pair fixture
+
+SO_MAX_PACING_RATE = 47  # asm-generic/socket.h; Python's socket module lacks it
+
+PACED = r"""
+import json, socket, sys
+host, port, k = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+socks, out = [], []
+for _ in range(k):
+    s = socket.socket()
+    s.settimeout(10)
+    try:
+        s.connect((host, port))
+        out.append(s.getsockopt(socket.SOL_SOCKET, 47))  # SO_MAX_PACING_RATE
+    except OSError as err:
+        out.append(err.strerror)
+    socks.append(s)
+print(json.dumps(out), flush=True)
+sys.stdin.readline()
+"""
+
+
+def open_paced(pair: Net, cg_path: str, k: int) -> tuple[subprocess.Popen[str], list[object]]:
+    proc = spawn([sys.executable, "-c", PACED, pair.server_v4, str(PORT), str(k)],
+                 cgroup_path=cg_path, netns=pair.pair.sender,
+                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    return proc, json.loads(read_line(proc, 20, "paced client"))
+
+
+def test_pace_never_refuses_and_sets_the_opening_share(net: Net, pins: str, cg: str) -> None:
+    dest = f"{net.server_v4}/32:{PORT}"
+    rate = 12_500_000  # 100 Mbit/s in bytes/s
+    table = CapTable()
+    cap = table.add(cg, parse_dest(dest), 2)
+    table.set_mode(cap.id, TB_CAP_MODE_PACE, rate)
+    proc, got = open_paced(net, cg, 4)
+    try:
+        # idle sockets never check in: each opens as the only sender
+        assert got == [rate] * 4, f"expected 4 connects paced at {rate} B/s, got {got}"
+        c = the_cap(table, cg, dest)
+        assert (c.streams, c.refused) == (4, 0), f"expected 4 streams, none refused: {c}"
+    finally:
+        stop(proc)  # type: ignore[arg-type]
+
+
+def test_cli_cap_set_mode_pace(net: Net, pins: str, cg: str,
+                               capsys: pytest.CaptureFixture[str]) -> None:
+    from tamebpf.cli import main
+    dest = f"{net.server_v4}/32:{PORT}"
+    code = main(["cap", "set", "--cgroup", cg, "--dest", dest, "--mode", "pace",
+                 "--rate", "80M"])
+    out = capsys.readouterr()
+    assert code == 0, f"cap set --mode pace: exit {code}: {out.err}"
+    proc, got = open_paced(net, cg, 3)
+    try:
+        assert got == [10_000_000] * 3, f"expected 3 connects paced at 10 MB/s, got {got}"
+    finally:
+        stop(proc)  # type: ignore[arg-type]
+
+
+def test_list_shows_mode_and_target(net: Net, pins: str, cg: str) -> None:
+    dest = f"{net.server_v4}/32:{PORT}"
+    table = CapTable()
+    cap = table.add(cg, parse_dest(dest), 5)
+    assert (cap.mode, cap.rate_bytes_per_s) == ("refuse", 0), f"new cap: {cap}"
+    table.set_mode(cap.id, TB_CAP_MODE_PACE, 1_000_000)
+    c = the_cap(table, cg, dest)
+    assert (c.mode, c.rate_bytes_per_s, c.max_streams) == ("pace", 1_000_000, 5), (
+        f"expected pace at 1000000 B/s keeping max 5, got {c}")

@@ -1,0 +1,130 @@
+"""Values typed on the command line, parsed the same way by every command,
+and the options several commands share.
+
+Pure (no I/O). Each parser raises UsageError naming the option and the bad
+value, so a bad input is one line on stderr and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import IO, Any
+
+from tamebpf.errors import UsageError
+from tamebpf.model import (
+    DEFAULT_GAIN_THRESHOLD,
+    DEFAULT_MAX_IMPACT,
+    DEFAULT_MAX_STREAMS,
+    ModelInputError,
+    Settings,
+)
+
+JSON_INDENT = 1  # every command's --json output
+IPERF3_PORT = 5201  # where advise and cap --auto find the iperf3 server by default
+
+
+def dump_json(obj: Any, out: IO[str]) -> None:
+    """The one JSON layout of --json: indented, no NaN, a final newline."""
+    json.dump(obj, out, indent=JSON_INDENT, allow_nan=False)
+    out.write("\n")
+
+
+def parse_host_port(text: str, option: str, default_port: int | None = None, *,
+                    empty_host: str | None = None, port_zero: bool = False) -> tuple[str, int]:
+    """'host', 'host:port', '[v6]:port', '[v6]' or a bare IPv6 address.
+
+    default_port: used when none is given (None: a port is required).
+    empty_host: what ':port' means (None: a host is required).
+    port_zero: whether 0 ("any free port") is allowed.
+    """
+    raw = text.strip()
+    host, port_text = raw, ""
+    if raw.startswith("["):
+        host, close, rest = raw[1:].partition("]")
+        if not close or (rest and not rest.startswith(":")):
+            raise UsageError(f"bad {option} {text!r}: expected [IPV6]:PORT")
+        port_text = rest[1:] if rest else ""
+        if rest == ":":
+            raise UsageError(f"bad {option} {text!r}: no port after ':'")
+    elif raw.count(":") == 1:
+        host, port_text = raw.split(":")
+        if not port_text:
+            raise UsageError(f"bad {option} {text!r}: no port after ':'")
+    if not host:
+        if empty_host is None:
+            raise UsageError(f"bad {option} {text!r}: no host", "give HOST or HOST:PORT")
+        host = empty_host
+    if not port_text:
+        if default_port is None:
+            raise UsageError(f"bad {option} {text!r}: no port", "give HOST:PORT")
+        return host, default_port
+    low = 0 if port_zero else 1
+    if not port_text.isdigit() or not low <= int(port_text) <= 65535:
+        raise UsageError(f"bad {option} {text!r}: port {port_text!r} is not a number "
+                         f"from {low} to 65535")
+    return host, int(port_text)
+
+
+def parse_fraction(text: str, option: str) -> float:
+    """'5%' or '0.05' -> 0.05; anything outside [0, 1] is refused, so that a
+    bare '5' is not silently read as 500%."""
+    raw = text.strip()
+    try:
+        value = float(raw[:-1]) / 100.0 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise UsageError(f"bad {option} {text!r}: expected a percentage like 5% or 0.05") from None
+    if not 0.0 <= value <= 1.0:  # also false for NaN
+        raise UsageError(f"bad {option} {text!r}: must be between 0% and 100% (or 0 and 1)")
+    return value
+
+
+RATE_UNITS = {"": 1.0, "k": 1e-3, "m": 1.0, "g": 1e3, "t": 1e6}  # -> Mbit/s
+
+
+def parse_rate_mbps(text: str, option: str) -> float:
+    """A rate in Mbit/s: a bare number, or one with k, M, G or T (bit/s), with
+    or without 'bit/s', 'bps' or 'bit' after it: 100, 9.4G, 500k, 1.5Gbit/s."""
+    body = text.strip().lower().removesuffix("bit/s").removesuffix("bps").removesuffix("bit")
+    unit = body[-1:] if body[-1:] in RATE_UNITS else ""
+    try:
+        value = float(body[:len(body) - len(unit)]) * RATE_UNITS[unit]
+    except ValueError:
+        value = 0.0
+    if not (value > 0 and value < float("inf")):
+        raise UsageError(f"bad {option} {text!r}: not a rate",
+                         "give Mbit/s (100) or a number with a unit (100M, 9.4G)")
+    return value
+
+
+def parse_count(text: str, option: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise UsageError(f"bad {option} {text!r}: expected a whole number") from None
+
+
+def add_advice_options(p: argparse.ArgumentParser, *, required_impact: bool = False) -> None:
+    """--max-impact, --gain-threshold and --max-streams: the limits of the
+    advice, the same for every command that advises (advise, predict, watch,
+    export). `advise` asks for --max-impact explicitly: it sends traffic."""
+    p.add_argument("--max-impact", required=required_impact,
+                   default=None if required_impact else str(DEFAULT_MAX_IMPACT), metavar="PCT",
+                   help="largest tolerated throughput loss of other traffic: 5%% or 0.05"
+                   + ("" if required_impact else f" (default {DEFAULT_MAX_IMPACT:.0%}%)"))
+    p.add_argument("--gain-threshold", default=str(DEFAULT_GAIN_THRESHOLD), metavar="PCT",
+                   help="stop adding streams when one more adds less than this share of "
+                   f"the throughput; 0 turns it off (default {DEFAULT_GAIN_THRESHOLD:.0%}%)")
+    p.add_argument("--max-streams", default=str(DEFAULT_MAX_STREAMS), metavar="N",
+                   help=f"never advise more than this (default {DEFAULT_MAX_STREAMS})")
+
+
+def settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
+    """The Settings that add_advice_options' values describe."""
+    max_impact = parse_fraction(args.max_impact, "--max-impact")
+    gain = parse_fraction(args.gain_threshold, "--gain-threshold")
+    max_streams = parse_count(args.max_streams, "--max-streams")
+    try:
+        return Settings(max_impact, gain, max_streams, **extra)
+    except ModelInputError as err:
+        raise UsageError(f"bad --max-streams {args.max_streams!r}: {err}") from None
