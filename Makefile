@@ -150,7 +150,7 @@ install: compile
 	chmod 0755 $(DESTDIR)$(PREFIX)/bin/tamebpf
 
 # The Debian package: build/tamebpf_VERSION_ARCH.deb (scripts/build-deb).
-deb: compile
+deb: compile man
 	$(Q)BUILD=$(BUILD) scripts/build-deb
 
 # Man pages (section 1, one per command and sub-command) and the bash

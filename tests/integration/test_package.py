@@ -52,6 +52,9 @@ def test_deb_installs_runs_for_a_user_with_capabilities_and_purges() -> None:
         assert res.returncode == 0, res.stdout + res.stderr
         files = run(["dpkg", "-L", "tamebpf"]).stdout.split()
         assert "/usr/bin/tamebpf" in files and not [f for f in files if "/usr/local" in f], files
+        pages = [f for f in files if f.startswith("/usr/share/man/man1/tamebpf")]
+        assert "/usr/share/man/man1/tamebpf-advise.1.gz" in pages, pages
+        assert "/usr/share/bash-completion/completions/tamebpf" in files, files
         res = run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
                    f"--inh-caps={TELEMETRY_CAPS}", f"--ambient-caps={TELEMETRY_CAPS}",
                    "/usr/bin/tamebpf", "flows", "--json"], cwd="/", env={"PATH": "/usr/bin"})
