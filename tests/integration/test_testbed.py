@@ -20,6 +20,7 @@ import pytest
 
 from tamebpf.errors import TamebpfError
 from tamebpf.testbed import Testbed, iperf
+from tamebpf.testbed.accuracy import steal_ticks
 from tamebpf.testbed.config import FRAME, MSS_TS
 from tamebpf.testbed.scenario import SweepPlan
 from tamebpf.testbed.sweep import run_once, sweep
@@ -140,19 +141,24 @@ def test_udp_rate() -> None:
 
 def test_tcp_rate_one_cubic_flow() -> None:
     rate = 100.0
-    # About one BDP of queue (200 frames, 24 ms): CUBIC's back-off does not
-    # empty it, so the check measures the link, not the sawtooth.
-    with running_testbed(rate_mbit=rate, rtt_ms=20, queue_pkts=200) as tb:
+    # 500 frames (60 ms, about 3 BDP): CUBIC's back-off does not empty it, and
+    # neither does a host that takes a vCPU away for tens of ms (this VM's
+    # steal time reached 30%), so the check measures the link.
+    with running_testbed(rate_mbit=rate, rtt_ms=20, queue_pkts=500) as tb:
         def attempt() -> tuple[bool, str]:
+            s0 = steal_ticks()
             d = iperf3_json(tb, iperf.client_argv(tb.addresses["receiver"], iperf.PORT_MAIN,
                                                   1, 6, "cubic", omit=2))
+            s1 = steal_ticks()
+            steal = (s1[0] - s0[0]) / max(1, s1[1] - s0[1])
             got = d["end"]["sum_received"]["bits_per_second"] / 1e6
             want = rate * MSS_TS / FRAME
             return abs(got - want) <= 0.03 * want, \
-                f"TCP goodput {got:.2f} Mbit/s, expected {want:.2f} +- 3%"
+                f"TCP goodput {got:.2f} Mbit/s, expected {want:.2f} +- 3% " \
+                f"(host steal {100 * steal:.0f}%)"
         # One retry: a compile on the other core can starve the sender for a
         # second; a real shaping error fails both attempts.
-        ok, msgs = retry(2, attempt)
+        ok, msgs = retry(3, attempt)
         assert ok, msgs
 
 
