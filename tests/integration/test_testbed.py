@@ -275,17 +275,27 @@ def test_red_keeps_queue_below_limit() -> None:
 
 
 def test_random_loss_rate() -> None:
+    """The link drops the configured share of what reaches it, and iperf3
+    sees at least that much loss. (iperf3 alone is not the measure: after a
+    host stall the link releases a batch that can overflow the receiver's
+    UDP buffer, which iperf3 counts as loss too; CI saw 3.7% for 2%.)"""
     loss = 2.0
     with running_testbed(rate_mbit=100, rtt_ms=10, queue_pkts=1000, loss_pct=loss, seed=3) as tb:
+        before = tb.link_stats()
         d = iperf3_json(tb, iperf.client_argv(tb.addresses["receiver"], iperf.PORT_MAIN, 1, 3,
                                               "cubic", udp_mbit=30))
-        s = d["end"]["sum"]
-        n, lost = s["packets"], s["lost_packets"]
+        after = tb.link_stats()
+        n = after["packets"] - before["packets"]
+        lost = after["lost"] - before["lost"]
         p = loss / 100
         sd = (n * p * (1 - p)) ** 0.5
-        assert n > 5000, f"expected > 5000 datagrams, got {n}"
+        assert n > 5000, f"expected > 5000 packets through the link, got {n}"
         assert abs(lost - n * p) <= 4 * sd, \
-            f"lost {lost} of {n} ({100 * lost / n:.2f}%), expected {loss}% +- 4 sd ({4 * sd:.0f})"
+            f"link lost {lost:.0f} of {n:.0f} ({100 * lost / n:.2f}%), expected {loss}% " \
+            f"+- 4 sd ({4 * sd:.0f})"
+        s = d["end"]["sum"]
+        seen = s["lost_packets"] / s["packets"]
+        assert seen >= p - 4 * sd / n, f"iperf3 saw {100 * seen:.2f}% lost, below {loss}%"
 
 
 def test_loss_is_seeded() -> None:
