@@ -26,9 +26,17 @@ from tamebpf.testbed.config import FRAME
 from tamebpf.testbed.delay import LINK
 from tamebpf.testbed.testbed import Testbed
 
-# The issue's own example path: a queue of about one BDP at 150 Mbit/s keeps
-# the link busy through a CUBIC back-off, so the table measures the link.
-RATE_RTT_MS, RATE_QUEUE = 40.0, 400
+# The rate table measures the link, not the host: the queue lasts 100 ms at
+# every rate (83 frames at 10 Mbit/s, 1651 at 200), so neither a CUBIC
+# back-off nor a host stall (the hypervisor takes a vCPU for 30-190 ms at a
+# time here) leaves the link idle. A fixed 400 frames lasted 485 ms at 10
+# Mbit/s but only 24 ms at 200, which is where stalls cost 3-6% of the rate.
+RATE_RTT_MS, RATE_QUEUE_MS = 40.0, 100.0
+
+
+def rate_queue_frames(rate_mbit: float) -> int:
+    """Frames the rate table's queue holds: RATE_QUEUE_MS of the link at R."""
+    return max(2, round(rate_mbit * 1e6 * RATE_QUEUE_MS / 1e3 / (8 * FRAME)))
 
 
 def cpu_seconds(pid: int) -> float:
@@ -49,7 +57,7 @@ def _name() -> str:
 def goodput_runs(rate: float, flows: int, runs: int, seconds: int = 8) -> dict[str, Any]:
     """runs x iperf3 -P flows (CUBIC, first 2 s omitted) on one testbed."""
     rows = []
-    with Testbed.up(_name(), rate, RATE_RTT_MS, RATE_QUEUE) as tb:
+    with Testbed.up(_name(), rate, RATE_RTT_MS, rate_queue_frames(rate)) as tb:
         server = iperf.start_server(tb, iperf.PORT_MAIN)
         try:
             for _ in range(runs):
