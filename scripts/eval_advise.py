@@ -52,6 +52,7 @@ class Case:
     aqm: str
     cc: str
     cross: int
+    cross_rtt: float | None = None  # the cross traffic's own RTT; None: the same as ours
 
     @property
     def key(self) -> str:
@@ -67,6 +68,47 @@ BOTTLENECKS = [
 ]
 
 
+# Fresh cases (issue 15): drawn once, before any of them was run, with
+# random.Random(20261124) from rates 20-150 Mbit/s, RTTs 20-120 ms, DropTail or
+# RED, queues of 0.2-2 BDP, 1-30 cross flows, CUBIC/Reno/BBR and a cross-traffic
+# RTT of half or twice ours in a third of them. Never tuned on: whatever their
+# first run measures is the result. (rate, rtt, queue frames, BDP share, aqm,
+# cc, cross flows, cross RTT)
+FRESH = [
+    (40, 100, 66, 0.2, "droptail", "cubic", 30, 50),
+    (40, 120, 793, 2.0, "droptail", "bbr", 5, None),
+    (20, 80, 26, 0.2, "droptail", "cubic", 30, None),
+    (20, 120, 297, 1.5, "droptail", "bbr", 12, 240),
+    (80, 20, 66, 0.5, "red", "cubic", 30, 40),
+    (100, 30, 248, 1.0, "droptail", "reno", 8, None),
+    (40, 80, 132, 0.5, "red", "cubic", 3, None),
+    (80, 80, 1057, 2.0, "droptail", "reno", 30, 40),
+    (120, 30, 89, 0.3, "red", "cubic", 2, None),
+    (150, 100, 1858, 1.5, "droptail", "cubic", 20, None),
+    (120, 60, 446, 0.75, "droptail", "cubic", 30, 30),
+    (30, 20, 15, 0.3, "droptail", "bbr", 12, 10),
+    (40, 100, 495, 1.5, "red", "reno", 12, None),
+    (80, 120, 396, 0.5, "droptail", "bbr", 12, 240),
+    (30, 20, 99, 2.0, "red", "bbr", 8, None),
+    (120, 80, 159, 0.2, "droptail", "cubic", 1, 40),
+    (20, 20, 17, 0.5, "red", "reno", 20, None),
+    (120, 30, 89, 0.3, "droptail", "reno", 8, None),
+    (100, 45, 74, 0.2, "red", "reno", 1, 22),
+    (100, 80, 991, 1.5, "droptail", "cubic", 3, None),
+]
+
+
+def fresh_cases() -> list[Case]:
+    out = []
+    for i, (rate, rtt, queue, bdp, aqm, cc, m, cross_rtt) in enumerate(FRESH, 1):
+        name = f"fresh{i:02d}-{rate}M-{rtt}ms-{bdp:g}bdp-{aqm}"
+        if cross_rtt is not None:
+            name += f"-xrtt{cross_rtt}"
+        out.append(Case(name, float(rate), float(rtt), queue, aqm, cc, m,
+                        None if cross_rtt is None else float(cross_rtt)))
+    return out
+
+
 def plan_seconds(plan: str) -> tuple[float, float]:
     d1, d10 = (float(x) for x in plan.split("+"))  # ValueError unless exactly two numbers
     if not (0.5 <= d1 <= 60 and 0.5 <= d10 <= 60):
@@ -74,9 +116,11 @@ def plan_seconds(plan: str) -> tuple[float, float]:
     return d1, d10
 
 
-def cases(ccs: list[str], crosses: list[int], only: str | None) -> list[Case]:
-    out = [Case(n, r, t, q, a, cc, m) for m in crosses for cc in ccs
-           for (n, r, t, q, a) in BOTTLENECKS]
+def cases(ccs: list[str], crosses: list[int], only: str | None,
+          which: str = "design") -> list[Case]:
+    out = fresh_cases() if which == "fresh" else [
+        Case(n, r, t, q, a, cc, m) for m in crosses for cc in ccs
+        for (n, r, t, q, a) in BOTTLENECKS]
     return [c for c in out if not only or only in c.key]
 
 
@@ -90,7 +134,8 @@ def case_path(case: Case, prefix: str) -> Iterator[tuple[Testbed, float | None, 
     has any, its cross traffic running: (testbed, the cross traffic's rate
     alone or None, the advisor's target). Torn down on every way out."""
     name = prefix + os.urandom(2).hex()
-    tb = Testbed.up(name, case.rate, case.rtt, case.queue, aqm=case.aqm, cc=case.cc)
+    tb = Testbed.up(name, case.rate, case.rtt, case.queue, aqm=case.aqm, cc=case.cc,
+                    cross_rtt_ms=case.cross_rtt)
     procs = []
     try:
         procs = [iperf.start_server(tb, p) for p in (iperf.PORT_MAIN, iperf.PORT_CROSS)]
@@ -178,6 +223,9 @@ def main() -> int:
                     help="probe lengths to compare, 'S1+S10': seconds of the 1-stream and the "
                     "10-stream probe (default %(default)s)")
     ap.add_argument("--plan", default="2+2", help="the advisor's default (%(default)s)")
+    ap.add_argument("--set", choices=("design", "fresh"), default="design", dest="which",
+                    help="the design cases (--cc x --cross x 3 bottlenecks) or the 20 fresh "
+                    "cases drawn before their first run (their own cc and cross flows)")
     ap.add_argument("--only", help="run only cases whose key (name/cc/m=N) contains this")
     ap.add_argument("--append", action="store_true",
                     help=f"keep the cases already in {RESULTS} (a re-run case replaces its record)")
@@ -199,7 +247,8 @@ def main() -> int:
             ap.error(f"bad probe plan {plan!r}: want S1+S10 in seconds, e.g. 2+2 or 2.5+1.5")
     records = load(args.results) if args.append or args.report else []
     if not args.report:
-        todo = cases(args.cc.split(","), [int(x) for x in args.cross.split(",")], args.only)
+        todo = cases(args.cc.split(","), [int(x) for x in args.cross.split(",")], args.only,
+                     args.which)
         for i, case in enumerate(todo, 1):
             log(f"case {i}/{len(todo)}: {case.key}")
             rec = evaluate(case, [int(x) for x in args.streams.split(",")], plans,
