@@ -154,7 +154,7 @@ def case_path(case: Case, prefix: str) -> Iterator[tuple[Testbed, float | None, 
 
 
 def evaluate(case: Case, ns: list[int], plans: list[str], default: str, rounds: int,
-             limit: float) -> dict[str, Any]:
+             limit: float, window_s: float = 4.0) -> dict[str, Any]:
     with case_path(case, "ev") as (tb, reference, target):
         probes: dict[str, list[dict[str, Any]]] = {}
         # The advisor's own probes first, as `tamebpf advise` runs them: 1 then
@@ -180,12 +180,13 @@ def evaluate(case: Case, ns: list[int], plans: list[str], default: str, rounds: 
         # Measure where the default advice lands too, not only interpolate there.
         wanted = sorted(set(ns) | {advised_n(rec, limit, default)})
         truth = measure(tb, wanted, case.cc, case.cross, rounds, reference,
-                        progress=lambda s: log("  " + s))
+                        window_s=window_s, progress=lambda s: log("  " + s))
         rec["truth"] = {str(n): {"mbit": p.mbit, "cross_with": p.cross_with}
                         for n, p in truth.points.items()}
         rec["cross_alone"] = truth.cross_alone
         rec["cross_reference"] = reference
         rec["rounds"] = rounds
+        rec["truth_window_s"] = window_s
         return rec
 
 
@@ -218,6 +219,9 @@ def main() -> int:
                     "the full table: 0,2,8,30)")
     ap.add_argument("--streams", default="1,2,4,8,16,30", help="ground-truth stream counts")
     ap.add_argument("--rounds", type=int, default=3, help="ground-truth rounds per point")
+    ap.add_argument("--truth-window", type=float, default=4.0, metavar="SECONDS",
+                    help="ground-truth measuring window per point and round (default "
+                    "%(default)s; the report's 'truth spread' column says whether rounds agree)")
     ap.add_argument("--max-impact", type=float, default=0.5)
     ap.add_argument("--plans", default="1+1,2.5+1.5,3+2",
                     help="probe lengths to compare, 'S1+S10': seconds of the 1-stream and the "
@@ -252,7 +256,7 @@ def main() -> int:
         for i, case in enumerate(todo, 1):
             log(f"case {i}/{len(todo)}: {case.key}")
             rec = evaluate(case, [int(x) for x in args.streams.split(",")], plans,
-                           args.plan, args.rounds, args.max_impact)
+                           args.plan, args.rounds, args.max_impact, args.truth_window)
             records = [r for r in records if r["key"] != case.key] + [rec]
             save(args.results, records)  # a long run that dies keeps what it measured
     text = tables(records, args.max_impact, args.section, args.heading)
