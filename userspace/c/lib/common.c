@@ -6,10 +6,14 @@
 #include <bpf/libbpf.h>
 #include "tamebpf.h"
 
-static char last_error[512];
+/* Per thread: the exporter calls the library from several threads, and an
+ * error must be read by the thread whose call failed, not overwritten by
+ * another thread's failure in between. */
+static __thread char last_error[512];
 /* libbpf's last warning: when a load fails, the reason (verifier message,
- * missing BTF) is only in its log, so we keep the last line for the error. */
-static char last_libbpf_warning[256];
+ * missing BTF) is only in its log, so we keep the last line for the error.
+ * libbpf logs from the thread that made the failing call, so per thread too. */
+static __thread char last_libbpf_warning[256];
 static int verbose;
 
 const char *tb_last_error(void)
