@@ -46,17 +46,10 @@
  *  - Removed caps: a count-down for an id no longer in cap_counts is a
  *    no-op; ids are never reused while the maps exist.
  */
-#include "vmlinux.h"
-#include <bpf/bpf_helpers.h>
+#include "common.bpf.h"
 #include <bpf/bpf_tracing.h>
-#include <bpf/bpf_core_read.h>
 #include <bpf/bpf_endian.h>
 #include "cap.h"
-
-#define AF_INET 2
-#define AF_INET6 10
-#define SOCK_STREAM 1
-#define IPPROTO_TCP 6
 #define ALLOW 1
 #define REFUSE 0 /* the kernel turns this into EPERM */
 
@@ -314,14 +307,12 @@ int tb_cap_release(struct bpf_sock *ctx)
 
 static __always_inline bool in_seed_subtree(struct sock *sk)
 {
-	struct cgroup *cg, *anc = NULL;
+	struct cgroup *cg;
 
 	cg = sk->sk_cgrp_data.cgroup;
 	if (!cg || cg->level < (int)seed_level)
 		return false;
-	if (bpf_core_read(&anc, sizeof(anc), &cg->ancestors[seed_level]))
-		return false;
-	return anc && BPF_CORE_READ(anc, kn, id) == seed_cgid;
+	return tb_cgroup_ancestor_id(cg, seed_level) == seed_cgid;
 }
 
 SEC("iter/tcp")

@@ -13,16 +13,10 @@
  *    them; the answer is kept in socket storage so it survives until close.
  * Nothing here runs per packet or per ACK.
  */
-#include "vmlinux.h"
-#include <bpf/bpf_helpers.h>
+#include "common.bpf.h"
 #include <bpf/bpf_tracing.h>
-#include <bpf/bpf_core_read.h>
 #include <bpf/bpf_endian.h>
 #include "flows.h"
-
-#define AF_INET 2
-#define AF_INET6 10
-#define IPPROTO_TCP 6
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -58,17 +52,14 @@ struct {
 
 static __always_inline bool in_subtree(struct sock *sk)
 {
-	struct cgroup *cg, *anc = NULL;
+	struct cgroup *cg;
 
 	if (!target_cgid)
 		return true;
 	cg = sk->sk_cgrp_data.cgroup;
 	if (!cg || cg->level < (int)target_level)
 		return false;
-	/* ancestors[] is a flexible array: read the slot explicitly. */
-	if (bpf_core_read(&anc, sizeof(anc), &cg->ancestors[target_level]))
-		return false;
-	return anc && BPF_CORE_READ(anc, kn, id) == target_cgid;
+	return tb_cgroup_ancestor_id(cg, target_level) == target_cgid;
 }
 
 static __always_inline void fill_flow(struct tb_flow *f, struct tcp_sock *tp,
