@@ -62,6 +62,7 @@ const volatile __u64 seed_id = 0;  /* seed: the new cap, its cgroup ... */
 const volatile __u64 seed_cgid = 0;
 const volatile __u32 seed_level = 0;
 const volatile struct tb_cap_rule seed_rule = {}; /* ... and destination */
+const volatile __u64 unpace_id = 0; /* unpace: the pace cap being removed */
 
 /* Maps are pinned by name in the pin directory the loader gives libbpf, and
  * shared by every instance. */
@@ -457,4 +458,39 @@ int tb_cap_pace(struct bpf_sock_ops *skops)
 		break;
 	}
 	return 1;
+}
+
+/* Removing a pace cap (docs/cap.md): the sockets it paced that are still
+ * open send unpaced again. Userspace deletes the cap's counters first, so
+ * no RTT callback re-applies a rate after this; ~0U is "unlimited" to the
+ * kernel (sk_setsockopt widens it to ~0UL). */
+SEC("iter/tcp")
+int tb_cap_unpace(struct bpf_iter__tcp *ctx)
+{
+	struct sock_common *skc = ctx->sk_common;
+	__u32 unlimited = ~0U;
+	struct tb_cap_sock *st;
+	struct tcp_sock *tp;
+	int i;
+
+	if (!skc)
+		return 0;
+	tp = bpf_skc_to_tcp_sock(skc);
+	if (!tp)
+		return 0;
+	st = bpf_sk_storage_get(&cap_socks, (struct sock *)tp, 0, 0);
+	if (!st || !st->applied)
+		return 0;
+	for (i = 0; i < TB_CAP_SOCK_MAX; i++) {
+		if (i >= st->n)
+			return 0;
+		if (st->ids[i] == unpace_id)
+			break;
+	}
+	if (i == TB_CAP_SOCK_MAX)
+		return 0;
+	if (!bpf_setsockopt(tp, SOL_SOCKET, SO_MAX_PACING_RATE, &unlimited,
+			    sizeof(unlimited)))
+		st->applied = 0;
+	return 0;
 }

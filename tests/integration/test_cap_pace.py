@@ -12,7 +12,6 @@ import sys
 import pytest
 
 from tamebpf.capfile import parse_dest
-from tamebpf.kernel.abi import TB_CAP_MODE_PACE
 from tamebpf.kernel.cap import CapTable
 from tests.integration.kernel_fixtures import spawn, stop
 from tests.integration.test_cap import PORT, Net, read_line, the_cap
@@ -21,7 +20,7 @@ from tests.integration.test_cap import net as net  # the module's netns pair fix
 SO_MAX_PACING_RATE = 47  # asm-generic/socket.h; Python's socket module lacks it
 
 PACED = r"""
-import json, socket, sys
+import json, socket, struct, sys
 host, port, k = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 socks, out = [], []
 for _ in range(k):
@@ -34,8 +33,12 @@ for _ in range(k):
         out.append(err.strerror)
     socks.append(s)
 print(json.dumps(out), flush=True)
-sys.stdin.readline()
+# Each line on stdin: the rates again, in full (8 bytes: unlimited is ~0UL).
+while sys.stdin.readline().strip():
+    print(json.dumps([struct.unpack("Q", s.getsockopt(socket.SOL_SOCKET, 47, 8))[0]
+                      for s in socks]), flush=True)
 """
+UNLIMITED = 2**64 - 1  # sk_max_pacing_rate when nothing limits it
 
 
 def open_paced(pair: Net, cg_path: str, k: int) -> tuple[subprocess.Popen[str], list[object]]:
@@ -49,8 +52,7 @@ def test_pace_never_refuses_and_sets_the_opening_share(net: Net, pins: str, cg: 
     dest = f"{net.server_v4}/32:{PORT}"
     rate = 12_500_000  # 100 Mbit/s in bytes/s
     table = CapTable()
-    cap = table.add(cg, parse_dest(dest), 2)
-    table.set_mode(cap.id, TB_CAP_MODE_PACE, rate)
+    table.add(cg, parse_dest(dest), 2**32 - 1, pace_bytes_per_s=rate)
     proc, got = open_paced(net, cg, 4)
     try:
         # idle sockets never check in: each opens as the only sender
@@ -81,7 +83,40 @@ def test_list_shows_mode_and_target(net: Net, pins: str, cg: str) -> None:
     table = CapTable()
     cap = table.add(cg, parse_dest(dest), 5)
     assert (cap.mode, cap.rate_bytes_per_s) == ("refuse", 0), f"new cap: {cap}"
-    table.set_mode(cap.id, TB_CAP_MODE_PACE, 1_000_000)
-    c = the_cap(table, cg, dest)
-    assert (c.mode, c.rate_bytes_per_s, c.max_streams) == ("pace", 1_000_000, 5), (
-        f"expected pace at 1000000 B/s keeping max 5, got {c}")
+    other = f"{net.server_v4}/32:{PORT + 1}"
+    paced = table.add(cg, parse_dest(other), 2**32 - 1, pace_bytes_per_s=1_000_000)
+    assert (paced.mode, paced.rate_bytes_per_s) == ("pace", 1_000_000), f"pace cap: {paced}"
+    c = the_cap(table, cg, other)
+    assert (c.mode, c.rate_bytes_per_s) == ("pace", 1_000_000), f"as listed: {c}"
+
+
+def ask(proc: subprocess.Popen[str], what: str) -> list[int]:
+    assert proc.stdin is not None
+    proc.stdin.write("again\n")
+    proc.stdin.flush()
+    return json.loads(read_line(proc, 10, what))  # type: ignore[no-any-return]
+
+
+def test_rm_unpaces_the_streams_still_open(net: Net, pins: str, cg: str,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """cap rm of a pace cap: its open sockets send unpaced again, in the
+    namespace they live in (not ours), and only the capped cgroup's."""
+    from tamebpf.cli import main
+    dest = f"{net.server_v4}/32:{PORT}"
+    table = CapTable()
+    table.add(cg, parse_dest(dest), 2**32 - 1, pace_bytes_per_s=5_000_000)
+    proc, got = open_paced(net, cg, 2)
+    bystander, _ = open_paced(net, "", 1)  # not in the cgroup: never paced
+    try:
+        assert got == [5_000_000] * 2, f"expected 2 streams paced at 5 MB/s, got {got}"
+        assert ask(proc, "paced client") == [5_000_000] * 2
+        assert ask(bystander, "bystander") == [UNLIMITED]
+        code = main(["cap", "rm", "--cgroup", cg, "--dest", dest])
+        out = capsys.readouterr()
+        assert code == 0, f"cap rm: exit {code}: {out.err}"
+        assert "unpaced" in out.out, out.out
+        after = ask(proc, "paced client")
+        assert after == [UNLIMITED] * 2, f"expected unlimited pacing after cap rm, got {after}"
+    finally:
+        stop(proc)  # type: ignore[arg-type]
+        stop(bystander)  # type: ignore[arg-type]

@@ -97,14 +97,31 @@ cgroup = "/transfer.slice"
 dest = "[fd00:7462::/48]:2811"
 auto = "dtn2.example.org"
 max_impact = "5%"
+
+[[cap]]
+cgroup = "backup.slice"
+dest = "203.0.113.0/24"
+mode = "pace"
+rate = "2G"
+
+[[cap]]
+cgroup = "backup.slice"
+dest = "203.0.114.0/24"
+mode = "pace"
+auto = "dtn3"
+max_impact = 0.2
 """
 
 
 def test_capfile_parses() -> None:
     specs = parse_capfile(GOOD)
-    assert [(s.cgroup, str(s.dest), s.max_streams, s.auto, s.max_impact) for s in specs] == [
-        ("transfer.slice", "198.18.0.0/15", 8, None, None),
-        ("/transfer.slice", "[fd00:7462::/48]:2811", None, "dtn2.example.org", "5%"),
+    assert [(s.cgroup, str(s.dest), s.max_streams, s.auto, s.max_impact, s.mode, s.rate)
+            for s in specs] == [
+        ("transfer.slice", "198.18.0.0/15", 8, None, None, "refuse", None),
+        ("/transfer.slice", "[fd00:7462::/48]:2811", None, "dtn2.example.org", "5%", "refuse",
+         None),
+        ("backup.slice", "203.0.113.0/24", None, None, None, "pace", "2G"),
+        ("backup.slice", "203.0.114.0/24", None, "dtn3", "0.2", "pace", None),
     ]
 
 
@@ -119,6 +136,13 @@ def test_capfile_parses() -> None:
     ("[[cap]]\ncgroup='a'\ndest='10.0.0.0/8'\nmax_streams=2\n"
      "[[cap]]\ncgroup='/a'\ndest='10.0.0.0/8'\nmax_streams=3\n", "repeats cap #1"),
     ("caps = 1\n", "unknown top-level"),
+    ("[[cap]]\ncgroup='a'\ndest='10.0.0.0/8'\nmode='slow'\nrate='1G'\n", "not one of"),
+    ("[[cap]]\ncgroup='a'\ndest='10.0.0.0/8'\nmode='pace'\n", "either rate or auto"),
+    ("[[cap]]\ncgroup='a'\ndest='10.0.0.0/8'\nmode='pace'\nrate='1G'\nauto='h'\n", "either"),
+    ("[[cap]]\ncgroup='a'\ndest='10.0.0.0/8'\nmode='pace'\nrate='fast'\n", "not a rate"),
+    ("[[cap]]\ncgroup='a'\ndest='10.0.0.0/8'\nmode='pace'\nrate='1G'\nmax_streams=4\n",
+     "max_streams goes with"),
+    ("[[cap]]\ncgroup='a'\ndest='10.0.0.0/8'\nmax_streams=4\nrate='1G'\n", "rate goes with"),
     ("[[cap]\n", "not valid TOML"),
 ])
 def test_capfile_refuses_with_the_entry_named(text: str, says: str) -> None:
@@ -144,33 +168,60 @@ def test_table_text() -> None:
              family="ipv6", port=2811, max_streams=1, streams=0, refused=0),
     ])
     assert text == (
-        "CGROUP                       DEST                        MAX  STREAMS  REFUSED\n"
-        "/transfer.slice              198.18.0.0/15                 8        3       12\n"
-        "/gone (removed)              [fd00::/64]:2811              1        0        0\n"
+        "CGROUP                       DEST                     MODE          LIMIT  STREAMS"
+        "  REFUSED    MBIT/S\n"
+        "/transfer.slice              198.18.0.0/15            refuse            8        3"
+        "       12         -\n"
+        "/gone (removed)              [fd00::/64]:2811         refuse            1        0"
+        "        0         -\n"
     ), text
     assert cap_cmd.render_table([]).endswith("(no caps)\n")
+
+
+def test_table_shows_pace_target_and_live_rate() -> None:
+    text = cap_cmd.render_table([_cap(mode="pace", rate_bytes_per_s=12_500_000,
+                                      max_streams=2**32 - 1)], {1: 97.04})
+    row = text.splitlines()[1].split()
+    assert row[2:] == ["pace", "100", "Mbit/s", "3", "12", "97.0"], text
 
 
 def test_auto_without_the_advisor_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "tamebpf.advise", None)  # import fails
     with pytest.raises(TamebpfError) as err:
-        cap_cmd.auto_num_flows("dtn2", "5%")
+        cap_cmd.auto_target("dtn2", "5%")
     assert str(err.value) == cap_cmd.NO_ADVISOR, str(err.value)
 
 
-def test_auto_uses_the_advisors_num_flows(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = []
+def fake_advisor(monkeypatch: pytest.MonkeyPatch, n: int, mbit: float) -> list[tuple[object, ...]]:
+    calls: list[tuple[object, ...]] = []
 
-    def advise_num_flows(host: str, max_impact: float, port: int = 5201) -> int:
+    def advise_target(host: str, max_impact: float, port: int = 5201) -> tuple[int, float]:
         calls.append((host, max_impact, port))
-        return 6
+        return n, mbit
 
     fake = types.ModuleType("tamebpf.advise")
-    fake.advise_num_flows = advise_num_flows  # type: ignore[attr-defined]
+    fake.advise_target = advise_target  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "tamebpf.advise", fake)
-    assert cap_cmd.auto_num_flows("dtn2", "5%") == 6
-    assert cap_cmd.auto_num_flows("dtn2:2811", "0.1") == 6
+    return calls
+
+
+def test_auto_uses_the_advisors_target(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = fake_advisor(monkeypatch, 6, 41.5)
+    assert cap_cmd.auto_target("dtn2", "5%") == (6, 41.5)
+    assert cap_cmd.auto_target("dtn2:2811", "0.1") == (6, 41.5)
     assert calls == [("dtn2", 0.05, 5201), ("dtn2", 0.1, 2811)], calls
-    fake.advise_num_flows = lambda *a: 0  # type: ignore[attr-defined]
+    fake_advisor(monkeypatch, 0, 1.0)
     with pytest.raises(UsageError):
-        cap_cmd.auto_num_flows("dtn2", "5%")
+        cap_cmd.auto_target("dtn2", "5%")
+
+
+def test_auto_pace_cap_takes_the_advised_throughput(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_advisor(monkeypatch, 3, 80.0)
+    spec = parse_capfile("[[cap]]\ncgroup='a'\ndest='10.0.0.0/8'\nmode='pace'\n"
+                         "auto='h'\nmax_impact='20%'\n")[0]
+    how = cap_cmd.resolve_spec(spec)
+    assert (how.pace_bytes_per_s, how.advised) == (10_000_000, (3, 80.0)), how
+    refuse = parse_capfile("[[cap]]\ncgroup='a'\ndest='10.0.0.0/8'\nauto='h'\n"
+                           "max_impact='20%'\n")[0]
+    how = cap_cmd.resolve_spec(refuse)
+    assert (how.max_streams, how.pace_bytes_per_s) == (3, None), how

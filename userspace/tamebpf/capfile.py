@@ -14,6 +14,12 @@ A caps file::
     dest = "[fd00:7462::/48]:2811"
     auto = "dtn2.example.org"          # instead of max_streams: ask the
     max_impact = "5%"                  # advisor (tamebpf advise)
+
+    [[cap]]
+    cgroup = "backup.slice"
+    dest = "203.0.113.0/24"
+    mode = "pace"                      # never refuse; the streams share
+    rate = "2G"                        # this rate (or auto + max_impact)
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tamebpf.errors import UsageError
+from tamebpf.options import parse_rate_mbps
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 MAX_STREAMS = 2**32 - 1
@@ -97,20 +104,24 @@ def check_max_streams(value: object, option: str = "--max-streams") -> int:
 
 @dataclass(frozen=True)
 class CapSpec:
-    """One cap as asked for: a fixed N, or N from the advisor (auto)."""
+    """One cap as asked for. Refuse mode: a fixed N, or N from the advisor
+    (auto). Pace mode: a fixed rate, or the advisor's throughput (auto)."""
 
     cgroup: str
     dest: Dest
     max_streams: int | None = None
     auto: str | None = None  # HOST[:PORT] for the advisor
     max_impact: str | None = None  # "5%" or "0.05", as the CLI takes it
+    mode: str = "refuse"  # "refuse" or "pace"
+    rate: str | None = None  # pace mode: "500M", "2G" or Mbit/s, as the CLI takes it
 
     @property
     def key(self) -> tuple[str, str]:
         return (self.cgroup.strip("/"), str(self.dest))
 
 
-CAP_KEYS = {"cgroup", "dest", "max_streams", "auto", "max_impact"}
+CAP_KEYS = {"cgroup", "dest", "max_streams", "auto", "max_impact", "mode", "rate"}
+MODES = ("refuse", "pace")
 
 
 def parse_capfile(text: str, name: str = "caps file") -> list[CapSpec]:
@@ -155,6 +166,13 @@ def _spec(entry: Any, where: str) -> CapSpec:
         if not isinstance(entry.get(key), str) or not entry[key]:
             raise UsageError(f"{where}: '{key}' (a string) is required")
     dest = parse_dest(entry["dest"], "dest")
+    mode = entry.get("mode", "refuse")
+    if mode not in MODES:
+        raise UsageError(f"{where}: mode {mode!r} is not one of {', '.join(MODES)}")
+    if mode == "pace":
+        return _pace_spec(entry, where, dest)
+    if "rate" in entry:
+        raise UsageError(f"{where}: rate goes with mode = \"pace\"")
     has_n, has_auto = "max_streams" in entry, "auto" in entry
     if has_n == has_auto:
         raise UsageError(f"{where}: give either max_streams or auto (with max_impact)")
@@ -167,3 +185,22 @@ def _spec(entry: Any, where: str) -> CapSpec:
         raise UsageError(f"{where}: auto needs a host name and max_impact")
     return CapSpec(entry["cgroup"], dest, auto=entry["auto"],
                    max_impact=str(entry["max_impact"]))
+
+
+def _pace_spec(entry: dict[str, Any], where: str, dest: Dest) -> CapSpec:
+    if "max_streams" in entry:
+        raise UsageError(f"{where}: max_streams goes with mode = \"refuse\" "
+                         "(pace mode never refuses a connect)")
+    has_rate, has_auto = "rate" in entry, "auto" in entry
+    if has_rate == has_auto:
+        raise UsageError(f"{where}: a pace cap needs either rate or auto (with max_impact)")
+    if has_rate:
+        if "max_impact" in entry:
+            raise UsageError(f"{where}: max_impact goes with auto, not rate")
+        rate = str(entry["rate"])
+        parse_rate_mbps(rate, "rate")
+        return CapSpec(entry["cgroup"], dest, mode="pace", rate=rate)
+    if not isinstance(entry["auto"], str) or "max_impact" not in entry:
+        raise UsageError(f"{where}: auto needs a host name and max_impact")
+    return CapSpec(entry["cgroup"], dest, auto=entry["auto"],
+                   max_impact=str(entry["max_impact"]), mode="pace")

@@ -43,7 +43,7 @@ static const char *const MAP_PINS[] = {
 static const char *const CG_LINKS[] = { "c4", "c6", "rel", "pace" };
 #define N_CG_LINKS 4
 
-enum { P_CONNECT = 1, P_STATE = 2, P_SEED = 4 };
+enum { P_CONNECT = 1, P_STATE = 2, P_SEED = 4, P_UNPACE = 8 };
 
 struct instance_cfg {
 	unsigned progs;
@@ -52,6 +52,7 @@ struct instance_cfg {
 	const struct tb_cap_rule *seed; /* with P_SEED */
 	__u64 seed_cgid;
 	__u32 seed_level;
+	__u64 unpace_id; /* with P_UNPACE */
 };
 
 static int pin_path(char *out, const char *dir, const char *name)
@@ -170,12 +171,14 @@ static struct cap_bpf *load_instance(const char *dir,
 		memcpy((void *)&skel->rodata->seed_rule, cfg->seed,
 		       sizeof(*cfg->seed));
 	}
+	skel->rodata->unpace_id = cfg->unpace_id;
 	bpf_program__set_autoload(skel->progs.tb_cap_connect4, cfg->progs & P_CONNECT);
 	bpf_program__set_autoload(skel->progs.tb_cap_connect6, cfg->progs & P_CONNECT);
 	bpf_program__set_autoload(skel->progs.tb_cap_release, cfg->progs & P_CONNECT);
 	bpf_program__set_autoload(skel->progs.tb_cap_pace, cfg->progs & P_CONNECT);
 	bpf_program__set_autoload(skel->progs.tb_cap_state, cfg->progs & P_STATE);
 	bpf_program__set_autoload(skel->progs.tb_cap_seed, cfg->progs & P_SEED);
+	bpf_program__set_autoload(skel->progs.tb_cap_unpace, cfg->progs & P_UNPACE);
 	*err = cap_bpf__load(skel);
 	if (*err) {
 		tb_set_error("cannot load the cap BPF programs: %s", strerror(-*err));
@@ -281,8 +284,9 @@ static int same_dest(const struct tb_cap_rule *a, const struct tb_cap_rule *b)
 	       !memcmp(a->addr, b->addr, sizeof(a->addr));
 }
 
-/* Read the TCP iterator of the seeding instance in each namespace. */
-static int run_seed(struct bpf_link *link, const int *netns_fds, int n_netns)
+/* Read a TCP iterator once in each namespace (our own when n_netns is 0):
+ * iter/tcp walks the namespace of the process that creates it. */
+static int run_iter(struct bpf_link *link, const int *netns_fds, int n_netns)
 {
 	char buf[4096];
 	int self, fd, err = 0;
@@ -316,6 +320,43 @@ static int run_seed(struct bpf_link *link, const int *netns_fds, int n_netns)
 	return err;
 }
 
+/* Load an instance with one TCP iterator (P_SEED or P_UNPACE, set in cfg)
+ * and read it in every namespace. */
+static int iterate(const char *dir, const struct instance_cfg *cfg,
+		   struct bpf_program *(*prog)(struct cap_bpf *), const char *what,
+		   const int *netns_fds, int n_netns)
+{
+	struct cap_bpf *skel;
+	struct bpf_link *link;
+	int err;
+
+	skel = load_instance(dir, cfg, &err);
+	if (!skel)
+		return err;
+	link = bpf_program__attach_iter(prog(skel), NULL);
+	if (!link) {
+		err = -errno;
+		tb_set_error("cannot create the TCP iterator: %s", strerror(-err));
+	} else {
+		err = run_iter(link, netns_fds, n_netns);
+		if (err)
+			tb_set_error("%s failed: %s", what, strerror(-err));
+		bpf_link__destroy(link);
+	}
+	cap_bpf__destroy(skel);
+	return err;
+}
+
+static struct bpf_program *seed_prog(struct cap_bpf *skel)
+{
+	return skel->progs.tb_cap_seed;
+}
+
+static struct bpf_program *unpace_prog(struct cap_bpf *skel)
+{
+	return skel->progs.tb_cap_unpace;
+}
+
 static int seed(const char *dir, const struct tb_cap_rule *rule, __u64 cgid,
 		__u32 level, const int *netns_fds, int n_netns)
 {
@@ -323,35 +364,30 @@ static int seed(const char *dir, const struct tb_cap_rule *rule, __u64 cgid,
 		.progs = P_SEED, .seed = rule, .seed_cgid = cgid,
 		.seed_level = level,
 	};
-	struct cap_bpf *skel;
-	struct bpf_link *link;
-	int err;
 
-	skel = load_instance(dir, &cfg, &err);
-	if (!skel)
-		return err;
-	link = bpf_program__attach_iter(skel->progs.tb_cap_seed, NULL);
-	if (!link) {
-		err = -errno;
-		tb_set_error("cannot create the TCP iterator: %s", strerror(-err));
-	} else {
-		err = run_seed(link, netns_fds, n_netns);
-		if (err)
-			tb_set_error("counting existing streams failed: %s",
-				     strerror(-err));
-		bpf_link__destroy(link);
-	}
-	cap_bpf__destroy(skel);
-	return err;
+	return iterate(dir, &cfg, seed_prog, "counting existing streams",
+		       netns_fds, n_netns);
+}
+
+static int unpace(const char *dir, __u64 id, const int *netns_fds, int n_netns)
+{
+	struct instance_cfg cfg = { .progs = P_UNPACE, .unpace_id = id };
+
+	return iterate(dir, &cfg, unpace_prog, "restoring unpaced sockets",
+		       netns_fds, n_netns);
 }
 
 int tb_cap_add(const char *pin_dir, const char *cg_path, const char *rel_path,
-	       __u32 level, struct tb_cap_rule *rule, __u32 max,
-	       const int *netns_fds, int n_netns)
+	       __u32 level, struct tb_cap_rule *rule, __u32 max, __u32 mode,
+	       __u64 rate, const int *netns_fds, int n_netns)
 {
 	struct instance_cfg cfg = { .level = level };
 	struct tb_cap_cgroup cg, old;
-	struct tb_cap_count count = { .max = max };
+	/* Mode and target go in with the counters: the cap is whole from the
+	 * moment any program can see it. */
+	struct tb_cap_count count = {
+		.max = max, .mode = mode, .rate_bytes_per_s = rate,
+	};
 	struct cap_bpf *skel = NULL;
 	char path[PATH_MAX];
 	int lock = -1, cgfd, err, had_old = 0, new_state = 0, new_cg = 0;
@@ -371,6 +407,11 @@ int tb_cap_add(const char *pin_dir, const char *cg_path, const char *rel_path,
 	    rule->prefix_len > (rule->family == AF_INET ? 32u : 128u)) {
 		tb_set_error("invalid cap (max %u, family %u, prefix /%u)", max,
 			     rule->family, rule->prefix_len);
+		return -EINVAL;
+	}
+	if (mode > TB_CAP_MODE_PACE || (mode == TB_CAP_MODE_PACE) != (rate != 0)) {
+		tb_set_error("invalid cap mode %u with rate %llu", mode,
+			     (unsigned long long)rate);
 		return -EINVAL;
 	}
 	cgfd = open(cg_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -485,8 +526,10 @@ out:
 	return err;
 }
 
-int tb_cap_remove(const char *pin_dir, __u64 cgid, const struct tb_cap_rule *rule)
+int tb_cap_remove(const char *pin_dir, __u64 cgid, const struct tb_cap_rule *rule,
+		  const int *netns_fds, int n_netns)
 {
+	struct tb_cap_count count = {};
 	struct tb_cap_cgroup cg;
 	int lock, rules_fd = -1, counts_fd = -1, err = 0;
 	__u32 i, found = TB_CAP_RULES_MAX;
@@ -536,7 +579,12 @@ int tb_cap_remove(const char *pin_dir, __u64 cgid, const struct tb_cap_rule *rul
 			goto out;
 		}
 	}
+	bpf_map_lookup_elem_flags(counts_fd, &id, &count, BPF_F_LOCK);
 	bpf_map_delete_elem(counts_fd, &id);
+	/* The cap is gone; its paced sockets that are still open send unpaced
+	 * again (the maps are still pinned: this runs before any teardown). */
+	if (count.mode == TB_CAP_MODE_PACE)
+		err = unpace(pin_dir, id, netns_fds, n_netns);
 	if (map_empty(rules_fd)) {
 		close(rules_fd);
 		close(counts_fd);
@@ -618,39 +666,4 @@ int tb_cap_read_state(const char *pin_dir, struct tb_cap_state *out)
 
 	tb_libbpf_logging();
 	return read_one(pin_dir, "cap_state", &zero, out, 0);
-}
-
-/* Switch an existing cap to MODE (TB_CAP_MODE_*) with a pace target of RATE
- * bytes/s (0 in refuse mode). Read and written under the cap's spin lock;
- * count and the totals may move in between, so the write keeps what the
- * kernel holds for them and only changes mode and rate. Pacing of sockets
- * already open changes at their next RTT callback. */
-int tb_cap_set_mode(const char *pin_dir, __u64 id, __u32 mode, __u64 rate)
-{
-	struct tb_cap_count c;
-	int fd, err = 0;
-
-	tb_libbpf_logging();
-	if (mode > TB_CAP_MODE_PACE || (mode == TB_CAP_MODE_PACE && !rate)) {
-		tb_set_error("invalid cap mode %u with rate %llu", mode,
-			     (unsigned long long)rate);
-		return -EINVAL;
-	}
-	fd = open_pinned(pin_dir, "cap_counts");
-	if (fd < 0) {
-		tb_set_error("cannot open %s/cap_counts: %s", pin_dir, strerror(-fd));
-		return fd;
-	}
-	/* Not atomic as a whole: a connect() between lookup and update is
-	 * lost from count. Callers set the mode right after tb_cap_add, before
-	 * the cgroup's tools start; docs/cap.md says so. */
-	if (bpf_map_lookup_elem_flags(fd, &id, &c, BPF_F_LOCK) ||
-	    (c.mode = mode, c.rate_bytes_per_s = rate,
-	     bpf_map_update_elem(fd, &id, &c, BPF_EXIST | BPF_F_LOCK))) {
-		err = -errno;
-		tb_set_error("cannot set the mode of cap %llu: %s",
-			     (unsigned long long)id, strerror(-err));
-	}
-	close(fd);
-	return err;
 }

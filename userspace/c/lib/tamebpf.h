@@ -54,17 +54,22 @@ long tb_abi_offsetof(const char *type, const char *field);
  * `level` below the cgroup v2 root) to `max` streams matching `rule`; the
  * new cap's id is written to rule->id. Streams that already exist are
  * counted by the TCP iterator in each network namespace given (none: ours).
+ * mode TB_CAP_MODE_REFUSE (rate 0) refuses connect()s over max; mode
+ * TB_CAP_MODE_PACE (rate > 0, bytes/s) paces the streams to share rate.
  * -EEXIST: that destination is already capped on that cgroup (rule then
  * holds the existing cap). */
 int tb_cap_add(const char *pin_dir, const char *cg_path, const char *rel_path,
-	       __u32 level, struct tb_cap_rule *rule, __u32 max,
-	       const int *netns_fds, int n_netns);
+	       __u32 level, struct tb_cap_rule *rule, __u32 max, __u32 mode,
+	       __u64 rate, const int *netns_fds, int n_netns);
 
 /* Remove the cap on cgroup `cgid` whose destination (family, prefix,
  * port) equals `rule`'s; removing the last cap removes every program and
- * pin. -ENOENT: no such cap. */
+ * pin. A pace cap's sockets still open in the namespaces netns_fds[] (our
+ * own if none) get their pacing rate back to unlimited. -ENOENT: no such
+ * cap. */
 int tb_cap_remove(const char *pin_dir, __u64 cgid,
-		  const struct tb_cap_rule *rule);
+		  const struct tb_cap_rule *rule, const int *netns_fds,
+		  int n_netns);
 
 /* The capped cgroups: up to `max` of them into cgids[] and cgs[]; *n is
  * how many there are (0, and success, when no cap is set). */
@@ -73,8 +78,6 @@ int tb_cap_list(const char *pin_dir, __u64 *cgids, struct tb_cap_cgroup *cgs,
 
 /* One cap's counters (a consistent copy, taken under its lock). */
 int tb_cap_read_count(const char *pin_dir, __u64 id, struct tb_cap_count *out);
-/* Set a cap's mode (TB_CAP_MODE_*) and pace target in bytes/s. */
-int tb_cap_set_mode(const char *pin_dir, __u64 id, __u32 mode, __u64 rate);
 
 /* The BPF side's health counters. */
 int tb_cap_read_state(const char *pin_dir, struct tb_cap_state *out);

@@ -1,7 +1,7 @@
 """`tamebpf advise`: two short probes measured in the kernel -> stream count.
 
 `run_advice` is the whole call (TameParallelTCP(dest, max_impact) of the
-paper); `advise_num_flows` is the short form `tamebpf cap --auto` uses.
+paper); `advise_target` is the short form `tamebpf cap --auto` uses.
 """
 
 from __future__ import annotations
@@ -35,11 +35,13 @@ def run_advice(target: Target, settings: Settings, probes: Sequence[int] = DEFAU
     return build(target, results, settings, model, capacity_mbps)
 
 
-def advise_num_flows(host: str, max_impact: float, port: int = 5201) -> int:
-    result = run_advice(Target(host, port), Settings(max_impact=max_impact))
-    return result.prediction.advice.num_flows
+def advise_target(host: str, max_impact: float, port: int = 5201) -> tuple[int, float]:
+    """(advised stream count, its predicted throughput in Mbit/s): the N of a
+    refuse cap and the target rate of a pace cap."""
+    advice = run_advice(Target(host, port), Settings(max_impact=max_impact)).prediction.advice
+    return advice.num_flows, advice.max_nondisruptive_thru
 
 
 __all__ = ["DEFAULT_DURATIONS_S",
            "DEFAULT_MODEL", "TWO_PROBE_MODELS", "AdviseResult", "Progress", "Target",
-           "advise_num_flows", "run_advice"]
+           "advise_target", "run_advice"]

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import ipaddress
 import sys
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from tamebpf.capfile import CapSpec, check_max_streams, parse_capfile, parse_dest
 from tamebpf.errors import TamebpfError, UsageError
-from tamebpf.kernel.abi import TB_CAP_MODE_PACE
-from tamebpf.kernel.cap import Cap, CapTable, resolve_cgroup
+from tamebpf.kernel.cap import Cap, CapTable, netns_paths, resolve_cgroup
+from tamebpf.kernel.flows import Flow, FlowReader
 from tamebpf.options import (
     IPERF3_PORT,
     dump_json,
@@ -30,8 +33,9 @@ def register(sub: Any) -> None:
         help="cap the TCP streams a cgroup opens to a destination (root)",
         description="Hold a cgroup (with its descendants) to at most N concurrent TCP "
         "streams to a destination network: a connect() over the cap fails at once with "
-        "EPERM. Caps stay in force after tamebpf exits (pinned in bpffs, "
-        "$TAMEBPF_PIN_DIR or /sys/fs/bpf/tamebpf/cap).",
+        "EPERM (--mode refuse); or let every connect() through and pace the streams so "
+        "that together they send at most a target rate (--mode pace). Caps stay in "
+        "force after tamebpf exits (pinned in bpffs, $TAMEBPF_PIN_DIR or /sys/fs/bpf/tamebpf/cap).",
     )
     p.set_defaults(func=lambda _args: _usage(p))
     verbs = p.add_subparsers(dest="verb", metavar="VERB")
@@ -40,21 +44,29 @@ def register(sub: Any) -> None:
                          "destination that already exist are counted at once.")
     _target_args(s)
     n = s.add_mutually_exclusive_group()
-    n.add_argument("--max-streams", metavar="N", help="streams allowed at once (>= 1)")
+    n.add_argument("--max-streams", metavar="N",
+                   help="refuse mode: streams allowed at once (>= 1)")
     n.add_argument("--auto", metavar="HOST[:PORT]",
-                   help="N from the advisor: 'tamebpf advise HOST --max-impact PCT'")
+                   help="ask the advisor ('tamebpf advise HOST --max-impact PCT'): its N "
+                   "(refuse mode) or its throughput as the target (pace mode)")
     s.add_argument("--max-impact", metavar="PCT",
                    help="with --auto: largest tolerated loss of other traffic, 5%% or 0.05")
     s.add_argument("--mode", choices=("refuse", "pace"), default="refuse",
                    help="refuse: connect()s over N fail with EPERM (default); pace: none "
-                   "is refused, the streams together send at most --rate")
+                   "is refused, the streams together send at most --rate (or the advisor's "
+                   "throughput, with --auto), each paced by the kernel")
     s.add_argument("--rate", metavar="RATE",
                    help="pace mode: the group's target, in Mbit/s or with a unit (500M, 9.4G)")
     s.add_argument("-v", "--verbose", action="store_true", help="libbpf's debug log on stderr")
     s.set_defaults(func=run_set)
 
-    ls = verbs.add_parser("list", help="caps in force, with live streams and refusals")
+    ls = verbs.add_parser("list", help="caps in force, with live streams, refusals and rate",
+                          description="Caps in force: mode, limit (streams or pace target), "
+                          "live streams, refused connect()s, and the rate the cap's streams "
+                          "send at now (bytes acked over --window, in every namespace).")
     ls.add_argument("--json", action="store_true", help="a JSON array of cap objects")
+    ls.add_argument("--window", type=float, default=0.5, metavar="SECONDS",
+                    help="how long to measure the live rate (default %(default)s; 0: do not)")
     ls.set_defaults(func=run_list)
 
     rm = verbs.add_parser("rm", help="remove a cap (the last one removes every program)")
@@ -84,98 +96,167 @@ def _usage(p: argparse.ArgumentParser) -> int:
     return 2
 
 
-def auto_num_flows(host: str, max_impact: str) -> int:
-    """N from the advisor, if this build has it."""
+def auto_target(host: str, max_impact: str) -> tuple[int, float]:
+    """(N, Mbit/s) from the advisor, if this build has it."""
     try:
         advise = importlib.import_module("tamebpf.advise")
     except ImportError:
         raise TamebpfError(NO_ADVISOR) from None
-    fn = getattr(advise, "advise_num_flows", None)
+    fn = getattr(advise, "advise_target", None)
     if fn is None:
         raise TamebpfError(NO_ADVISOR)
     impact = parse_fraction(max_impact, "--max-impact")
     name, port = parse_host_port(host, "--auto", default_port=IPERF3_PORT)
-    n = fn(name, impact, port)
-    return check_max_streams(int(n), "advised stream count")
+    n, mbit = fn(name, impact, port)
+    return check_max_streams(int(n), "advised stream count"), float(mbit)
 
 
 def _streams(n: int) -> str:
     return f"{n} TCP stream" if n == 1 else f"{n} TCP streams"
 
 
-def _resolve_n(spec: CapSpec) -> int:
-    if spec.max_streams is not None:
-        return spec.max_streams
-    assert spec.auto is not None and spec.max_impact is not None
-    return auto_num_flows(spec.auto, spec.max_impact)
+PACE_NO_LIMIT = 2**32 - 1  # max of a pace cap: it never refuses
 
 
-PACE_NO_LIMIT = 2**32 - 1  # max of a pace cap set without --max-streams
-
-
-def pace_rate_bytes(args: argparse.Namespace) -> int | None:
-    """The pace target in bytes/s, or None in refuse mode; checks the options."""
+def spec_from_args(args: argparse.Namespace) -> CapSpec:
+    """The cap `cap set` asks for, checked as a caps-file entry is."""
+    dest = parse_dest(args.dest)
+    if args.auto is not None:
+        if args.max_impact is None:
+            raise UsageError("--auto needs --max-impact PCT")
+        parse_host_port(args.auto, "--auto", default_port=IPERF3_PORT)
+        parse_fraction(args.max_impact, "--max-impact")
+    elif args.max_impact is not None:
+        raise UsageError("--max-impact goes with --auto")
     if args.mode == "refuse":
         if args.rate is not None:
             raise UsageError("--rate goes with --mode pace")
         if args.max_streams is None and args.auto is None:
             raise UsageError("give --max-streams N or --auto HOST")
-        return None
-    if args.auto is not None:
-        raise UsageError("--mode pace with --auto is not implemented yet: give --rate")
-    if args.rate is None:
-        raise UsageError("--mode pace needs --rate RATE (e.g. 500M)")
-    rate = int(parse_rate_mbps(args.rate, "--rate") * 1e6 / 8)
-    if rate < 1:
-        raise UsageError(f"--rate {args.rate}: too small")
-    return rate
+        n = None if args.max_streams is None else check_max_streams(args.max_streams)
+        return CapSpec(args.cgroup, dest, max_streams=n, auto=args.auto,
+                       max_impact=args.max_impact)
+    if args.max_streams is not None:
+        raise UsageError("--max-streams goes with --mode refuse",
+                         "a pace cap never refuses a connect(); give --rate or --auto")
+    if (args.rate is None) == (args.auto is None):
+        raise UsageError("--mode pace needs --rate RATE (e.g. 500M) or --auto HOST")
+    if args.rate is not None:
+        rate_bytes(args.rate)
+    return CapSpec(args.cgroup, dest, auto=args.auto, max_impact=args.max_impact,
+                   mode="pace", rate=args.rate)
+
+
+def rate_bytes(rate: str, option: str = "--rate") -> int:
+    """A pace target in bytes/s from a rate as the CLI and caps files take it."""
+    value = int(parse_rate_mbps(rate, option) * 1e6 / 8)
+    if value < 1:
+        raise UsageError(f"{option} {rate}: too small", "give at least 8 bit/s")
+    return value
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A cap spec made concrete: what goes into the kernel."""
+
+    max_streams: int
+    pace_bytes_per_s: int | None = None  # None: refuse mode
+    advised: tuple[int, float] | None = None  # the advisor's (N, Mbit/s) with auto
+
+
+def resolve_spec(spec: CapSpec) -> Resolved:
+    """Runs the advisor for an auto cap."""
+    advised = None
+    if spec.auto is not None:
+        assert spec.max_impact is not None
+        advised = auto_target(spec.auto, spec.max_impact)
+    if spec.mode == "pace":
+        rate = (rate_bytes(spec.rate) if spec.rate is not None
+                else max(1, int(advised[1] * 1e6 / 8)) if advised else 0)
+        if rate < 1:
+            raise UsageError("the advisor gave no throughput to pace at", "give --rate")
+        return Resolved(PACE_NO_LIMIT, rate, advised)
+    n = spec.max_streams if spec.max_streams is not None else advised[0] if advised else 0
+    return Resolved(check_max_streams(n), None, advised)
+
+
+def describe(cap: Cap, how: Resolved | None = None) -> str:
+    """One line for a cap just set."""
+    if cap.mode == "pace":
+        text = (f"{cap.cgroup}: streams to {cap.dest} paced at "
+                f"{cap.rate_bytes_per_s * 8 / 1e6:g} Mbit/s together ({cap.streams} open now)")
+    else:
+        text = (f"{cap.cgroup}: at most {_streams(cap.max_streams)} to {cap.dest} "
+                f"({cap.streams} open now)")
+    if how is not None and how.advised is not None:
+        text += f"; advised {_streams(how.advised[0])} at {how.advised[1]:.2f} Mbit/s"
+    return text
 
 
 def run_set(args: argparse.Namespace) -> int:
-    dest = parse_dest(args.dest)
-    pace = pace_rate_bytes(args)
-    if pace is not None:
-        n = PACE_NO_LIMIT if args.max_streams is None else check_max_streams(args.max_streams)
-        table = CapTable("cap set", verbose=args.verbose)
-        cap = table.add(args.cgroup, dest, n)
-        table.set_mode(cap.id, TB_CAP_MODE_PACE, pace)
-        print(f"{cap.cgroup}: streams to {cap.dest} paced at {pace * 8 / 1e6:g} Mbit/s "
-              f"together ({cap.streams} open now)")
-        return 0
-    if args.auto is not None:
-        if args.max_impact is None:
-            raise UsageError("--auto needs --max-impact PCT")
-        # Checked now, not after the cgroup and the BPF maps are opened.
-        parse_host_port(args.auto, "--auto", default_port=IPERF3_PORT)
-        parse_fraction(args.max_impact, "--max-impact")
-        spec = CapSpec(args.cgroup, dest, auto=args.auto, max_impact=args.max_impact)
-    else:
-        if args.max_impact is not None:
-            raise UsageError("--max-impact goes with --auto")
-        spec = CapSpec(args.cgroup, dest, max_streams=check_max_streams(args.max_streams))
+    spec = spec_from_args(args)
     table = CapTable("cap set", verbose=args.verbose)
     resolve_cgroup(spec.cgroup)  # a bad cgroup is refused before the advisor runs
-    n = _resolve_n(spec)
-    cap = table.add(spec.cgroup, dest, n)
-    print(f"{cap.cgroup}: at most {_streams(cap.max_streams)} to {cap.dest} "
-          f"({cap.streams} open now)")
+    how = resolve_spec(spec)
+    cap = table.add(spec.cgroup, spec.dest, how.max_streams, how.pace_bytes_per_s)
+    print(describe(cap, how))
     return 0
+
+
+def removed(cap: Cap) -> str:
+    if cap.mode == "pace":
+        return (f"{cap.cgroup}: pacing of the streams to {cap.dest} removed "
+                f"({cap.streams} open streams unpaced)")
+    return f"{cap.cgroup}: cap of {_streams(cap.max_streams)} to {cap.dest} removed"
 
 
 def run_rm(args: argparse.Namespace) -> int:
     dest = parse_dest(args.dest)
-    cap = CapTable("cap rm").remove(args.cgroup, dest)
-    print(f"{cap.cgroup}: cap of {_streams(cap.max_streams)} to {cap.dest} removed")
+    print(removed(CapTable("cap rm").remove(args.cgroup, dest)))
     return 0
 
 
 def run_list(args: argparse.Namespace) -> int:
+    if not 0 <= args.window <= 60:
+        raise UsageError(f"--window {args.window}: out of range", "give 0..60 seconds")
     caps = CapTable("cap list").list()
+    rates = live_rates(caps, args.window) if caps and args.window > 0 else {}
     if args.json:
-        dump_json([c.to_json() for c in caps], sys.stdout)
+        dump_json([{**c.to_json(), "live_mbit": rates.get(c.id)} for c in caps], sys.stdout)
     else:
-        sys.stdout.write(render_table(caps))
+        sys.stdout.write(render_table(caps, rates))
     return 0
+
+
+def in_cap(cap: Cap, flow: Flow) -> bool:
+    """Is FLOW one of CAP's streams: its cgroup in the cap's subtree, its
+    remote end in the cap's destination?"""
+    if flow.cgroup is None or not (flow.cgroup == cap.cgroup or flow.cgroup.startswith(
+            cap.cgroup.rstrip("/") + "/")):
+        return False
+    dest = parse_dest(cap.dest)
+    try:
+        addr = ipaddress.ip_address(flow.remote_addr)
+    except ValueError:
+        return False
+    return addr in dest.network and dest.port in (None, flow.remote_port)
+
+
+def live_rates(caps: Sequence[Cap], window_s: float) -> dict[int, float]:
+    """Mbit/s each cap's streams send at now: bytes acked over WINDOW_S."""
+    with FlowReader(netns=netns_paths(), command="cap list") as reader:
+        before = {f.cookie: f.bytes_acked for f in reader.snapshot() if not f.closed}
+        t0 = time.monotonic()
+        time.sleep(window_s)
+        after = [f for f in reader.snapshot() if not f.closed]
+        seconds = time.monotonic() - t0
+    rates = dict.fromkeys((c.id for c in caps), 0.0)
+    for f in after:
+        acked = f.bytes_acked - before.get(f.cookie, 0)  # new since: all of it
+        for c in caps:
+            if in_cap(c, f):
+                rates[c.id] += acked * 8 / seconds / 1e6
+    return rates
 
 
 def run_apply(args: argparse.Namespace) -> int:
@@ -192,7 +273,7 @@ def run_apply(args: argparse.Namespace) -> int:
     return 0
 
 
-Plan = tuple[list[tuple[CapSpec, int]], list[Cap]]
+Plan = tuple[list[tuple[CapSpec, Resolved]], list[Cap]]
 
 
 def plan_apply(table: CapTable, specs: Sequence[CapSpec], prune: bool,
@@ -201,7 +282,7 @@ def plan_apply(table: CapTable, specs: Sequence[CapSpec], prune: bool,
     before changing anything: (caps to set with their N, caps to remove)."""
     current = {(c.cgroup_id, c.dest): c for c in table.list()}
     wanted: dict[tuple[int, str], CapSpec] = {}
-    to_set: list[tuple[CapSpec, int]] = []
+    to_set: list[tuple[CapSpec, Resolved]] = []
     to_remove: list[Cap] = []
     for i, spec in enumerate(specs, 1):
         try:
@@ -213,13 +294,14 @@ def plan_apply(table: CapTable, specs: Sequence[CapSpec], prune: bool,
         if key in wanted:
             raise UsageError(f"{name}: cap #{i}: {spec.dest} on {cg.rel} is listed twice")
         wanted[key] = spec
-        n = _resolve_n(spec)
+        how = resolve_spec(spec)
         have = current.get(key)
-        if have is not None and have.max_streams == n:
+        if have is not None and (have.max_streams, have.rate_bytes_per_s) == (
+                how.max_streams, how.pace_bytes_per_s or 0):
             continue
         if have is not None:
             to_remove.append(have)
-        to_set.append((spec, n))
+        to_set.append((spec, how))
     if prune:
         to_remove += [c for k, c in current.items() if k not in wanted]
     return to_set, to_remove
@@ -230,29 +312,35 @@ def execute_plan(table: CapTable, plan: Plan) -> list[str]:
     lines = []
     for cap in to_remove:
         table.remove(cap.cgroup, parse_dest(cap.dest))
-        lines.append(f"{cap.cgroup}: cap of {_streams(cap.max_streams)} to {cap.dest} removed")
-    for spec, n in to_set:
-        cap = table.add(spec.cgroup, spec.dest, n)
-        lines.append(f"{cap.cgroup}: at most {_streams(n)} to {cap.dest} "
-                     f"({cap.streams} open now)")
+        lines.append(removed(cap))
+    for spec, how in to_set:
+        cap = table.add(spec.cgroup, spec.dest, how.max_streams, how.pace_bytes_per_s)
+        lines.append(describe(cap, how))
     if not lines:
         lines.append("caps already as in the file")
     return lines
 
 
-COLUMNS = (("CGROUP", 28), ("DEST", 24), ("MAX", 6), ("STREAMS", 8), ("REFUSED", 8))
+COLUMNS = (("CGROUP", 28), ("DEST", 24), ("MODE", 6), ("LIMIT", 12), ("STREAMS", 8),
+           ("REFUSED", 8), ("MBIT/S", 9))
 
 
-def render_table(caps: Sequence[Cap]) -> str:
-    """One cap a line; a removed cgroup is shown by its old path and marked."""
+def render_table(caps: Sequence[Cap], rates: dict[int, float] | None = None) -> str:
+    """One cap a line; a removed cgroup is shown by its old path and marked.
+    LIMIT is N streams (refuse) or the group's target (pace); MBIT/S what
+    the cap's streams send at now (- when not measured)."""
     def row(cells: Sequence[str]) -> str:
-        return " ".join(f"{c:<{w}}" if i < 2 else f"{c:>{w}}"
+        return " ".join(f"{c:<{w}}" if i < 3 else f"{c:>{w}}"
                         for i, (c, (_, w)) in enumerate(zip(cells, COLUMNS, strict=True))).rstrip()
 
+    rates = rates or {}
     lines = [row([name for name, _ in COLUMNS])]
     for c in caps:
         name = c.cgroup if c.cgroup_exists else f"{c.cgroup} (removed)"
-        lines.append(row([name, c.dest, str(c.max_streams), str(c.streams), str(c.refused)]))
+        limit = (f"{c.rate_bytes_per_s * 8 / 1e6:g} Mbit/s" if c.mode == "pace"
+                 else str(c.max_streams))
+        live = f"{rates[c.id]:.1f}" if c.id in rates else "-"
+        lines.append(row([name, c.dest, c.mode, limit, str(c.streams), str(c.refused), live]))
     if not caps:
         lines.append("(no caps)")
     return "\n".join(lines) + "\n"

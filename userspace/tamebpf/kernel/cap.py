@@ -25,6 +25,7 @@ from tamebpf.errors import TamebpfError, UsageError
 from tamebpf.kernel import native, preflight
 from tamebpf.kernel.abi import (
     TB_CAP_MODE_PACE,
+    TB_CAP_MODE_REFUSE,
     TbCapCgroup,
     TbCapCount,
     TbCapRule,
@@ -127,25 +128,34 @@ def ensure_bpffs(path: str) -> None:
                        f"set {PIN_ENV} to a directory under a bpffs mount")
 
 
-def _netns_fds() -> list[int]:
-    """One fd per network namespace in use (processes' and `ip netns`'),
-    for counting the streams that exist when a cap is set."""
+def netns_paths() -> list[str]:
+    """One path per network namespace in use (processes' and `ip netns`'):
+    a cap's streams may be in any of them."""
     seen: set[tuple[int, int]] = set()
-    fds: list[int] = []
+    out: list[str] = []
     paths = [f"/proc/{p}/ns/net" for p in os.listdir("/proc") if p.isdigit()]
     with contextlib.suppress(FileNotFoundError):
         paths += [os.path.join("/run/netns", n) for n in os.listdir("/run/netns")]
     for path in paths:
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            st = os.stat(path)
         except OSError:
             continue  # gone meanwhile
-        st = os.fstat(fd)
-        if (st.st_dev, st.st_ino) in seen:
-            os.close(fd)
-            continue
-        seen.add((st.st_dev, st.st_ino))
-        fds.append(fd)
+        if (st.st_dev, st.st_ino) not in seen:
+            seen.add((st.st_dev, st.st_ino))
+            out.append(path)
+    return out
+
+
+def _netns_fds() -> list[int]:
+    """An fd for each namespace of netns_paths(), for the TCP iterators that
+    count a new cap's streams and unpace a removed one's."""
+    fds: list[int] = []
+    for path in netns_paths():
+        try:
+            fds.append(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
+        except OSError:
+            continue  # gone meanwhile
     return fds
 
 
@@ -174,14 +184,20 @@ class CapTable:
     def _fail(self, rc: int) -> TamebpfError:
         return TamebpfError(native.last_error(self._lib), native.errno_hint(-rc))
 
-    def add(self, cgroup: str, dest: Dest, max_streams: int) -> Cap:
+    def add(self, cgroup: str, dest: Dest, max_streams: int,
+            pace_bytes_per_s: int | None = None) -> Cap:
+        """Cap CGROUP's streams to DEST: refuse over MAX_STREAMS, or, with
+        PACE_BYTES_PER_S, pace them to share that rate (mode and target are
+        in force from the first moment the cap is)."""
         cg = resolve_cgroup(cgroup)
         ensure_bpffs(self.pin)
         rule = rule_for(dest)
+        mode = TB_CAP_MODE_PACE if pace_bytes_per_s else TB_CAP_MODE_REFUSE
         with _netns_open() as fds:
             arr = (ctypes.c_int * max(1, len(fds)))(*fds)
             rc = self._lib.tb_cap_add(self.pin.encode(), cg.path.encode(), cg.rel.encode(),
-                                      cg.level, ctypes.byref(rule), max_streams, arr, len(fds))
+                                      cg.level, ctypes.byref(rule), max_streams, mode,
+                                      pace_bytes_per_s or 0, arr, len(fds))
         if rc == -errno.EEXIST:
             have = self._count(rule.id)
             raise UsageError(
@@ -196,8 +212,10 @@ class CapTable:
         if cap is None:
             raise UsageError(f"no cap for {dest} on {cgroup}",
                              "'tamebpf cap list' shows the caps in force")
-        rc = self._lib.tb_cap_remove(self.pin.encode(), cap.cgroup_id,
-                                     ctypes.byref(rule_for(dest)))
+        with _netns_open() as fds:  # a pace cap's open sockets, wherever they are
+            arr = (ctypes.c_int * max(1, len(fds)))(*fds)
+            rc = self._lib.tb_cap_remove(self.pin.encode(), cap.cgroup_id,
+                                         ctypes.byref(rule_for(dest)), arr, len(fds))
         if rc == -errno.ENOENT:  # removed meanwhile by someone else
             raise UsageError(f"no cap for {dest} on {cgroup}")
         if rc:
@@ -242,13 +260,6 @@ class CapTable:
                 except TamebpfError:
                     continue  # removed while we read
         return sorted(caps, key=lambda c: (c.cgroup, c.family, c.dest))
-
-    def set_mode(self, cap_id: int, mode: int, rate_bytes_per_s: int = 0) -> None:
-        """Make cap CAP_ID refuse (TB_CAP_MODE_REFUSE) or pace its streams
-        to RATE_BYTES_PER_S together (TB_CAP_MODE_PACE)."""
-        rc = self._lib.tb_cap_set_mode(self.pin.encode(), cap_id, mode, rate_bytes_per_s)
-        if rc:
-            raise self._fail(rc)
 
     def _count(self, cap_id: int) -> TbCapCount:
         count = TbCapCount()

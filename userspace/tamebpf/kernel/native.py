@@ -99,10 +99,12 @@ def _declare(lib: ctypes.CDLL) -> None:
     # cap
     lib.tb_cap_add.argtypes = [
         c.c_char_p, c.c_char_p, c.c_char_p, c.c_uint32, c.POINTER(TbCapRule), c.c_uint32,
-        c.POINTER(c.c_int), c.c_int,
+        c.c_uint32, c.c_uint64, c.POINTER(c.c_int), c.c_int,
     ]
     lib.tb_cap_add.restype = c.c_int
-    lib.tb_cap_remove.argtypes = [c.c_char_p, c.c_uint64, c.POINTER(TbCapRule)]
+    lib.tb_cap_remove.argtypes = [
+        c.c_char_p, c.c_uint64, c.POINTER(TbCapRule), c.POINTER(c.c_int), c.c_int,
+    ]
     lib.tb_cap_remove.restype = c.c_int
     lib.tb_cap_list.argtypes = [
         c.c_char_p, c.POINTER(c.c_uint64), c.POINTER(TbCapCgroup), c.c_size_t,
@@ -111,7 +113,5 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.tb_cap_list.restype = c.c_int
     lib.tb_cap_read_count.argtypes = [c.c_char_p, c.c_uint64, c.POINTER(TbCapCount)]
     lib.tb_cap_read_count.restype = c.c_int
-    lib.tb_cap_set_mode.argtypes = [c.c_char_p, c.c_uint64, c.c_uint32, c.c_uint64]
-    lib.tb_cap_set_mode.restype = c.c_int
     lib.tb_cap_read_state.argtypes = [c.c_char_p, c.POINTER(TbCapState)]
     lib.tb_cap_read_state.restype = c.c_int
