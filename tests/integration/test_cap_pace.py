@@ -8,12 +8,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 
 from tamebpf.capfile import parse_dest
 from tamebpf.kernel.cap import CapTable
-from tests.integration.kernel_fixtures import spawn, stop
+from tests.integration.kernel_fixtures import free_port, spawn, stop
 from tests.integration.test_cap import PORT, Net, read_line, the_cap
 from tests.integration.test_cap import net as net  # the module's netns pair fixture
 
@@ -120,3 +121,39 @@ def test_rm_unpaces_the_streams_still_open(net: Net, pins: str, cg: str,
     finally:
         stop(proc)  # type: ignore[arg-type]
         stop(bystander)  # type: ignore[arg-type]
+
+
+def test_paced_iperf3_gets_the_target_and_list_shows_it(net: Net, pins: str, cg: str,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """Bulk data: iperf3 -P 4 in a cgroup paced at 40 Mbit/s over a veth that
+    carries Gbit/s. It exits 0 (nothing refused), gets the target together,
+    and `cap list` sees the cap's streams send at about that rate."""
+    from tamebpf.cli import main
+    port = free_port()
+    target_mbit = 40.0
+    server = spawn(["iperf3", "-s", "-1", "-p", str(port)], netns=net.pair.receiver,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    client = None
+    try:
+        time.sleep(0.5)
+        code = main(["cap", "set", "--cgroup", cg, "--dest", f"{net.server_v4}/32",
+                     "--mode", "pace", "--rate", f"{target_mbit:g}M"])
+        assert code == 0, f"cap set: {capsys.readouterr().err}"
+        client = spawn(["iperf3", "-c", net.server_v4, "-p", str(port), "-P", "4", "-t", "6",
+                        "-J"], cgroup_path=cg, netns=net.pair.sender, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE)
+        time.sleep(3.0)
+        capsys.readouterr()
+        assert main(["cap", "list", "--json", "--window", "1"]) == 0
+        live = json.loads(capsys.readouterr().out)[0]["live_mbit"]
+        out, err = client.communicate(timeout=30)
+        assert client.returncode == 0, f"iperf3 failed under a pace cap: {err.decode()[-300:]}"
+        got = json.loads(out)["end"]["sum_received"]["bits_per_second"] / 1e6
+        assert abs(got / target_mbit - 1) <= 0.15, (
+            f"4 paced streams got {got:.1f} Mbit/s together, target {target_mbit}")
+        assert abs(live / target_mbit - 1) <= 0.25, (
+            f"cap list's live rate {live:.1f} Mbit/s, target {target_mbit}")
+    finally:
+        for proc in (client, server):
+            if proc is not None:
+                stop(proc)

@@ -10,7 +10,6 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -30,7 +29,7 @@ from tests.unit.contrib_queries import (
     selectors,
     signal,
 )
-from tests.unit.test_export import FakeReader, fresh
+from tests.unit.test_export import FakeReader, cap_rows, fresh
 from tests.unit.test_groups_fakes import Transfer
 
 
@@ -41,9 +40,8 @@ def exported() -> dict[str, set[str]]:
     for group_by in ("comm", "cgroup"):
         col = TamebpfCollector(
             FakeReader([Transfer(streams=1, mbps=50.0)]), Aggregator(group_by, min_samples=1),
-            per_flow=True, caps=lambda: [Cap(1)],
-            cap_table=lambda: [SimpleNamespace(cgroup="/a", dest="10.0.0.0/8", max_streams=1,
-                                               streams=0, refused=0)])
+            per_flow=True, caps=lambda: [Cap(1), Cap(2**32 - 1, pace_bps=8e6)],
+            cap_table=cap_rows)
         t = col.source.transfers[0]  # type: ignore[attr-defined]
         for i in range(6):  # two stream counts: the advice families get samples too
             if i == 3:

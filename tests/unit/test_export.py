@@ -86,7 +86,7 @@ def test_group_series_have_the_kernel_counters() -> None:
 
 def test_names_units_and_help_follow_prometheus_practice() -> None:
     col = TamebpfCollector(FakeReader([Transfer(streams=2, mbps=10.0)]), Aggregator(),
-                           per_flow=True, caps=lambda: [Cap(1)],
+                           per_flow=True, caps=lambda: [Cap(1), Cap(2**32 - 1, pace_bps=8e6)],
                            cap_table=lambda: [SimpleNamespace(cgroup="/a", dest="10.0.0.0/8",
                                                               max_streams=1, streams=2,
                                                               refused=5)])
@@ -219,6 +219,13 @@ def test_scrapes_close_together_share_one_reading() -> None:
         f"expected 1 snapshot for 2 quick scrapes, got {reader.now // SECOND}")
 
 
+def cap_rows() -> list[SimpleNamespace]:
+    """What the kernel's cap table gives the exporter: a refuse and a pace cap."""
+    return [SimpleNamespace(cgroup="/a", dest="10.0.0.0/8", max_streams=1, streams=0, refused=0),
+            SimpleNamespace(cgroup="/b", dest="10.0.0.0/8", mode="pace", rate_bytes_per_s=10**6,
+                            streams=2, refused=0)]
+
+
 def documented() -> set[str]:
     return set(re.findall(r"^\| `(tamebpf_[a-z_]+)` \|", DOCS.read_text(), re.M))
 
@@ -226,9 +233,8 @@ def documented() -> set[str]:
 def test_every_metric_is_in_docs_and_every_documented_one_exists() -> None:
     col = TamebpfCollector(
         FakeReader([Transfer(streams=1, mbps=50.0)]), Aggregator(min_samples=1), per_flow=True,
-        caps=lambda: [Cap(1)],
-        cap_table=lambda: [SimpleNamespace(cgroup="/a", dest="10.0.0.0/8", max_streams=1,
-                                           streams=0, refused=0)])
+        caps=lambda: [Cap(1), Cap(2**32 - 1, pace_bps=8e6)],
+        cap_table=cap_rows)
     t = col.source.transfers[0]  # type: ignore[attr-defined]
     for i in range(6):
         if i == 3:

@@ -355,3 +355,16 @@ def test_counters_are_the_kernel_counters() -> None:
                   segs_in=6, data_segs_out=7, total_retrans=8)
     g = one(agg.update([f], 0))
     assert g.counters == Counters(1, 2, 3, 4, 5, 6, 7, 8), f"got {g.counters}"
+
+
+def test_pace_caps_show_their_target_and_never_mark_over_cap() -> None:
+    agg = Aggregator()
+    t = Transfer(streams=6, mbps=60.0)
+    caps = [Cap(1, remote="10.0.0.0/24", pace_bps=80e6), Cap(1, pace_bps=50e6),
+            Cap(1, remote="10.9.0.0/24", pace_bps=1e6)]
+    agg.update(t.step(1, 0), 0, caps)
+    g = one(agg.update(t.step(1, SECOND), SECOND, caps))
+    assert (g.paced_bps, g.cap, g.over_cap) == (50e6, None, False), (
+        f"expected the tightest matching pace target, no stream cap: {g}")
+    g = one(agg.update(t.step(1, 2 * SECOND), 2 * SECOND, [Cap(4)]))
+    assert (g.paced_bps, g.cap, g.over_cap) == (None, 4, True), g

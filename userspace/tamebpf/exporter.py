@@ -205,6 +205,10 @@ class TamebpfCollector:
             PREFIX + "group_over_cap",
             "1 if a matching cap counts more of the group's streams than it allows, else 0.",
             labels=labels)
+        paced = GaugeMetricFamily(
+            PREFIX + "group_pace_target_bytes_per_second",
+            "Target of the tightest pace cap (tamebpf cap --mode pace) matching the group: "
+            "its streams together send at most this.", labels=labels)
         for g in groups:
             key = self._key(g)
             adv = g.advice
@@ -216,7 +220,9 @@ class TamebpfCollector:
             if g.cap is not None:
                 cap.add_metric(key, g.cap)
                 over_cap.add_metric(key, 1.0 if g.over_cap else 0.0)
-        yield from (adv_streams, adv_rate, adv_impact, over, cap, over_cap)
+            if g.paced_bps is not None:
+                paced.add_metric(key, g.paced_bps / 8)
+        yield from (adv_streams, adv_rate, adv_impact, over, cap, over_cap, paced)
 
     def _flow_metrics(self, flows: Sequence[Flow]) -> Iterator[Any]:
         def key(f: Flow) -> list[str]:
@@ -241,7 +247,11 @@ class TamebpfCollector:
     def _cap_metrics(self) -> Iterator[Any]:
         labels = ("cgroup", "dest")
         limit = GaugeMetricFamily(PREFIX + "cap_max_streams",
-                                  "Streams a cap allows (tamebpf cap).", labels=labels)
+                                  "Streams a refuse-mode cap allows (tamebpf cap).",
+                                  labels=labels)
+        target = GaugeMetricFamily(PREFIX + "cap_pace_target_bytes_per_second",
+                                   "What a pace-mode cap's streams may send together "
+                                   "(tamebpf cap --mode pace).", labels=labels)
         live = GaugeMetricFamily(PREFIX + "cap_streams", "Streams a cap counts now.",
                                  labels=labels)
         refused = CounterMetricFamily(PREFIX + "cap_refused_connections",
@@ -254,10 +264,13 @@ class TamebpfCollector:
             table = []
         for c in table:
             key = [str(getattr(c, "cgroup", "")), str(getattr(c, "dest", ""))]
-            limit.add_metric(key, getattr(c, "max_streams", 0))
+            if getattr(c, "mode", "refuse") == "pace":
+                target.add_metric(key, getattr(c, "rate_bytes_per_s", 0))
+            else:
+                limit.add_metric(key, getattr(c, "max_streams", 0))
             live.add_metric(key, getattr(c, "streams", 0))
             refused.add_metric(key, getattr(c, "refused", 0))
-        yield from (limit, live, refused)
+        yield from (limit, target, live, refused)
 
     def _health(self, r: Reading) -> Iterator[Any]:
         info = GaugeMetricFamily(PREFIX + "build_info", "tamebpf version (value 1).",

@@ -118,6 +118,7 @@ class Cap:
     cgroup: str | None = None
     remote: str | None = None
     port: int | None = None
+    pace_bps: float | None = None  # a pace cap: the group's target, bit/s (streams unused)
 
     def matches(self, cgroups: Iterable[str | None], remote_addr: str) -> bool:
         if self.cgroup is not None and not any(
@@ -189,6 +190,7 @@ class Group:
     interval_s: float | None
     observed: tuple[Observation, ...] = ()  # stream counts seen often enough to fit
     over_cap: bool = False  # a matching cap counts more streams than it allows
+    paced_bps: float | None = None  # the tightest matching pace cap's target, bit/s
 
     @property
     def advice(self) -> Advice | None:
@@ -442,6 +444,8 @@ class Aggregator:
         comms = {c for c in r.comms if c is not None}
         cgroups = {c for c in r.cgroups if c is not None}
         matching = [c for c in caps if c.matches(r.cgroups, g.key.remote_addr)]
+        paced = [c.pace_bps for c in matching if c.pace_bps is not None]
+        matching = [c for c in matching if c.pace_bps is None]  # pace caps refuse nothing
         over_cap = any(
             (r.streams if c.port is None else r.ports[c.port]) > c.streams for c in matching
         )
@@ -463,6 +467,7 @@ class Aggregator:
             interval_s=interval,
             observed=g.observed,
             over_cap=over_cap,
+            paced_bps=min(paced) if paced else None,
         )
 
     def _observe(

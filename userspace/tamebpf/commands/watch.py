@@ -72,7 +72,8 @@ def read_caps() -> list[Cap]:
             dest = parse_dest(c.dest)
         except (UsageError, ValueError):
             continue
-        caps.append(Cap(c.max_streams, c.cgroup, str(dest.network), dest.port))
+        pace = c.rate_bytes_per_s * 8.0 if getattr(c, "mode", "refuse") == "pace" else None
+        caps.append(Cap(c.max_streams, c.cgroup, str(dest.network), dest.port, pace))
     return caps
 
 
