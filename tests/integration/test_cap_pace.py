@@ -123,8 +123,8 @@ def test_rm_unpaces_the_streams_still_open(net: Net, pins: str, cg: str,
         stop(bystander)  # type: ignore[arg-type]
 
 
-def test_paced_iperf3_gets_the_target_and_list_shows_it(net: Net, pins: str, cg: str,
-                                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_paced_iperf3_gets_the_target_and_list_shows_it(
+        net: Net, pins: str, cg: str, capsys: pytest.CaptureFixture[str]) -> None:
     """Bulk data: iperf3 -P 4 in a cgroup paced at 40 Mbit/s over a veth that
     carries Gbit/s. It exits 0 (nothing refused), gets the target together,
     and `cap list` sees the cap's streams send at about that rate."""
