@@ -6,6 +6,7 @@
 #   make run        the main job (README)
 #   make test       lint, type-check and the whole test suite (README, CI)
 #   make bench      overhead benchmark -> docs/performance.md
+#   make cap-pace-eval  pace-mode caps on the testbed, beside no cap -> docs/cap.md
 #   make probetime  advise's probing time, fast start on and off -> docs/accuracy.md
 #   make testbed-accuracy  the WAN testbed's rate, RTT and queue accuracy -> docs/testbed.md
 #   make install    DESTDIR/PREFIX-aware install of library and command (links nothing)
@@ -57,7 +58,7 @@ LIB_LDLIBS := -lbpf -lelf -lz
 
 .SECONDARY: $(BPF_OBJS)
 
-.PHONY: all compile deps test-deps run test lint unit bench eval probetime testbed-accuracy install deb clean cmd man
+.PHONY: all compile deps test-deps run test lint unit bench eval cap-pace-eval probetime testbed-accuracy install deb clean cmd man
 
 # `make` also links the command onto PATH; every other target only builds, so
 # running the tests or a benchmark leaves /usr/local/bin as it was.
@@ -129,6 +130,10 @@ bench: deps compile
 # EVAL_ARGS=--full adds Reno and more cross traffic).
 eval: deps compile
 	$(SUDO) $(PY) scripts/eval_advise.py --write docs/accuracy.md $(EVAL_ARGS)
+
+# Pace-mode caps on the testbed beside no cap (issue 16) -> docs/cap.md (~3 min).
+cap-pace-eval: deps compile
+	$(SUDO) $(PY) scripts/cap_pace_eval.py --write docs/cap.md $(CAP_PACE_ARGS)
 
 probetime: deps compile
 	$(SUDO) $(PY) scripts/bench_probetime.py --write docs/accuracy.md $(PROBETIME_ARGS)
