@@ -13,7 +13,7 @@ import time
 import pytest
 
 from tamebpf.capfile import parse_dest
-from tamebpf.kernel.cap import CapTable
+from tamebpf.kernel.cap import PACE_NO_LIMIT, CapTable
 from tests.integration.kernel_fixtures import free_port, spawn, stop
 from tests.integration.test_cap import PORT, Net, read_line, the_cap
 from tests.integration.test_cap import net as net  # the module's netns pair fixture
@@ -53,7 +53,7 @@ def test_pace_never_refuses_and_sets_the_opening_share(net: Net, pins: str, cg: 
     dest = f"{net.server_v4}/32:{PORT}"
     rate = 12_500_000  # 100 Mbit/s in bytes/s
     table = CapTable()
-    table.add(cg, parse_dest(dest), 2**32 - 1, pace_bytes_per_s=rate)
+    table.add(cg, parse_dest(dest), PACE_NO_LIMIT, pace_bytes_per_s=rate)
     proc, got = open_paced(net, cg, 4)
     try:
         # idle sockets never check in: each opens as the only sender
@@ -85,7 +85,7 @@ def test_list_shows_mode_and_target(net: Net, pins: str, cg: str) -> None:
     cap = table.add(cg, parse_dest(dest), 5)
     assert (cap.mode, cap.rate_bytes_per_s) == ("refuse", 0), f"new cap: {cap}"
     other = f"{net.server_v4}/32:{PORT + 1}"
-    paced = table.add(cg, parse_dest(other), 2**32 - 1, pace_bytes_per_s=1_000_000)
+    paced = table.add(cg, parse_dest(other), PACE_NO_LIMIT, pace_bytes_per_s=1_000_000)
     assert (paced.mode, paced.rate_bytes_per_s) == ("pace", 1_000_000), f"pace cap: {paced}"
     c = the_cap(table, cg, other)
     assert (c.mode, c.rate_bytes_per_s) == ("pace", 1_000_000), f"as listed: {c}"
@@ -105,7 +105,7 @@ def test_rm_unpaces_the_streams_still_open(net: Net, pins: str, cg: str,
     from tamebpf.cli import main
     dest = f"{net.server_v4}/32:{PORT}"
     table = CapTable()
-    table.add(cg, parse_dest(dest), 2**32 - 1, pace_bytes_per_s=5_000_000)
+    table.add(cg, parse_dest(dest), PACE_NO_LIMIT, pace_bytes_per_s=5_000_000)
     proc, got = open_paced(net, cg, 2)
     bystander, _ = open_paced(net, "", 1)  # not in the cgroup: never paced
     try:

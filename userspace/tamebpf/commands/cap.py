@@ -14,7 +14,7 @@ from typing import Any
 
 from tamebpf.capfile import CapSpec, check_max_streams, parse_capfile, parse_dest
 from tamebpf.errors import TamebpfError, UsageError
-from tamebpf.kernel.cap import Cap, CapTable, netns_paths, resolve_cgroup
+from tamebpf.kernel.cap import PACE_NO_LIMIT, Cap, CapTable, netns_paths, resolve_cgroup
 from tamebpf.kernel.flows import Flow, FlowReader
 from tamebpf.options import (
     IPERF3_PORT,
@@ -113,9 +113,6 @@ def auto_target(host: str, max_impact: str) -> tuple[int, float]:
 
 def _streams(n: int) -> str:
     return f"{n} TCP stream" if n == 1 else f"{n} TCP streams"
-
-
-PACE_NO_LIMIT = 2**32 - 1  # max of a pace cap: it never refuses
 
 
 def spec_from_args(args: argparse.Namespace) -> CapSpec:

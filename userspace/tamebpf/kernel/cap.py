@@ -36,6 +36,7 @@ DEFAULT_PIN_DIR = "/sys/fs/bpf/tamebpf/cap"
 BPFFS = "/sys/fs/bpf"
 PIN_ENV = "TAMEBPF_PIN_DIR"
 LIST_MAX = 4096  # capped cgroups read at once (the size of cap_rules)
+PACE_NO_LIMIT = 2**32 - 1  # the max of a pace cap, which never refuses
 # The errno a refused connect() fails with (see docs/cap.md).
 REFUSED_ERRNO = errno.EPERM
 
