@@ -37,6 +37,7 @@ from tamebpf.capfile import parse_dest  # noqa: E402
 from tamebpf.cgroups import require_cgroup2  # noqa: E402
 from tamebpf.kernel.cap import CapTable  # noqa: E402
 from tamebpf.model import Settings  # noqa: E402
+from tamebpf.present.words import count  # noqa: E402
 from tamebpf.testbed import Testbed, iperf, teardown  # noqa: E402
 
 SECTION = "cap_pace_eval"
@@ -183,7 +184,7 @@ def table(r: dict[str, Any], command: str) -> str:
         f"`{command}` ({time.strftime('%Y-%m-%d')}): testbed {p['rate_mbit']:g} Mbit/s, "
         f"{p['rtt_ms']:g} ms, {p['queue']} packets, {p['cross']} CUBIC cross flows running "
         f"throughout ({r['cross_alone_mbit']} Mbit/s alone). Advice for a "
-        f"{p['limit']:.0%} limit: {r['advice']['streams']} stream(s), "
+        f"{p['limit']:.0%} limit: {count(r['advice']['streams'], 'stream')}, "
         f"{r['advice']['mbit']} Mbit/s; pace target {target} Mbit/s. Impact = 1 - cross "
         "traffic's goodput / its goodput beside one stream of ours.", "",
         "| run | streams | iperf3 exit | our Mbit/s | vs target | cross Mbit/s | impact |",

@@ -6,6 +6,7 @@ import importlib.util
 from typing import TYPE_CHECKING
 
 from tamebpf.errors import UsageError
+from tamebpf.present.words import count
 
 if TYPE_CHECKING:
     from tamebpf.advise.report import AdviseResult
@@ -46,7 +47,7 @@ def write_plot(result: AdviseResult, path: str) -> None:
                color="black", zorder=3, label="probes (kernel goodput)")
     a = pred.advice
     ax.scatter([a.num_flows], [a.max_nondisruptive_thru], marker="*", s=200, color="tab:green",
-               zorder=4, label=f"advice: {a.num_flows} streams")
+               zorder=4, label=f"advice: {count(a.num_flows, 'stream')}")
     ax.set_xlabel("parallel streams")
     ax.set_ylabel("aggregate throughput (Mbit/s)")
     ax.set_ylim(bottom=0)

@@ -31,6 +31,7 @@ from tamebpf.model import (
     predict,
 )
 from tamebpf.present.prediction import prediction_to_json, render_prediction_table
+from tamebpf.present.words import count
 
 NOISY_CV = 0.30  # per-interval goodput varying more than this: probe too noisy
 RWND_LIMITED = 0.5  # fraction of samples bounded by the receive window
@@ -110,7 +111,7 @@ def build(target: Target, probes: Sequence[ProbeResult], settings: Settings,
         far_apart = hi >= 2 * lo and hi - lo >= 2
         if far_apart or (lo != hi and abs(a.cross_traffic_impact - other) > DISAGREE_IMPACT):
             warnings.append(
-                f"the estimators disagree: the {used} fit advises {a.num_flows} streams "
+                f"the estimators disagree: the {used} fit advises {count(a.num_flows, 'stream')} "
                 f"(impact {a.cross_traffic_impact:.1%}), the loss-RTT fit {b.num_flows} "
                 f"(it puts the impact at {n} streams at {other:.1%}); an assumption of the "
                 "model does not hold on this path (see the other warnings)")
@@ -211,19 +212,20 @@ def render(result: AdviseResult) -> str:
     a = result.prediction.advice
     if result.loss_prediction is not None:
         b = result.loss_prediction.advice
-        lines.append(f"loss-RTT estimator (check): {b.num_flows} streams, "
+        lines.append(f"loss-RTT estimator (check): {count(b.num_flows, 'stream')}, "
                      f"{b.max_nondisruptive_thru:.2f} Mbit/s, impact {b.cross_traffic_impact:.1%}")
     else:
         lines.append(f"loss-RTT estimator (check): none ({result.loss_error})")
     c = result.capacity
     if result.used == "capacity" and c is not None and result.throughput_prediction:
         f = result.throughput_prediction.advice
-        lines.append(f"throughput fit without the capacity (check): {f.num_flows} streams, "
+        lines.append("throughput fit without the capacity (check): "
+                     f"{count(f.num_flows, 'stream')}, "
                      f"{f.max_nondisruptive_thru:.2f} Mbit/s, impact {f.cross_traffic_impact:.1%}")
         lines.append(f"capacity: {c.link_mbps:g} Mbit/s link = {c.goodput_mbps:.2f} Mbit/s of "
                      f"TCP goodput; the probes put {c.competing_flows:.1f} competing flows on it")
     how = "capacity fit" if result.used == "capacity" else "throughput fit"
-    lines.append(f"ADVICE: {a.num_flows} streams, {a.max_nondisruptive_thru:.2f} Mbit/s, "
+    lines.append(f"ADVICE: {count(a.num_flows, 'stream')}, {a.max_nondisruptive_thru:.2f} Mbit/s, "
                  f"impact on cross traffic {a.cross_traffic_impact:.1%} ({how})")
     for w in result.warnings:
         lines.append(f"warning: {w}")

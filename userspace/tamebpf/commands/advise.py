@@ -30,6 +30,7 @@ from tamebpf.options import (
     settings_from,
 )
 from tamebpf.present.toolflags import FORMATS, tool_flags
+from tamebpf.present.words import count
 
 CONGESTION = ("reno", "cubic", "bbr", "system")
 
@@ -117,7 +118,7 @@ class ProgressLine:
 
     def __call__(self, p: Progress) -> None:
         rate = "" if p.goodput_mbps is None else f", {p.goodput_mbps:9.1f} Mbit/s"
-        line = (f"probe {p.index}/{p.total}: {p.streams} streams, "
+        line = (f"probe {p.index}/{p.total}: {count(p.streams, 'stream')}, "
                 f"{min(p.elapsed_s, p.duration_s):.1f}/{p.duration_s:g} s{rate}")
         if self.tty:
             sys.stderr.write("\r\x1b[K" + line)

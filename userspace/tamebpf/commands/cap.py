@@ -23,6 +23,7 @@ from tamebpf.options import (
     parse_host_port,
     parse_rate_mbps,
 )
+from tamebpf.present.words import count
 
 NO_ADVISOR = "--auto needs 'tamebpf advise', not available in this build"
 
@@ -112,7 +113,7 @@ def auto_target(host: str, max_impact: str) -> tuple[int, float]:
 
 
 def _streams(n: int) -> str:
-    return f"{n} TCP stream" if n == 1 else f"{n} TCP streams"
+    return count(n, "TCP stream")
 
 
 def spec_from_args(args: argparse.Namespace) -> CapSpec:

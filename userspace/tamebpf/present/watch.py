@@ -16,6 +16,7 @@ from typing import Any
 
 from tamebpf.groups import Group, GroupKey, Observation, SortKey, filter_groups, sort_groups
 from tamebpf.present.prediction import prediction_to_json
+from tamebpf.present.words import count
 
 # Marks after the stream count.
 OVER_ADVICE = "!"
@@ -86,10 +87,6 @@ def _ms(value: float | None) -> str:
     return f"{value:.3f}" if value < 10 else f"{value:.1f}"
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
 def marks(g: Group) -> str:
     return (OVER_ADVICE if g.over_advice else "") + (OVER_CAP if g.over_cap else "")
 
@@ -135,7 +132,7 @@ def group_row(g: Group, width: int) -> str:
 
 
 def _observed_text(obs: Sequence[Observation]) -> str:
-    return ", ".join(f"{_plural(o.streams, 'stream')} {o.goodput_mbps:.1f} Mbit/s" for o in obs)
+    return ", ".join(f"{count(o.streams, 'stream')} {o.goodput_mbps:.1f} Mbit/s" for o in obs)
 
 
 def details(g: Group, width: int) -> list[str]:
@@ -151,7 +148,7 @@ def details(g: Group, width: int) -> list[str]:
     c = g.counters
     retrans = c.total_retrans / c.data_segs_out if c.data_segs_out else None
     lines.append(
-        f"{_plural(g.flows, 'flow')} open, {g.flows_closed} closed; acked "
+        f"{count(g.flows, 'flow')} open, {g.flows_closed} closed; acked "
         f"{_bytes(c.bytes_acked)}, retrans {_pct(retrans)}% of {c.data_segs_out} segs"
         + (f"; cap {g.cap}" if g.cap is not None else "")
         + (f"; paced at {g.paced_bps / 1e6:.1f} Mbit/s" if g.paced_bps is not None else "")
@@ -167,7 +164,7 @@ def details(g: Group, width: int) -> list[str]:
     lines.append(f"seen at {_observed_text(p.observations)}")
     adv = p.advice
     lines.append(
-        f"advice: {_plural(adv.num_flows, 'stream')}, {adv.max_nondisruptive_thru:.1f} Mbit/s, "
+        f"advice: {count(adv.num_flows, 'stream')}, {adv.max_nondisruptive_thru:.1f} Mbit/s, "
         f"impact {adv.cross_traffic_impact:.1%} (limited by {adv.limited_by})"
     )
     other = []
@@ -175,7 +172,7 @@ def details(g: Group, width: int) -> list[str]:
         other.append(f"at {g.streams} now: {p.fit.throughput(g.streams):.1f} Mbit/s, "
                      f"impact {p.fit.impact(g.streams):.1%}")
     if p.loss_rtt_advice is not None:
-        other.append(f"loss x RTT^2 fit: {_plural(p.loss_rtt_advice.num_flows, 'stream')}")
+        other.append(f"loss x RTT^2 fit: {count(p.loss_rtt_advice.num_flows, 'stream')}")
     if other:
         lines.append("; ".join(other))
     if p.warnings:
@@ -204,8 +201,8 @@ def render(frame: Frame, width: int = 80, height: int | None = 24) -> list[str]:
     width = max(width, 20)
     streams = sum(g.streams for g in frame.groups)
     goodput = sum(g.goodput_mbps or 0.0 for g in frame.groups)
-    left = (f"tamebpf watch - {_plural(len(frame.groups), 'group')}, "
-            f"{_plural(streams, 'stream')}, {goodput:.1f} Mbit/s")
+    left = (f"tamebpf watch - {count(len(frame.groups), 'group')}, "
+            f"{count(streams, 'stream')}, {goodput:.1f} Mbit/s")
     right = ("PAUSED " if frame.paused else "") + f"every {frame.interval_s:g}s {frame.clock}"
     top = [left + right.rjust(width - len(left))
            if len(left) + len(right) < width else _fit(left, width)]
