@@ -7,6 +7,7 @@ import ctypes
 import threading
 
 from tamebpf.kernel import native
+from tamebpf.kernel.abi import TbCapCount
 
 
 def test_each_thread_reads_its_own_last_error() -> None:
@@ -15,8 +16,11 @@ def test_each_thread_reads_its_own_last_error() -> None:
     seen: dict[str, str] = {}
 
     def fail_then_read(name: str) -> None:
-        lib.tb_set_error(b"%s", ctypes.c_char_p(f"failure in {name}".encode()))
-        both_set.wait(5)  # the other thread's error is set before we read ours
+        # A real call that fails and names its input: a pin directory that is not there.
+        rc = lib.tb_cap_read_count(f"/nonexistent-tamebpf-{name}".encode(), 1,
+                                   ctypes.byref(TbCapCount()))
+        assert rc < 0, f"reading a cap from a missing directory returned {rc}"
+        both_set.wait(5)  # the other thread's call has failed too before we read ours
         seen[name] = native.last_error(lib)
 
     threads = [threading.Thread(target=fail_then_read, args=(n,)) for n in ("a", "b")]
@@ -24,5 +28,5 @@ def test_each_thread_reads_its_own_last_error() -> None:
         t.start()
     for t in threads:
         t.join(10)
-    assert seen["a"].startswith("failure in a"), seen
-    assert seen["b"].startswith("failure in b"), seen
+    assert "/nonexistent-tamebpf-a/" in seen["a"], seen
+    assert "/nonexistent-tamebpf-b/" in seen["b"], seen

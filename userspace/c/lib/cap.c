@@ -16,7 +16,6 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +26,7 @@
 #include <linux/magic.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-#include "tamebpf.h"
+#include "internal.h"
 #include "cap.skel.h"
 
 #ifndef AF_INET
@@ -296,25 +295,18 @@ static int run_iter(struct bpf_link *link, const int *netns_fds, int n_netns)
 	if (self < 0)
 		return -errno;
 	for (int i = 0; i < n && !err; i++) {
-		if (n_netns > 0 && setns(netns_fds[i], CLONE_NEWNET)) {
-			err = -errno;
+		ssize_t r;
+
+		fd = tb_iter_create_in(link, n_netns > 0 ? netns_fds[i] : -1, self);
+		if (fd < 0) {
+			err = fd;
 			break;
 		}
-		fd = bpf_iter_create(bpf_link__fd(link));
-		if (fd < 0) {
+		while ((r = read(fd, buf, sizeof(buf))) > 0 || (r < 0 && errno == EINTR))
+			;
+		if (r < 0)
 			err = -errno;
-		} else {
-			ssize_t r;
-
-			while ((r = read(fd, buf, sizeof(buf))) > 0 ||
-			       (r < 0 && errno == EINTR))
-				;
-			if (r < 0)
-				err = -errno;
-			close(fd);
-		}
-		if (n_netns > 0 && setns(self, CLONE_NEWNET) && !err)
-			err = -errno;
+		close(fd);
 	}
 	close(self);
 	return err;

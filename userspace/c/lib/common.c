@@ -1,10 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0
-/* Error reporting, libbpf logging and ABI layout export for libtamebpf. */
+/* Error reporting, libbpf logging, iterators in other network namespaces
+ * and ABI layout export for libtamebpf. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-#include "tamebpf.h"
+#include "internal.h"
 
 /* Per thread: the exporter calls the library from several threads, and an
  * error must be read by the thread whose call failed, not overwritten by
@@ -144,4 +150,22 @@ long tb_abi_sizeof(const char *type)
 long tb_abi_offsetof(const char *type, const char *field)
 {
 	return lookup_layout(type, field);
+}
+
+int tb_iter_create_in(struct bpf_link *link, int netns_fd, int self_netns_fd)
+{
+	int fd, err;
+
+	if (netns_fd >= 0 && setns(netns_fd, CLONE_NEWNET))
+		return -errno;
+	fd = bpf_iter_create(bpf_link__fd(link));
+	err = fd < 0 ? -errno : 0;
+	if (netns_fd >= 0 && setns(self_netns_fd, CLONE_NEWNET)) {
+		/* cannot happen short of a kernel bug; never stay elsewhere */
+		err = -errno;
+		if (fd >= 0)
+			close(fd);
+		return err;
+	}
+	return fd < 0 ? err : fd;
 }

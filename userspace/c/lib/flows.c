@@ -7,7 +7,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -15,7 +14,7 @@
 #include <sys/stat.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-#include "tamebpf.h"
+#include "internal.h"
 #include "flows.skel.h"
 
 #define DEFAULT_CLOSED_MAX 16384
@@ -74,16 +73,13 @@ static int reserve(struct tb_flows *h, size_t more)
 	return 0;
 }
 
-/* Read a whole iterator into h->raw; returns the byte count or -errno. */
-static ssize_t read_iter(struct tb_flows *h, struct bpf_link *link)
+/* Read a whole iterator (its fd, which we close) into h->raw; returns the
+ * byte count or -errno. */
+static ssize_t read_iter(struct tb_flows *h, int fd)
 {
 	size_t used = 0;
 	ssize_t n;
-	int fd;
 
-	fd = bpf_iter_create(bpf_link__fd(link));
-	if (fd < 0)
-		return -errno;
 	for (;;) {
 		if (used == h->raw_cap) {
 			size_t cap = h->raw_cap ? h->raw_cap * 2 : 1 << 16;
@@ -112,21 +108,18 @@ static ssize_t read_iter(struct tb_flows *h, struct bpf_link *link)
 	return (ssize_t)used;
 }
 
-/* Run an iterator inside network namespace `fd` (-1: our own). The
- * namespace is taken when the iterator is created, so we enter it only for
- * that call and return before doing anything else. */
+/* Run an iterator inside network namespace `fd` (-1: our own). */
 static int read_iter_in(struct tb_flows *h, struct bpf_link *link, int fd,
 			ssize_t *bytes)
 {
-	int err = 0;
+	int it;
 
 	*bytes = 0;
-	if (fd >= 0 && setns(fd, CLONE_NEWNET))
-		return -errno;
-	*bytes = read_iter(h, link);
-	if (fd >= 0 && setns(h->self_netns, CLONE_NEWNET))
-		err = -errno; /* cannot happen short of a kernel bug; say so */
-	return err;
+	it = tb_iter_create_in(link, fd, h->self_netns);
+	if (it < 0)
+		return it;
+	*bytes = read_iter(h, it);
+	return 0;
 }
 
 static int collect_open(struct tb_flows *h)
@@ -238,9 +231,12 @@ static void dedupe(struct tb_flows *h)
 
 static void scan_owners(struct tb_flows *h)
 {
-	ssize_t bytes = read_iter(h, h->skel->links.claim_owners);
+	/* task_file walks tasks, not a namespace: create it where we are.
+	 * It writes socket storage, not output; best effort. */
+	int fd = tb_iter_create_in(h->skel->links.claim_owners, -1, -1);
 
-	(void)bytes; /* it writes socket storage, not output; best effort */
+	if (fd >= 0)
+		(void)read_iter(h, fd);
 	h->last_owner_scan = now_ns();
 }
 

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <bpf/libbpf.h>
-#include "tamebpf.h"
+#include "internal.h"
 #include "synrto.skel.h"
 
 struct tb_synrto {

@@ -33,11 +33,10 @@ int tb_flows_stats(struct tb_flows *h, struct tb_flows_stats *stats,
 
 void tb_flows_close(struct tb_flows *h);
 
-/* Diagnostics shared by every part of the library (common.c). */
+/* What the last failed call of this thread said, in one line; libbpf's
+ * debug log on stderr when verbose (common.c). */
 const char *tb_last_error(void);
 void tb_set_verbose(int verbose);
-void tb_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void tb_libbpf_logging(void);
 
 /* Layout of the boundary structs as this compiler sees them, for the test
  * that compares it with Python's ctypes and the BPF object's BTF.

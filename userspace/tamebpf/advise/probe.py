@@ -10,7 +10,6 @@ turns SIGTERM into KeyboardInterrupt).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import select
@@ -24,7 +23,8 @@ from tamebpf.advise import iperf3_client
 from tamebpf.advise.steady import FlowPoint, Steady, only_data_flows, steady
 from tamebpf.cgroups import require_cgroup2
 from tamebpf.errors import TamebpfError
-from tamebpf.kernel.flows import Flow, FlowReader, netns_path
+from tamebpf.kernel.flows import Flow, FlowReader
+from tamebpf.kernel.netns import enter_netns
 from tamebpf.kernel.synrto import SynRto
 
 SAMPLE_INTERVAL_S = 0.1
@@ -101,20 +101,6 @@ def _empty_and_remove(path: str) -> None:
     raise TamebpfError(f"could not remove probe cgroup {path}", "remove it with rmdir")
 
 
-CLONE_NEWNET = 0x40000000
-
-
-def _enter_netns(name: str) -> None:
-    """setns(2) into a named network namespace (os.setns needs Python 3.12)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    fd = os.open(netns_path(name), os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        if libc.setns(fd, CLONE_NEWNET) != 0:
-            raise OSError(ctypes.get_errno(), f"setns {name}")
-    finally:
-        os.close(fd)
-
-
 def _child(target: Target, streams: int, seconds: float, cgroup: str, out_fd: int,
            fast_start: bool) -> None:
     """The probe's traffic, in a forked child: it joins the probe's cgroup
@@ -128,7 +114,7 @@ def _child(target: Target, streams: int, seconds: float, cgroup: str, out_fd: in
         with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
             f.write(str(os.getpid()))
         if target.netns:
-            _enter_netns(target.netns)
+            enter_netns(target.netns)
         cc = None if target.congestion == "system" else target.congestion
         r = iperf3_client.run(target.host, target.port, streams, seconds, cc,
                               CONNECT_TIMEOUT_MS / 1000, pipelined=fast_start)

@@ -27,6 +27,7 @@ from tamebpf.kernel.abi import (
     TbFlow,
     TbFlowsStats,
 )
+from tamebpf.kernel.netns import netns_path
 
 TCP_STATES = {
     1: "ESTABLISHED", 2: "SYN_SENT", 3: "SYN_RECV", 4: "FIN_WAIT1", 5: "FIN_WAIT2",
@@ -153,11 +154,6 @@ class ReaderStats:
     owners_dropped: int
     closed_fill: int
     closed_max: int
-
-
-def netns_path(name: str) -> str:
-    """A namespace as `ip netns` names it, or a path such as /proc/PID/ns/net."""
-    return name if "/" in name else f"/run/netns/{name}"
 
 
 class FlowReader:
