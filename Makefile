@@ -113,6 +113,7 @@ run: deps compile
 lint:
 	$(Q)$(VENV)/bin/ruff check userspace tests scripts
 	$(Q)$(VENV)/bin/mypy
+	$(Q)cd userspace && ../$(VENV)/bin/lint-imports --config ../pyproject.toml
 
 test: test-deps compile lint
 	$(SUDO) $(PY) -m pytest -q -ra tests

@@ -9,8 +9,9 @@ from dataclasses import replace
 
 import pytest
 
-from tamebpf.commands.watch import Loop, read_caps
+from tamebpf.commands.watch import Loop
 from tamebpf.groups import Aggregator, Cap, Group
+from tamebpf.kernel.caps_view import read_caps
 from tamebpf.kernel.flows import Flow, ReaderStats
 from tamebpf.present.watch import KEY_BACKSPACE, KEY_DOWN, KEY_ENTER, KEY_ESC, ViewState, render
 from tests.unit.test_groups import predict_advice
@@ -208,7 +209,7 @@ def test_caps_hook_without_and_with_a_cap_module(monkeypatch: pytest.MonkeyPatch
     import sys
     import types
 
-    from tamebpf.commands import watch
+    from tamebpf.kernel import caps_view as watch
 
     monkeypatch.setitem(sys.modules, "tamebpf.kernel.cap", None)  # import fails
     watch._cap_table.cache_clear()

@@ -25,8 +25,8 @@ from prometheus_client.registry import CollectorRegistry
 
 from tamebpf import __version__
 from tamebpf.groups import Aggregator, Cap, Group
-from tamebpf.kernel.flows import Flow, ReaderStats
 from tamebpf.logs import log
+from tamebpf.records import Flow, ReaderStats
 
 PREFIX = "tamebpf_"
 # The BPF programs a FlowReader keeps attached (bpf/flows.bpf.c).

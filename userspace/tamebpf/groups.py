@@ -32,7 +32,6 @@ from dataclasses import dataclass, field, fields
 from operator import add, attrgetter
 from typing import Literal, NamedTuple
 
-from tamebpf.kernel.flows import Flow
 from tamebpf.model import (
     DEFAULT_MODEL,
     Advice,
@@ -46,6 +45,7 @@ from tamebpf.model import (
     fit_throughput,
     predict,
 )
+from tamebpf.records import Flow
 
 GroupBy = Literal["comm", "cgroup"]
 GROUP_BY: tuple[GroupBy, ...] = ("comm", "cgroup")

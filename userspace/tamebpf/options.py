@@ -12,6 +12,7 @@ import json
 from typing import IO, Any
 
 from tamebpf.errors import UsageError
+from tamebpf.groups import GROUP_BY
 from tamebpf.model import (
     DEFAULT_GAIN_THRESHOLD,
     DEFAULT_MAX_IMPACT,
@@ -128,3 +129,17 @@ def settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
         return Settings(max_impact, gain, max_streams, **extra)
     except ModelInputError as err:
         raise UsageError(f"bad --max-streams {args.max_streams!r}: {err}") from None
+
+
+def add_reader_arguments(p: argparse.ArgumentParser) -> None:
+    """What `watch` and `export` read and how they group it."""
+    p.add_argument("--cgroup", metavar="PATH",
+                   help="only flows in this cgroup v2 subtree; default: every cgroup")
+    p.add_argument("--netns", metavar="NAME", action="append", default=[],
+                   help="read flows in this network namespace ('ip netns' name or "
+                   "/proc/PID/ns/net); repeatable; default: our own")
+    p.add_argument("--group-by", choices=GROUP_BY, default="comm",
+                   help="group flows by process name or by cgroup, and destination "
+                   "(default comm)")
+    add_advice_options(p)
+    p.add_argument("-v", "--verbose", action="store_true", help="libbpf's debug log on stderr")

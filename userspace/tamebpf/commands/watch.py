@@ -11,22 +11,20 @@ from __future__ import annotations
 import argparse
 import contextlib
 import curses
-import functools
 import json
 import os
 import shutil
-import signal
 import sys
 import time
-from collections.abc import Callable, Iterator
-from types import FrameType
-from typing import IO, Any, NoReturn, Protocol
+from collections.abc import Callable
+from typing import IO, Any, Protocol
 
-from tamebpf.capfile import parse_dest
-from tamebpf.errors import TamebpfError, UsageError
-from tamebpf.groups import GROUP_BY, SORT_KEYS, Aggregator, Cap, Group
-from tamebpf.kernel.flows import Flow, FlowReader, ReaderStats
-from tamebpf.options import add_advice_options, settings_from
+from tamebpf.errors import UsageError
+from tamebpf.groups import SORT_KEYS, Aggregator, Group
+from tamebpf.kernel.caps_view import read_caps
+from tamebpf.kernel.flows import FlowReader
+from tamebpf.lifecycle import terminate_as_exit
+from tamebpf.options import add_reader_arguments, settings_from
 from tamebpf.present.watch import (
     KEY_BACKSPACE,
     KEY_DOWN,
@@ -37,6 +35,7 @@ from tamebpf.present.watch import (
     group_to_json,
     render,
 )
+from tamebpf.records import Flow, ReaderStats
 
 EPILOG = """\
 examples:
@@ -58,60 +57,6 @@ class FlowSource(Protocol):
     def snapshot(self) -> list[Flow]: ...
 
     def stats(self) -> ReaderStats: ...
-
-
-def read_caps() -> list[Cap]:
-    """Caps in force (`tamebpf cap`), as groups mark them.
-
-    The one place where watch and export learn about caps: empty when the
-    cap module is absent, no caps are set or they cannot be read, so watch
-    and export work without it."""
-    caps = []
-    for c in cap_table():
-        try:
-            dest = parse_dest(c.dest)
-        except (UsageError, ValueError):
-            continue
-        pace = c.rate_bytes_per_s * 8.0 if getattr(c, "mode", "refuse") == "pace" else None
-        caps.append(Cap(c.max_streams, c.cgroup, str(dest.network), dest.port, pace))
-    return caps
-
-
-def cap_table() -> list[Any]:
-    """The kernel's caps with their counters (tamebpf.kernel.cap.Cap), or []."""
-    table = _cap_table()
-    if table is None:
-        return []
-    try:
-        return list(table.list())
-    except (TamebpfError, OSError):
-        return []
-
-
-@functools.cache
-def _cap_table() -> Any:
-    try:
-        from tamebpf.kernel.cap import CapTable
-    except ImportError:
-        return None
-    try:
-        return CapTable(command="watch")
-    except (TamebpfError, OSError):
-        return None
-
-
-def add_reader_arguments(p: argparse.ArgumentParser) -> None:
-    """Options shared with `tamebpf export`: what to read and how to group it."""
-    p.add_argument("--cgroup", metavar="PATH",
-                   help="only flows in this cgroup v2 subtree; default: every cgroup")
-    p.add_argument("--netns", metavar="NAME", action="append", default=[],
-                   help="read flows in this network namespace ('ip netns' name or "
-                   "/proc/PID/ns/net); repeatable; default: our own")
-    p.add_argument("--group-by", choices=GROUP_BY, default="comm",
-                   help="group flows by process name or by cgroup, and destination "
-                   "(default comm)")
-    add_advice_options(p)
-    p.add_argument("-v", "--verbose", action="store_true", help="libbpf's debug log on stderr")
 
 
 def register(sub: Any) -> None:
@@ -156,23 +101,6 @@ def run(args: argparse.Namespace) -> int:
         if args.iterations is not None or not (sys.stdout.isatty() and sys.stdin.isatty()):
             return loop.printed(sys.stdout, args.iterations, state)
         return loop.screen(state)
-
-
-@contextlib.contextmanager
-def terminate_as_exit() -> Iterator[None]:
-    """SIGTERM (and SIGHUP) raise SystemExit, so every `finally` runs: the
-    terminal is restored and the BPF programs detached. SIGTERM is how a
-    service manager stops us, so it is a clean exit (0); a hang-up is not."""
-
-    def stop(signum: int, frame: FrameType | None) -> NoReturn:
-        raise SystemExit(0 if signum == signal.SIGTERM else 128 + signum)
-
-    old = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for s, handler in old.items():
-            signal.signal(s, handler)
 
 
 class Loop:

@@ -14,7 +14,6 @@ import os
 import socket
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
 from typing import Any
 
 from tamebpf.cgroups import Cgroup, CgroupNames, resolve
@@ -28,6 +27,9 @@ from tamebpf.kernel.abi import (
     TbFlowsStats,
 )
 from tamebpf.kernel.netns import netns_path
+from tamebpf.records import Flow, ReaderStats
+
+__all__ = ["Flow", "FlowReader", "ReaderStats", "flow_from_record"]
 
 TCP_STATES = {
     1: "ESTABLISHED", 2: "SYN_SENT", 3: "SYN_RECV", 4: "FIN_WAIT1", 5: "FIN_WAIT2",
@@ -37,51 +39,6 @@ TCP_STATES = {
 # tcp_sock fields that hold these values mean "not measured yet".
 NO_MIN_RTT = 0xFFFFFFFF
 INFINITE_SSTHRESH = 0x7FFFFFFF
-
-
-@dataclass(frozen=True)
-class Flow:
-    """One TCP flow; None means the kernel does not know the value (yet)."""
-
-    cookie: int
-    pid: int | None
-    comm: str | None
-    cgroup_id: int
-    cgroup: str | None
-    family: str  # "ipv4" or "ipv6" (IPv4-mapped IPv6 sockets count as ipv4)
-    local_addr: str
-    local_port: int
-    remote_addr: str
-    remote_port: int
-    state: str
-    closed: bool
-    congestion_control: str | None
-    srtt_us: int | None
-    rttvar_us: int | None
-    min_rtt_us: int | None
-    segs_out: int
-    segs_in: int
-    data_segs_out: int
-    data_segs_in: int
-    total_retrans: int
-    retrans_out: int
-    lost_out: int
-    bytes_acked: int
-    bytes_received: int
-    bytes_sent: int
-    bytes_retrans: int
-    snd_cwnd: int
-    snd_ssthresh: int | None
-    snd_wnd: int
-    mss: int
-    delivery_rate_bps: int | None
-    loss_rate: float | None  # total_retrans / data_segs_out
-    age_s: float | None  # since SYN sent/received, if tamebpf saw it
-    netns: int
-    read_monotonic_ns: int  # CLOCK_MONOTONIC when the counters were read
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _addr(family: int, raw: Any) -> tuple[str, str]:
@@ -145,15 +102,6 @@ def flow_from_record(rec: TbFlow, names: CgroupNames | None, now_ns: int) -> Flo
         netns=rec.netns_ino,
         read_monotonic_ns=rec.update_ns,
     )
-
-
-@dataclass(frozen=True)
-class ReaderStats:
-    closed_recorded: int
-    closed_dropped: int
-    owners_dropped: int
-    closed_fill: int
-    closed_max: int
 
 
 class FlowReader:

@@ -1,0 +1,51 @@
+"""The caps in force as watch and export see them: the kernel's cap table
+(tamebpf.kernel.cap) turned into the core's plain cap limits (groups.Cap).
+
+The one place where watch and export learn about caps: empty when the cap
+module is absent, no caps are set or they cannot be read, so both work
+without it."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from tamebpf.capfile import parse_dest
+from tamebpf.errors import TamebpfError, UsageError
+from tamebpf.groups import Cap
+
+
+def read_caps() -> list[Cap]:
+    """Caps in force (`tamebpf cap`), as groups mark them."""
+    caps = []
+    for c in cap_table():
+        try:
+            dest = parse_dest(c.dest)
+        except (UsageError, ValueError):
+            continue
+        pace = c.rate_bytes_per_s * 8.0 if getattr(c, "mode", "refuse") == "pace" else None
+        caps.append(Cap(c.max_streams, c.cgroup, str(dest.network), dest.port, pace))
+    return caps
+
+
+def cap_table() -> list[Any]:
+    """The kernel's caps with their counters (tamebpf.kernel.cap.Cap), or []."""
+    table = _cap_table()
+    if table is None:
+        return []
+    try:
+        return list(table.list())
+    except (TamebpfError, OSError):
+        return []
+
+
+@functools.cache
+def _cap_table() -> Any:
+    try:
+        from tamebpf.kernel.cap import CapTable
+    except ImportError:
+        return None
+    try:
+        return CapTable(command="watch")
+    except (TamebpfError, OSError):
+        return None

@@ -1,0 +1,62 @@
+"""The records tamebpf reads from the kernel, as plain values: no ctypes, no
+I/O. The kernel layer (tamebpf.kernel.flows) makes them; the pure core
+(groups), the exporter and the views consume them."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Flow:
+    """One TCP flow; None means the kernel does not know the value (yet)."""
+
+    cookie: int
+    pid: int | None
+    comm: str | None
+    cgroup_id: int
+    cgroup: str | None
+    family: str  # "ipv4" or "ipv6" (IPv4-mapped IPv6 sockets count as ipv4)
+    local_addr: str
+    local_port: int
+    remote_addr: str
+    remote_port: int
+    state: str
+    closed: bool
+    congestion_control: str | None
+    srtt_us: int | None
+    rttvar_us: int | None
+    min_rtt_us: int | None
+    segs_out: int
+    segs_in: int
+    data_segs_out: int
+    data_segs_in: int
+    total_retrans: int
+    retrans_out: int
+    lost_out: int
+    bytes_acked: int
+    bytes_received: int
+    bytes_sent: int
+    bytes_retrans: int
+    snd_cwnd: int
+    snd_ssthresh: int | None
+    snd_wnd: int
+    mss: int
+    delivery_rate_bps: int | None
+    loss_rate: float | None  # total_retrans / data_segs_out
+    age_s: float | None  # since SYN sent/received, if tamebpf saw it
+    netns: int
+    read_monotonic_ns: int  # CLOCK_MONOTONIC when the counters were read
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ReaderStats:
+    closed_recorded: int
+    closed_dropped: int
+    owners_dropped: int
+    closed_fill: int
+    closed_max: int
