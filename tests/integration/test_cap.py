@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from tamebpf.capfile import parse_dest
-from tamebpf.kernel.cap import Cap, CapTable
+from tamebpf.kernel.cap import CapTable
+from tamebpf.records import Cap
 from tests.integration.kernel_fixtures import (
     NetnsPair,
     netns_pair,

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from tamebpf.capfile import Dest, check_max_streams, parse_capfile, parse_dest
 from tamebpf.commands import cap as cap_cmd
 from tamebpf.errors import TamebpfError, UsageError
-from tamebpf.kernel.cap import Cap, dest_of, rule_for
+from tamebpf.kernel.cap import dest_of, rule_for
+from tamebpf.records import Cap
 
 
 @pytest.mark.parametrize(("text", "network", "port"), [

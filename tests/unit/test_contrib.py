@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tamebpf.exporter import TamebpfCollector
-from tamebpf.groups import Aggregator, Cap
+from tamebpf.groups import Aggregator, CapLimit
 from tests.integration.test_export import prometheus_config
 from tests.unit.contrib_queries import (
     DASHBOARD,
@@ -40,7 +40,7 @@ def exported() -> dict[str, set[str]]:
     for group_by in ("comm", "cgroup"):
         col = TamebpfCollector(
             FakeReader([Transfer(streams=1, mbps=50.0)]), Aggregator(group_by, min_samples=1),
-            per_flow=True, caps=lambda: [Cap(1), Cap(2**32 - 1, pace_bps=8e6)],
+            per_flow=True, caps=lambda: [CapLimit(1), CapLimit(2**32 - 1, pace_bps=8e6)],
             cap_table=cap_rows)
         t = col.source.transfers[0]  # type: ignore[attr-defined]
         for i in range(6):  # two stream counts: the advice families get samples too

@@ -7,7 +7,6 @@ import io
 import json
 import re
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from prometheus_client import generate_latest
@@ -17,11 +16,12 @@ from tamebpf import logs
 from tamebpf.commands.export import parse_listen, write_jsonl
 from tamebpf.errors import UsageError
 from tamebpf.exporter import TamebpfCollector, make_registry
-from tamebpf.groups import Aggregator, Cap
+from tamebpf.groups import Aggregator, CapLimit
 from tamebpf.kernel.flows import Flow, ReaderStats
 from tamebpf.model import Settings
+from tamebpf.records import Cap
 from tests.unit.test_groups import predict_advice
-from tests.unit.test_groups_fakes import SECOND, Transfer
+from tests.unit.test_groups_fakes import SECOND, Transfer, cap_record
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
 
@@ -86,10 +86,10 @@ def test_group_series_have_the_kernel_counters() -> None:
 
 def test_names_units_and_help_follow_prometheus_practice() -> None:
     col = TamebpfCollector(FakeReader([Transfer(streams=2, mbps=10.0)]), Aggregator(),
-                           per_flow=True, caps=lambda: [Cap(1), Cap(2**32 - 1, pace_bps=8e6)],
-                           cap_table=lambda: [SimpleNamespace(cgroup="/a", dest="10.0.0.0/8",
-                                                              max_streams=1, streams=2,
-                                                              refused=5)])
+                           per_flow=True,
+                           caps=lambda: [CapLimit(1), CapLimit(2**32 - 1, pace_bps=8e6)],
+                           cap_table=lambda: [cap_record(cgroup="/a", dest="10.0.0.0/8",
+                                                         max_streams=1, streams=2, refused=5)])
     fresh(col)
     text, samples, families = fresh(col)
     for name, (kind, doc) in families.items():
@@ -152,10 +152,10 @@ def test_cardinality_is_bounded_by_max_groups() -> None:
 
 def test_advice_and_caps_appear() -> None:
     t = Transfer(streams=1, mbps=50.0)
-    kernel_caps = [SimpleNamespace(cgroup="/test", dest="10.0.0.0/8", max_streams=4,
-                                   streams=10, refused=3)]
+    kernel_caps = [cap_record(cgroup="/test", dest="10.0.0.0/8", max_streams=4, streams=10,
+                              refused=3)]
     col = TamebpfCollector(FakeReader([t]), Aggregator(settings=Settings(max_impact=0.10)),
-                           caps=lambda: [Cap(4, "/test", "10.0.0.0/8")],
+                           caps=lambda: [CapLimit(4, "/test", "10.0.0.0/8")],
                            cap_table=lambda: kernel_caps)
     for i in range(12):
         if i == 6:
@@ -219,11 +219,11 @@ def test_scrapes_close_together_share_one_reading() -> None:
         f"expected 1 snapshot for 2 quick scrapes, got {reader.now // SECOND}")
 
 
-def cap_rows() -> list[SimpleNamespace]:
+def cap_rows() -> list[Cap]:
     """What the kernel's cap table gives the exporter: a refuse and a pace cap."""
-    return [SimpleNamespace(cgroup="/a", dest="10.0.0.0/8", max_streams=1, streams=0, refused=0),
-            SimpleNamespace(cgroup="/b", dest="10.0.0.0/8", mode="pace", rate_bytes_per_s=10**6,
-                            streams=2, refused=0)]
+    return [cap_record(cgroup="/a", dest="10.0.0.0/8", max_streams=1, streams=0, refused=0),
+            cap_record(id=2, cgroup="/b", dest="10.0.0.0/8", mode="pace",
+                       rate_bytes_per_s=10**6, streams=2, refused=0)]
 
 
 def documented() -> set[str]:
@@ -233,7 +233,7 @@ def documented() -> set[str]:
 def test_every_metric_is_in_docs_and_every_documented_one_exists() -> None:
     col = TamebpfCollector(
         FakeReader([Transfer(streams=1, mbps=50.0)]), Aggregator(min_samples=1), per_flow=True,
-        caps=lambda: [Cap(1), Cap(2**32 - 1, pace_bps=8e6)],
+        caps=lambda: [CapLimit(1), CapLimit(2**32 - 1, pace_bps=8e6)],
         cap_table=cap_rows)
     t = col.source.transfers[0]  # type: ignore[attr-defined]
     for i in range(6):

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from tamebpf.cli import main
 from tamebpf.groups import (
     Aggregator,
-    Cap,
+    CapLimit,
     Counters,
     Group,
     GroupKey,
@@ -268,17 +268,18 @@ def test_passive_fit_reports_the_loss_rtt_estimator_and_bbr() -> None:
 def test_caps_mark_groups_over_the_cap() -> None:
     agg = Aggregator()
     t = Transfer(streams=6, mbps=60.0)
-    caps = [Cap(8), Cap(4, cgroup="/test", remote="10.0.0.0/24"), Cap(1, remote="10.9.0.1")]
+    caps = [CapLimit(8), CapLimit(4, cgroup="/test", remote="10.0.0.0/24"),
+            CapLimit(1, remote="10.9.0.1")]
     agg.update(t.step(1, 0), 0, caps)
     g = one(agg.update(t.step(1, SECOND), SECOND, caps))
     assert g.cap == 4 and g.over_cap, f"expected cap 4 exceeded by 6 streams, got {g.cap}"
-    port_cap = [Cap(5, remote="10.0.0.2", port=5201), Cap(1, remote="10.0.0.2", port=22)]
+    port_cap = [CapLimit(5, remote="10.0.0.2", port=5201), CapLimit(1, remote="10.0.0.2", port=22)]
     g = one(agg.update(t.step(1, 2 * SECOND), 2 * SECOND, port_cap))
     assert g.cap == 1 and g.over_cap, f"6 streams to port 5201 exceed the cap of 5, got {g}"
     g = one(agg.update(t.step(1, 3 * SECOND), 3 * SECOND, port_cap[1:]))
     assert g.cap == 1 and not g.over_cap, "a cap on port 22 must not count streams to 5201"
-    assert not Cap(2, cgroup="/other").matches(["/test"], "10.0.0.2")
-    assert Cap(2, cgroup="/test").matches(["/test/child"], "10.0.0.2")
+    assert not CapLimit(2, cgroup="/other").matches(["/test"], "10.0.0.2")
+    assert CapLimit(2, cgroup="/test").matches(["/test/child"], "10.0.0.2")
 
 
 def test_idle_groups_are_retained_then_evicted() -> None:
@@ -360,11 +361,11 @@ def test_counters_are_the_kernel_counters() -> None:
 def test_pace_caps_show_their_target_and_never_mark_over_cap() -> None:
     agg = Aggregator()
     t = Transfer(streams=6, mbps=60.0)
-    caps = [Cap(1, remote="10.0.0.0/24", pace_bps=80e6), Cap(1, pace_bps=50e6),
-            Cap(1, remote="10.9.0.0/24", pace_bps=1e6)]
+    caps = [CapLimit(1, remote="10.0.0.0/24", pace_bps=80e6), CapLimit(1, pace_bps=50e6),
+            CapLimit(1, remote="10.9.0.0/24", pace_bps=1e6)]
     agg.update(t.step(1, 0), 0, caps)
     g = one(agg.update(t.step(1, SECOND), SECOND, caps))
     assert (g.paced_bps, g.cap, g.over_cap) == (50e6, None, False), (
         f"expected the tightest matching pace target, no stream cap: {g}")
-    g = one(agg.update(t.step(1, 2 * SECOND), 2 * SECOND, [Cap(4)]))
+    g = one(agg.update(t.step(1, 2 * SECOND), 2 * SECOND, [CapLimit(4)]))
     assert (g.paced_bps, g.cap, g.over_cap) == (None, 4, True), g

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tamebpf.kernel.flows import Flow
+from tamebpf.records import Cap, Flow
 
 SECOND = 1_000_000_000
 
@@ -80,3 +80,13 @@ class Transfer:
         out = list(self.flows.values()) + self.closing
         self.closing = []
         return out
+
+
+def cap_record(**kw: object) -> Cap:
+    """A cap as the kernel's cap table reports it (records.Cap), with defaults."""
+    base: dict[str, object] = dict(
+        id=1, cgroup="/transfer.slice", cgroup_id=77, cgroup_exists=True,
+        dest="198.18.0.0/15", family="ipv4", port=None, max_streams=8, streams=3,
+        refused=12, charged=15, seeded=0, released=12)
+    base.update(kw)
+    return Cap(**base)  # type: ignore[arg-type]

@@ -10,12 +10,12 @@ from dataclasses import replace
 import pytest
 
 from tamebpf.commands.watch import Loop
-from tamebpf.groups import Aggregator, Cap, Group
+from tamebpf.groups import Aggregator, CapLimit, Group
 from tamebpf.kernel.caps_view import read_caps
 from tamebpf.kernel.flows import Flow, ReaderStats
 from tamebpf.present.watch import KEY_BACKSPACE, KEY_DOWN, KEY_ENTER, KEY_ESC, ViewState, render
 from tests.unit.test_groups import predict_advice
-from tests.unit.test_groups_fakes import SECOND, Transfer
+from tests.unit.test_groups_fakes import SECOND, Transfer, cap_record
 
 
 def scene() -> list[Group]:
@@ -27,7 +27,7 @@ def scene() -> list[Group]:
                  cc="bbr", srtt_us=5200)
     v = Transfer(streams=2, mbps=5.0, comm="curl", remote="2001:db8:1234:5678::abcd",
                  next_cookie=900, loss=0.02)
-    caps = [Cap(2, remote="192.168.0.0/16")]
+    caps = [CapLimit(2, remote="192.168.0.0/16")]
     now, groups = 0, []
     for i in range(10):
         if i == 5:
@@ -207,7 +207,6 @@ def test_loop_does_not_fall_behind() -> None:
 
 def test_caps_hook_without_and_with_a_cap_module(monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
-    import types
 
     from tamebpf.kernel import caps_view as watch
 
@@ -217,8 +216,9 @@ def test_caps_hook_without_and_with_a_cap_module(monkeypatch: pytest.MonkeyPatch
         assert watch.cap_table() == [] and read_caps() == [], "no cap module must mean no caps"
     finally:
         watch._cap_table.cache_clear()
-    kernel_caps = [types.SimpleNamespace(cgroup="/bulk", dest="10.0.0.0/8", max_streams=4),
-                   types.SimpleNamespace(cgroup="/x", dest="[fd00::/64]:5201", max_streams=2)]
+    kernel_caps = [cap_record(cgroup="/bulk", dest="10.0.0.0/8", max_streams=4),
+                   cap_record(cgroup="/x", dest="[fd00::/64]:5201", max_streams=2)]
     monkeypatch.setattr(watch, "cap_table", lambda: kernel_caps)
     got = read_caps()
-    assert got == [Cap(4, "/bulk", "10.0.0.0/8"), Cap(2, "/x", "fd00::/64", 5201)], f"got {got}"
+    assert got == [CapLimit(4, "/bulk", "10.0.0.0/8"),
+                   CapLimit(2, "/x", "fd00::/64", 5201)], f"got {got}"

@@ -18,27 +18,22 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import CollectorRegistry
 
 from tamebpf import __version__
-from tamebpf.groups import Aggregator, Cap, Group
+from tamebpf.groups import Aggregator, CapLimit, Group
 from tamebpf.logs import log
-from tamebpf.records import Flow, ReaderStats
+from tamebpf.records import Cap as CapRecord
+from tamebpf.records import Flow, FlowSource, ReaderStats
 
 PREFIX = "tamebpf_"
 # The BPF programs a FlowReader keeps attached (bpf/flows.bpf.c).
 FLOW_PROGRAMS = ("dump_flows", "on_state", "claim_owners")
 # Scrapes closer together than this reuse the last reading.
 MIN_REFRESH_S = 0.2
-
-
-class FlowSource(Protocol):
-    def snapshot(self) -> list[Flow]: ...
-
-    def stats(self) -> ReaderStats: ...
 
 
 @dataclass(frozen=True)
@@ -90,8 +85,8 @@ class TamebpfCollector:
         agg: Aggregator,
         *,
         per_flow: bool = False,
-        caps: Callable[[], list[Cap]] = list,
-        cap_table: Callable[[], Sequence[Any]] = list,
+        caps: Callable[[], list[CapLimit]] = list,
+        cap_table: Callable[[], Sequence[CapRecord]] = list,
         programs: Sequence[str] = FLOW_PROGRAMS,
     ) -> None:
         self.source, self.agg, self.per_flow = source, agg, per_flow
@@ -263,13 +258,13 @@ class TamebpfCollector:
                         extra={"event": "cap_read_error"})
             table = []
         for c in table:
-            key = [str(getattr(c, "cgroup", "")), str(getattr(c, "dest", ""))]
-            if getattr(c, "mode", "refuse") == "pace":
-                target.add_metric(key, getattr(c, "rate_bytes_per_s", 0))
+            key = [c.cgroup, c.dest]
+            if c.mode == "pace":
+                target.add_metric(key, c.rate_bytes_per_s)
             else:
-                limit.add_metric(key, getattr(c, "max_streams", 0))
-            live.add_metric(key, getattr(c, "streams", 0))
-            refused.add_metric(key, getattr(c, "refused", 0))
+                limit.add_metric(key, c.max_streams)
+            live.add_metric(key, c.streams)
+            refused.add_metric(key, c.refused)
         yield from (limit, target, live, refused)
 
     def _health(self, r: Reading) -> Iterator[Any]:

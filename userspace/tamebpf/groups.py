@@ -108,7 +108,7 @@ class GroupKey(NamedTuple):
 
 
 @dataclass(frozen=True)
-class Cap:
+class CapLimit:
     """A limit on streams set by `tamebpf cap`, as watch and export see it.
 
     None in cgroup or remote means "any"; cgroup covers its subtree; remote
@@ -310,7 +310,8 @@ class Aggregator:
     def tracked_flows(self) -> int:
         return len(self._flows)
 
-    def update(self, flows: Sequence[Flow], now_ns: int, caps: Sequence[Cap] = ()) -> list[Group]:
+    def update(self, flows: Sequence[Flow], now_ns: int,
+               caps: Sequence[CapLimit] = ()) -> list[Group]:
         """Take one snapshot (open flows, plus flows closed since the last one,
         each exactly once) read at monotonic time now_ns; return every group
         still remembered, in no particular order."""
@@ -426,7 +427,7 @@ class Aggregator:
         live: _Vec,
         interval: float | None,
         now_ns: int,
-        caps: Sequence[Cap],
+        caps: Sequence[CapLimit],
     ) -> Group:
         d = r.delta
         goodput = None if interval is None else d[_ACKED] * 8 / interval

@@ -5,7 +5,7 @@ I/O. The kernel layer (tamebpf.kernel.flows) makes them; the pure core
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
@@ -60,3 +60,35 @@ class ReaderStats:
     owners_dropped: int
     closed_fill: int
     closed_max: int
+
+
+class FlowSource(Protocol):
+    """What reads flows: a FlowReader (kernel), or a fake in the tests."""
+
+    def snapshot(self) -> list[Flow]: ...
+
+    def stats(self) -> ReaderStats: ...
+
+
+@dataclass(frozen=True)
+class Cap:
+    """One cap in force (tamebpf cap), with its counters as read just now."""
+
+    id: int
+    cgroup: str  # below the cgroup v2 root, as it was when the cap was set
+    cgroup_id: int
+    cgroup_exists: bool
+    dest: str
+    family: str
+    port: int | None
+    max_streams: int
+    streams: int  # live streams now
+    refused: int  # connect()s refused, total
+    charged: int  # connect()s let through, total
+    seeded: int  # streams that existed when the cap was set
+    released: int  # streams counted down, total
+    mode: str = "refuse"  # "refuse" or "pace"
+    rate_bytes_per_s: int = 0  # pace target of the group; 0 in refuse mode
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)

@@ -17,7 +17,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
-from typing import IO, Any, Protocol
+from typing import IO, Any
 
 from tamebpf.errors import UsageError
 from tamebpf.groups import SORT_KEYS, Aggregator, Group
@@ -35,7 +35,7 @@ from tamebpf.present.watch import (
     group_to_json,
     render,
 )
-from tamebpf.records import Flow, ReaderStats
+from tamebpf.records import FlowSource, ReaderStats
 
 EPILOG = """\
 examples:
@@ -49,14 +49,6 @@ ADVICE appears once a group was seen at two or more stream counts: the model
 of docs/model.md fitted to the goodput seen (no probes are sent).  See
 docs/watch.md.
 """
-
-
-class FlowSource(Protocol):
-    """What the loop needs from a FlowReader (tests pass a fake)."""
-
-    def snapshot(self) -> list[Flow]: ...
-
-    def stats(self) -> ReaderStats: ...
 
 
 def register(sub: Any) -> None:

@@ -16,8 +16,6 @@ import os
 import socket
 import subprocess
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
-from typing import Any
 
 from tamebpf.capfile import Dest
 from tamebpf.cgroups import Cgroup, CgroupNames, _mounts, require_cgroup2, resolve
@@ -31,6 +29,7 @@ from tamebpf.kernel.abi import (
     TbCapRule,
     TbCapState,
 )
+from tamebpf.records import Cap
 
 DEFAULT_PIN_DIR = "/sys/fs/bpf/tamebpf/cap"
 BPFFS = "/sys/fs/bpf"
@@ -43,30 +42,6 @@ REFUSED_ERRNO = errno.EPERM
 
 def pin_dir() -> str:
     return os.environ.get(PIN_ENV) or DEFAULT_PIN_DIR
-
-
-@dataclass(frozen=True)
-class Cap:
-    """One cap in force, with its counters as read just now."""
-
-    id: int
-    cgroup: str  # below the cgroup v2 root, as it was when the cap was set
-    cgroup_id: int
-    cgroup_exists: bool
-    dest: str
-    family: str
-    port: int | None
-    max_streams: int
-    streams: int  # live streams now
-    refused: int  # connect()s refused, total
-    charged: int  # connect()s let through, total
-    seeded: int  # streams that existed when the cap was set
-    released: int  # streams counted down, total
-    mode: str = "refuse"  # "refuse" or "pace"
-    rate_bytes_per_s: int = 0  # pace target of the group; 0 in refuse mode
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def rule_for(dest: Dest) -> TbCapRule:

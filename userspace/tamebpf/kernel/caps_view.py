@@ -1,5 +1,5 @@
 """The caps in force as watch and export see them: the kernel's cap table
-(tamebpf.kernel.cap) turned into the core's plain cap limits (groups.Cap).
+(tamebpf.kernel.cap) turned into the core's plain cap limits (groups.CapLimit).
 
 The one place where watch and export learn about caps: empty when the cap
 module is absent, no caps are set or they cannot be read, so both work
@@ -12,10 +12,11 @@ from typing import Any
 
 from tamebpf.capfile import parse_dest
 from tamebpf.errors import TamebpfError, UsageError
-from tamebpf.groups import Cap
+from tamebpf.groups import CapLimit
+from tamebpf.records import Cap
 
 
-def read_caps() -> list[Cap]:
+def read_caps() -> list[CapLimit]:
     """Caps in force (`tamebpf cap`), as groups mark them."""
     caps = []
     for c in cap_table():
@@ -23,13 +24,13 @@ def read_caps() -> list[Cap]:
             dest = parse_dest(c.dest)
         except (UsageError, ValueError):
             continue
-        pace = c.rate_bytes_per_s * 8.0 if getattr(c, "mode", "refuse") == "pace" else None
-        caps.append(Cap(c.max_streams, c.cgroup, str(dest.network), dest.port, pace))
+        pace = c.rate_bytes_per_s * 8.0 if c.mode == "pace" else None
+        caps.append(CapLimit(c.max_streams, c.cgroup, str(dest.network), dest.port, pace))
     return caps
 
 
-def cap_table() -> list[Any]:
-    """The kernel's caps with their counters (tamebpf.kernel.cap.Cap), or []."""
+def cap_table() -> list[Cap]:
+    """The kernel's caps with their counters, or []."""
     table = _cap_table()
     if table is None:
         return []
