@@ -108,6 +108,7 @@ struct tb_cap_sock {
 	__u64 epoch;      /* pace: epoch_start_ns of the epoch it checked in to */
 	__u32 applied;    /* pace: SO_MAX_PACING_RATE it set, bytes/s */
 	__u32 pad;
+	__u64 checked_ns; /* pace: when it last recomputed its share */
 };
 
 struct {
@@ -390,6 +391,9 @@ int tb_cap_seed(struct bpf_iter__tcp *ctx)
 #define SO_MAX_PACING_RATE 47
 #define PACE_EPOCH_NS (250ULL * 1000 * 1000)
 #define PACE_RATE_MAX 0xfffffffeU /* bpf_setsockopt takes an int: ~34 Gbit/s */
+/* The RTT callback comes with every ACK that carries an RTT sample; a share
+ * is recomputed about once per smoothed RTT, and at most this often. */
+#define PACE_MIN_GAP_NS (1000ULL * 1000)
 
 static __always_inline void pace(struct bpf_sock_ops *skops, int opening)
 {
@@ -404,6 +408,17 @@ static __always_inline void pace(struct bpf_sock_ops *skops, int opening)
 	st = bpf_sk_storage_get(&cap_socks, sk, 0, 0);
 	if (!st)
 		return;
+	now = bpf_ktime_get_ns();
+	if (!opening) {
+		/* sock_ops' srtt_us is tcp_sock's: microseconds << 3 */
+		__u64 gap = (__u64)(skops->srtt_us >> 3) * 1000;
+
+		if (gap < PACE_MIN_GAP_NS)
+			gap = PACE_MIN_GAP_NS;
+		if (now - st->checked_ns < gap)
+			return;
+	}
+	st->checked_ns = now;
 	for (i = 0; i < TB_CAP_SOCK_MAX; i++) {
 		if (i >= st->n)
 			return;
@@ -415,7 +430,6 @@ static __always_inline void pace(struct bpf_sock_ops *skops, int opening)
 	}
 	if (!c)
 		return;
-	now = bpf_ktime_get_ns();
 	bpf_spin_lock(&c->lock);
 	if (now - c->epoch_start_ns >= PACE_EPOCH_NS) {
 		/* an epoch nobody checked in to leaves no history */

@@ -104,8 +104,9 @@ def section(gbit: dict[str, list[float]], cost: dict[str, list[int]], rounds: in
     runs, ns, streams = cost["runs"][0], cost["ns"][0], cost["streams"][0]
     per_run = ns / runs if runs else float("nan")
     lines += ["", f"`tb_cap_pace` in *pace-idle*: {runs} runs over {streams} sockets "
-              f"({runs / max(1, streams):.0f} per socket, about one per RTT sample while "
-              f"data is acknowledged), {per_run:.0f} ns per run, "
+              f"({runs / max(1, streams):.0f} per socket: one per ACK with an RTT sample; "
+              f"the share is recomputed at most once per smoothed RTT, 1 ms at least, and "
+              f"the other runs return after the storage lookup), {per_run:.0f} ns per run, "
               f"{ns / max(1, streams) / 1e3:.1f} µs per socket over the whole "
               f"{seconds:g} s transfer (BPF run-time statistics).", END, ""]
     return "\n".join(lines)
