@@ -127,6 +127,7 @@ bench: deps compile
 	$(SUDO) $(PY) scripts/bench_overhead.py --write docs/performance.md
 	$(Q)if [ -f scripts/bench_cap.py ]; then $(SUDO) $(PY) scripts/bench_cap.py --write docs/performance.md; fi
 	$(SUDO) $(PY) scripts/bench_pace.py --write docs/performance.md
+	$(SUDO) $(PY) scripts/bench_scale.py --write docs/performance.md
 
 # Accuracy of the advisor on the WAN testbed -> docs/accuracy.md (minutes;
 # EVAL_ARGS=--full adds Reno and more cross traffic).
