@@ -36,7 +36,9 @@ from collections.abc import Callable, Iterator
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "userspace"))
 
 from docsection import markers, write_section  # noqa: E402
+from prometheus_client import generate_latest  # noqa: E402
 
+from tamebpf.exporter import TamebpfCollector, make_registry  # noqa: E402
 from tamebpf.groups import Aggregator  # noqa: E402
 from tamebpf.kernel.flows import FlowReader  # noqa: E402
 
@@ -86,6 +88,23 @@ for i in range(n):
     held.append(s)
 print("ready", flush=True)
 sys.stdin.read()
+"""
+
+
+# Opens and closes connections to a listener of its own, forever: flows
+# that come and go while the exporter is scraped.
+CHURN = r"""
+import socket, time
+lst = socket.socket()
+lst.bind(("127.0.0.1", 0))
+lst.listen(256)
+addr = lst.getsockname()
+while True:
+    conns = [socket.create_connection(addr) for _ in range(50)]
+    peers = [lst.accept()[0] for _ in conns]
+    time.sleep(0.01)
+    for s in conns + peers:
+        s.close()
 """
 
 
@@ -187,7 +206,34 @@ def measure(n: int) -> dict[str, float]:
     return row
 
 
-def section(rows: list[dict[str, float]]) -> str:
+def rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
+
+
+def leak_check(connections_open: int, scrapes: int) -> dict[str, float]:
+    """The exporter's collector in this process, scraped `scrapes` times
+    (each one reading the kernel) while connections open and close: RSS
+    after the first tenth of the scrapes and at the end."""
+    churn = subprocess.Popen([sys.executable, "-c", CHURN])
+    try:
+        with connections(connections_open), FlowReader(command="bench") as reader:
+            col = TamebpfCollector(reader, Aggregator(retain_s=60.0))
+            registry = make_registry(col)
+            early = 0.0
+            for i in range(scrapes):
+                col.read(max_age_s=0.0)
+                generate_latest(registry)
+                if i == scrapes // 10:
+                    early = rss_mb()
+            return {"scrapes": scrapes, "flows": connections_open * 2, "early_mb": early,
+                    "late_mb": rss_mb()}
+    finally:
+        churn.kill()
+        churn.wait()
+
+
+def section(rows: list[dict[str, float]], leak: dict[str, float] | None = None) -> str:
     def ms(x: float) -> str:
         return f"{x * 1000:.0f} ms" if x < 10 else f"{x:.1f} s"
 
@@ -209,6 +255,12 @@ def section(rows: list[dict[str, float]]) -> str:
         lines.append(f"| {int(r['flows']):,} | {ms(r['iterator'])} | {ms(r['snapshot'])} "
                      f"| {ms(r['refresh'])} | {ms(r['scrape'])} | {ms(r['watch'])} "
                      f"| {ms(r['flows_json'])} | {ms(r['ss'])} | {r['rss_mb']:.0f} MB |")
+    if leak:
+        lines += ["", f"Leak check: the exporter's collector scraped {int(leak['scrapes'])} "
+                  f"times (each reading the kernel) over {int(leak['flows']):,} idle flows "
+                  "while 50 connections at a time opened and closed: RSS "
+                  f"{leak['early_mb']:.1f} MB after the first tenth, {leak['late_mb']:.1f} MB "
+                  f"at the end ({leak['late_mb'] - leak['early_mb']:+.1f} MB)."]
     return "\n".join(lines + [END, ""])
 
 
@@ -216,10 +268,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--connections", default="500,5000,50000",
                     help="sizes, in connections (each two flows; default %(default)s)")
+    ap.add_argument("--scrapes", type=int, default=1000,
+                    help="scrapes of the leak check (0: skip it; default %(default)s)")
     ap.add_argument("--write", metavar="FILE")
     a = ap.parse_args()
     rows = [measure(int(n)) for n in a.connections.split(",")]
-    text = section(rows)
+    leak = leak_check(500, a.scrapes) if a.scrapes > 0 else None
+    if leak:
+        log(f"leak check: {leak}")
+    text = section(rows, leak)
     sys.stdout.write(text)
     if a.write:
         write_section(a.write, "bench_scale", text, "Performance")
