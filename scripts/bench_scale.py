@@ -272,8 +272,9 @@ def main() -> int:
                     help="scrapes of the leak check (0: skip it; default %(default)s)")
     ap.add_argument("--write", metavar="FILE")
     a = ap.parse_args()
-    rows = [measure(int(n)) for n in a.connections.split(",")]
+    # The leak check first: this process's RSS must not carry the big sizes' memory.
     leak = leak_check(500, a.scrapes) if a.scrapes > 0 else None
+    rows = [measure(int(n)) for n in a.connections.split(",")]
     if leak:
         log(f"leak check: {leak}")
     text = section(rows, leak)
