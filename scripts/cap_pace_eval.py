@@ -17,24 +17,22 @@ as the advisor defines it. Results -> a section of docs/cap.md.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from typing import Any
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "userspace"))
 
+from bench_cap import bench_cgroup  # noqa: E402
 from docsection import markers, write_section  # noqa: E402
-from eval_truth import cross_rate, settle, start_cross  # noqa: E402
+from eval_truth import cross_rate, run_streams, settle, start_cross  # noqa: E402
 
 from tamebpf.advise import Target, run_advice  # noqa: E402
 from tamebpf.capfile import parse_dest  # noqa: E402
-from tamebpf.cgroups import require_cgroup2  # noqa: E402
 from tamebpf.kernel.cap import CapTable  # noqa: E402
 from tamebpf.model import Settings  # noqa: E402
 from tamebpf.present.words import count  # noqa: E402
@@ -48,57 +46,12 @@ def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-@contextlib.contextmanager
-def scratch_cgroup() -> Iterator[str]:
-    path = os.path.join(require_cgroup2(), f"tamebpf-pace-eval-{os.getpid()}")
-    os.mkdir(path)
-    try:
-        yield path
-    finally:
-        with open(os.path.join(path, "cgroup.procs")) as f:
-            for pid in f.read().split():
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(int(pid), signal.SIGKILL)
-        for _ in range(50):
-            try:
-                os.rmdir(path)
-                break
-            except OSError:
-                time.sleep(0.1)
-
-
 def run_ours(tb: Testbed, cg: str | None, streams: int, warmup_s: float, window_s: float,
              m: int) -> dict[str, Any]:
-    """iperf3 -P streams (in cg when given); goodput of ours and of the cross
-    traffic over the same window after warmup_s."""
-    argv = iperf.client_argv(tb.addresses["receiver"], iperf.PORT_MAIN, streams,
-                             round(warmup_s + window_s + 1), "cubic", json_out=False)
-
-    def enter_cgroup() -> None:  # in the child, before `ip netns exec` hides the host's /sys
-        if cg:
-            with open(os.path.join(cg, "cgroup.procs"), "w") as f:
-                f.write(str(os.getpid()))
-
-    proc = tb.popen("sender", argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                    stderr=subprocess.PIPE, preexec_fn=enter_cgroup)
-    try:
-        iperf.wait_flows(tb, "sender", iperf.PORT_MAIN, streams, proc)
-        time.sleep(warmup_s)
-        s1 = iperf.acked_bytes(tb, "sender", iperf.PORT_MAIN)
-        c1 = iperf.acked_bytes(tb, "cross", iperf.PORT_CROSS) if m else None
-        time.sleep(window_s)
-        s2 = iperf.acked_bytes(tb, "sender", iperf.PORT_MAIN)
-        c2 = iperf.acked_bytes(tb, "cross", iperf.PORT_CROSS) if m else None
-        _, err = proc.communicate(timeout=warmup_s + window_s + 30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    tb.check()
-    return {"streams": streams, "exit": proc.returncode,
-            "error": err.decode(errors="replace").strip()[-200:] if proc.returncode else "",
-            "mbit": round(iperf.mbit_between(s1, s2), 2),
-            "cross_mbit": round(iperf.mbit_between(c1, c2), 2) if c1 and c2 else None}
+    """iperf3 -P streams in cg: ours and the cross traffic's goodput."""
+    mbit, cross, code, err = run_streams(tb, streams, "cubic", m, warmup_s, window_s, cg)
+    return {"streams": streams, "exit": code, "error": err if code else "",
+            "mbit": round(mbit, 2), "cross_mbit": None if cross is None else round(cross, 2)}
 
 
 def set_pace_cap(cg: str, dest: str, mbit: float) -> str:
@@ -141,9 +94,9 @@ def evaluate(a: argparse.Namespace) -> dict[str, Any]:
         log(f"advice: {adv.num_flows} streams, {adv.max_nondisruptive_thru:.2f} Mbit/s; "
             f"target {target:.2f}")
         dest = f"{tb.addresses['receiver']}/32:{iperf.PORT_MAIN}"
-        with scratch_cgroup() as cg:
+        with bench_cgroup() as cg:
             runs = {}
-            for label, n in (("one", 1), ("unpaced", a.streams)):
+            for label, n in (("one", 1), ("two", 2), ("unpaced", a.streams)):
                 settle(tb, a.cross, alone)
                 runs[label] = run_ours(tb, cg, n, a.warmup, a.seconds, a.cross)
                 log(f"{label} x{n}: {runs[label]}")
@@ -189,12 +142,13 @@ def table(r: dict[str, Any], command: str) -> str:
         "traffic's goodput / its goodput beside one stream of ours.", "",
         "| run | streams | iperf3 exit | our Mbit/s | vs target | cross Mbit/s | impact |",
         "|---|---|---|---|---|---|---|"]
-    names = {"one": "one stream, no cap (reference)", "unpaced": "no cap",
+    names = {"one": "one stream, no cap (reference)", "two": "two streams, no cap",
+             "unpaced": "no cap",
              "paced": "pace cap", "churn2": "pace cap, then 2", "churn8": "... then 8",
              "churn16": "... then 16"}
     for key, label in names.items():
         run = runs[key]
-        vs = vs_target(run) if key not in ("one", "unpaced") else "-"
+        vs = vs_target(run) if key not in ("one", "two", "unpaced") else "-"
         lines.append(f"| {label} | {run['streams']} | {run['exit']} | {run['mbit']} | {vs} "
                      f"| {run['cross_mbit']} | {impact(run)} |")
     start, end = markers(SECTION)

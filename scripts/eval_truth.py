@@ -14,6 +14,7 @@ so ours and the cross traffic's cover the same interval.
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import time
@@ -94,12 +95,22 @@ def settle(tb: Testbed, m: int, alone_mbit: float | None) -> None:
         last = now
 
 
-def _one(tb: Testbed, n: int, cc: str, m: int, warmup_s: float, window_s: float
-         ) -> tuple[float, float | None]:
+def run_streams(tb: Testbed, n: int, cc: str, m: int, warmup_s: float, window_s: float,
+                cgroup: str | None = None) -> tuple[float, float | None, int, str]:
+    """iperf3 -P n from the sender (inside `cgroup` when given): our goodput
+    and the cross traffic's over the same window after warmup_s, iperf3's
+    exit status and the end of its stderr."""
     seconds = round(warmup_s + window_s + 1)
+
+    def enter_cgroup() -> None:  # in the child, before `ip netns exec` hides the host's /sys
+        if cgroup:
+            with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+
     proc = tb.popen("sender", iperf.client_argv(tb.addresses["receiver"], iperf.PORT_MAIN, n,
                                                 seconds, cc, json_out=False),
-                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                    preexec_fn=enter_cgroup)
     try:
         iperf.wait_flows(tb, "sender", iperf.PORT_MAIN, n, proc)
         time.sleep(warmup_s)
@@ -108,13 +119,20 @@ def _one(tb: Testbed, n: int, cc: str, m: int, warmup_s: float, window_s: float
         time.sleep(window_s)
         s2 = iperf.acked_bytes(tb, "sender", iperf.PORT_MAIN)
         c2 = iperf.acked_bytes(tb, "cross", iperf.PORT_CROSS) if m else None
-        proc.wait(timeout=seconds + 30)
+        _, err = proc.communicate(timeout=seconds + 30)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
     tb.check()  # a delay line that died mid-run invalidates the run
-    return iperf.mbit_between(s1, s2), (iperf.mbit_between(c1, c2) if c1 and c2 else None)
+    return (iperf.mbit_between(s1, s2), iperf.mbit_between(c1, c2) if c1 and c2 else None,
+            proc.returncode, err.decode(errors="replace").strip()[-200:])
+
+
+def _one(tb: Testbed, n: int, cc: str, m: int, warmup_s: float, window_s: float
+         ) -> tuple[float, float | None]:
+    mbit, cross, _, _ = run_streams(tb, n, cc, m, warmup_s, window_s)
+    return mbit, cross
 
 
 def measure(tb: Testbed, ns: list[int], cc: str, m: int, rounds: int,

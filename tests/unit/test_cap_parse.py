@@ -16,7 +16,7 @@ from tamebpf.capfile import Dest, check_max_streams, parse_capfile, parse_dest
 from tamebpf.commands import cap as cap_cmd
 from tamebpf.errors import TamebpfError, UsageError
 from tamebpf.kernel.cap import dest_of, rule_for
-from tamebpf.records import Cap
+from tests.unit.test_groups_fakes import cap_record
 
 
 @pytest.mark.parametrize(("text", "network", "port"), [
@@ -153,19 +153,10 @@ def test_capfile_refuses_with_the_entry_named(text: str, says: str) -> None:
     assert str(err.value).startswith("caps.toml"), str(err.value)
 
 
-def _cap(**kw: object) -> Cap:
-    base: dict[str, object] = dict(
-        id=1, cgroup="/transfer.slice", cgroup_id=77, cgroup_exists=True,
-        dest="198.18.0.0/15", family="ipv4", port=None, max_streams=8, streams=3,
-        refused=12, charged=15, seeded=0, released=12)
-    base.update(kw)
-    return Cap(**base)  # type: ignore[arg-type]
-
-
 def test_table_text() -> None:
     text = cap_cmd.render_table([
-        _cap(),
-        _cap(id=2, cgroup="/gone", cgroup_exists=False, dest="[fd00::/64]:2811",
+        cap_record(),
+        cap_record(id=2, cgroup="/gone", cgroup_exists=False, dest="[fd00::/64]:2811",
              family="ipv6", port=2811, max_streams=1, streams=0, refused=0),
     ])
     assert text == (
@@ -180,7 +171,7 @@ def test_table_text() -> None:
 
 
 def test_table_shows_pace_target_and_live_rate() -> None:
-    text = cap_cmd.render_table([_cap(mode="pace", rate_bytes_per_s=12_500_000,
+    text = cap_cmd.render_table([cap_record(mode="pace", rate_bytes_per_s=12_500_000,
                                       max_streams=2**32 - 1)], {1: 97.04})
     row = text.splitlines()[1].split()
     assert row[2:] == ["pace", "100", "Mbit/s", "3", "12", "97.0"], text
