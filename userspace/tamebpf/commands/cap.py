@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import ipaddress
 import sys
 import time
 from collections.abc import Sequence
@@ -15,7 +14,8 @@ from typing import Any
 from tamebpf.capfile import CapSpec, check_max_streams, parse_capfile, parse_dest
 from tamebpf.errors import TamebpfError, UsageError
 from tamebpf.kernel.cap import PACE_NO_LIMIT, CapTable, netns_paths, resolve_cgroup
-from tamebpf.kernel.flows import Flow, FlowReader
+from tamebpf.kernel.caps_view import limit_of
+from tamebpf.kernel.flows import FlowReader
 from tamebpf.options import (
     IPERF3_PORT,
     dump_json,
@@ -228,20 +228,6 @@ def run_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def in_cap(cap: Cap, flow: Flow) -> bool:
-    """Is FLOW one of CAP's streams: its cgroup in the cap's subtree, its
-    remote end in the cap's destination?"""
-    if flow.cgroup is None or not (flow.cgroup == cap.cgroup or flow.cgroup.startswith(
-            cap.cgroup.rstrip("/") + "/")):
-        return False
-    dest = parse_dest(cap.dest)
-    try:
-        addr = ipaddress.ip_address(flow.remote_addr)
-    except ValueError:
-        return False
-    return addr in dest.network and dest.port in (None, flow.remote_port)
-
-
 def live_rates(caps: Sequence[Cap], window_s: float) -> dict[int, float]:
     """Mbit/s each cap's streams send at now: bytes acked over WINDOW_S."""
     with FlowReader(netns=netns_paths(), command="cap list") as reader:
@@ -251,11 +237,14 @@ def live_rates(caps: Sequence[Cap], window_s: float) -> dict[int, float]:
         after = [f for f in reader.snapshot() if not f.closed]
         seconds = time.monotonic() - t0
     rates = dict.fromkeys((c.id for c in caps), 0.0)
+    limits = [(c.id, lim) for c in caps if (lim := limit_of(c)) is not None]
     for f in after:
         acked = f.bytes_acked - before.get(f.cookie, 0)  # new since: all of it
-        for c in caps:
-            if in_cap(c, f):
-                rates[c.id] += acked * 8 / seconds / 1e6
+        if acked <= 0:
+            continue  # idle: nothing to add (and most flows of a busy host are)
+        for cap_id, lim in limits:
+            if lim.matches([f.cgroup], f.remote_addr) and lim.port in (None, f.remote_port):
+                rates[cap_id] += acked * 8 / seconds / 1e6
     return rates
 
 

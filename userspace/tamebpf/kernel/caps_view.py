@@ -18,15 +18,17 @@ from tamebpf.records import Cap
 
 def read_caps() -> list[CapLimit]:
     """Caps in force (`tamebpf cap`), as groups mark them."""
-    caps = []
-    for c in cap_table():
-        try:
-            dest = parse_dest(c.dest)
-        except (UsageError, ValueError):
-            continue
-        pace = c.rate_bytes_per_s * 8.0 if c.mode == "pace" else None
-        caps.append(CapLimit(c.max_streams, c.cgroup, str(dest.network), dest.port, pace))
-    return caps
+    return [lim for lim in map(limit_of, cap_table()) if lim is not None]
+
+
+def limit_of(c: Cap) -> CapLimit | None:
+    """The core's view of one cap: who and where it limits, and to what."""
+    try:
+        dest = parse_dest(c.dest)
+    except (UsageError, ValueError):
+        return None
+    pace = c.rate_bytes_per_s * 8.0 if c.mode == "pace" else None
+    return CapLimit(c.max_streams, c.cgroup, str(dest.network), dest.port, pace)
 
 
 def cap_table() -> list[Cap]:
