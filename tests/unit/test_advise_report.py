@@ -18,10 +18,11 @@ from tamebpf.model import Settings
 def probe(n: int, mbps: float, loss: float | None = 0.001, rtt_ms: float = 20.0,
           cc: str = "cubic", rwnd: float = 0.0, noise: float = 0.02,
           retrans: int = 10, mss: int | None = 1448, ipv6: bool = False) -> ProbeResult:
+    series = tuple((0.1 * i, int(mbps * 1e6 / 8 * 0.1 * i)) for i in range(21))  # 2 s, 0.1 s
     s = Steady(start_s=0.5, end_s=2.0, goodput_mbps=mbps, loss_rate=loss, retrans=retrans,
                data_segs=10_000, srtt_ms=rtt_ms, noise=noise, rwnd_limited=rwnd,
                flows=tuple(FlowSteady(i, mbps / n, loss, rtt_ms) for i in range(n)),
-               congestion_control=(cc,), mss=mss, ipv6=ipv6)
+               congestion_control=(cc,), series=series, mss=mss, ipv6=ipv6)
     return ProbeResult(n, 2.2, s, mbps * 0.97)
 
 
@@ -192,3 +193,16 @@ def test_parse_capacity(text: str, want: float) -> None:
 def test_parse_capacity_rejects(bad: str) -> None:
     with pytest.raises(UsageError, match="not a rate"):
         parse_capacity(bad)
+
+
+def test_advice_carries_its_impact_range() -> None:
+    quiet = build(TARGET, [probe(1, 50.0, noise=0.0), probe(10, 200.0, noise=0.0)],
+                  Settings(max_impact=0.26))
+    noisy = build(TARGET, [probe(1, 50.0, noise=0.3), probe(10, 200.0, noise=0.3)],
+                  Settings(max_impact=0.26))
+    q, n = to_json(quiet)["confidence"], to_json(noisy)["confidence"]
+    assert q["advised"]["low"] == q["advised"]["high"] == pytest.approx(0.25), q
+    assert n["advised"]["low"] < 0.25 < n["advised"]["high"], n
+    # 3 streams sit at 25% against a 26% limit: noisy probes cannot tell them apart
+    assert 3 in n["straddling_limit"] and 3 not in q["straddling_limit"], (q, n)
+    assert "90% range" in render(noisy) and "holds the 26% limit: " in render(noisy)

@@ -17,7 +17,9 @@ from typing import Any
 
 from tamebpf.advise.capacity import tcp_goodput_mbps
 from tamebpf.advise.probe import ProbeResult, Target
+from tamebpf.advise.steady import Steady
 from tamebpf.model import (
+    Fit,
     LossSample,
     ModelInputError,
     ModelName,
@@ -30,6 +32,7 @@ from tamebpf.model import (
     fit_throughput,
     predict,
 )
+from tamebpf.model.confidence import Z_90, ImpactRange, impact_ranges, relative_standard_error
 from tamebpf.present.prediction import prediction_to_json, render_prediction_table
 from tamebpf.present.words import count
 
@@ -61,6 +64,9 @@ class AdviseResult:
     # unless the capacity fit is used.
     throughput_prediction: Prediction | None = None
     capacity: Capacity | None = None
+    # The impact at each stream count of the curve with its 90% range from
+    # the probes' measurement noise (model/confidence.py).
+    confidence: tuple[ImpactRange, ...] = ()
 
     @property
     def used(self) -> str:
@@ -75,6 +81,10 @@ def build(target: Target, probes: Sequence[ProbeResult], settings: Settings,
     measured = [Probe(p.streams, p.steady.goodput_mbps) for p in probes]
     free = predict(fit_throughput(measured, model), settings)
     prediction = free
+
+    def refit(ps: Sequence[Probe]) -> Fit:
+        return fit_throughput(ps, model)
+
     warnings: list[str] = []
     capacity: Capacity | None = None
     if capacity_mbps is not None:
@@ -83,6 +93,9 @@ def build(target: Target, probes: Sequence[ProbeResult], settings: Settings,
         try:
             prediction = predict(fit_capacity(measured, goodput), settings)
             capacity = Capacity(capacity_mbps, goodput, competing_flows(prediction.fit))
+
+            def refit(ps: Sequence[Probe]) -> Fit:
+                return fit_capacity(ps, goodput)
         except ModelInputError as err:
             capacity = Capacity(capacity_mbps, goodput, None)
             warnings.append(
@@ -115,8 +128,18 @@ def build(target: Target, probes: Sequence[ProbeResult], settings: Settings,
                 f"(impact {a.cross_traffic_impact:.1%}), the loss-RTT fit {b.num_flows} "
                 f"(it puts the impact at {n} streams at {other:.1%}); an assumption of the "
                 "model does not hold on this path (see the other warnings)")
+    confidence = impact_ranges(
+        refit, measured, [relative_standard_error(p.steady.noise, _window_samples(p.steady))
+                          for p in probes],
+        [c.streams for c in prediction.curve], baseline=settings.baseline)
     return AdviseResult(target, tuple(probes), prediction, loss_pred, loss_error,
-                        tuple(warnings), free, capacity)
+                        tuple(warnings), free, capacity, tuple(confidence))
+
+
+def _window_samples(s: Steady) -> int:
+    """Goodput samples inside the probe's steady window (intervals: one less)."""
+    inside = sum(1 for t, _ in s.series if s.start_s <= t <= s.end_s)
+    return max(0, inside - 1)
 
 
 def _assumption_warnings(probes: Sequence[ProbeResult]) -> list[str]:
@@ -186,10 +209,35 @@ def to_json(result: AdviseResult) -> dict[str, Any]:
     out["capacity"] = None if c is None else {
         "link_mbps": c.link_mbps, "goodput_mbps": c.goodput_mbps,
         "competing_flows": c.competing_flows, "used": anchored}
+    out["confidence"] = _confidence_json(result)
     t = result.target
     out["target"] = {"host": t.host, "port": t.port, "netns": t.netns,
                      "congestion": t.congestion}
     return out
+
+
+def _advised_range(result: AdviseResult) -> ImpactRange | None:
+    n = result.prediction.advice.num_flows
+    return next((r for r in result.confidence if r.streams == n), None)
+
+
+def _straddling(result: AdviseResult) -> list[int]:
+    limit = result.prediction.settings.max_impact
+    return [r.streams for r in result.confidence if r.straddles(limit)]
+
+
+def _confidence_json(result: AdviseResult) -> dict[str, Any] | None:
+    if not result.confidence:
+        return None
+    adv = _advised_range(result)
+    return {
+        "level": 0.90, "z": Z_90, "source": "probe goodput noise (delta method)",
+        "advised": None if adv is None else {"streams": adv.streams, "impact": adv.impact,
+                                             "low": adv.low, "high": adv.high},
+        "straddling_limit": _straddling(result),
+        "impact_ranges": [{"streams": r.streams, "low": r.low, "high": r.high}
+                          for r in result.confidence],
+    }
 
 
 def _opt(x: float | None, fmt: str) -> str:
@@ -225,6 +273,16 @@ def render(result: AdviseResult) -> str:
         lines.append(f"capacity: {c.link_mbps:g} Mbit/s link = {c.goodput_mbps:.2f} Mbit/s of "
                      f"TCP goodput; the probes put {c.competing_flows:.1f} competing flows on it")
     how = "capacity fit" if result.used == "capacity" else "throughput fit"
+    adv = _advised_range(result)
+    if adv is not None:
+        straddle = _straddling(result)
+        limit = result.prediction.settings.max_impact
+        lines.append(
+            f"confidence: impact at {count(adv.streams, 'stream')} {adv.impact:.1%}, 90% range "
+            f"{adv.low:.1%}-{adv.high:.1%} from the probes' noise; "
+            + (f"stream counts whose range holds the {limit:.0%} limit: "
+               f"{', '.join(map(str, straddle))}" if straddle
+               else f"no stream count's range holds the {limit:.0%} limit"))
     lines.append(f"ADVICE: {count(a.num_flows, 'stream')}, {a.max_nondisruptive_thru:.2f} Mbit/s, "
                  f"impact on cross traffic {a.cross_traffic_impact:.1%} ({how})")
     for w in result.warnings:
