@@ -122,6 +122,7 @@ class CapSpec:
 
 CAP_KEYS = {"cgroup", "dest", "max_streams", "auto", "max_impact", "mode", "rate"}
 MODES = ("refuse", "pace")
+LIMIT_KEY = {"refuse": "max_streams", "pace": "rate"}  # each mode's fixed limit
 
 
 def parse_capfile(text: str, name: str = "caps file") -> list[CapSpec]:
@@ -169,38 +170,24 @@ def _spec(entry: Any, where: str) -> CapSpec:
     mode = entry.get("mode", "refuse")
     if mode not in MODES:
         raise UsageError(f"{where}: mode {mode!r} is not one of {', '.join(MODES)}")
-    if mode == "pace":
-        return _pace_spec(entry, where, dest)
-    if "rate" in entry:
-        raise UsageError(f"{where}: rate goes with mode = \"pace\"")
-    has_n, has_auto = "max_streams" in entry, "auto" in entry
-    if has_n == has_auto:
-        raise UsageError(f"{where}: give either max_streams or auto (with max_impact)")
-    if has_n:
+    other = "pace" if mode == "refuse" else "refuse"
+    key, other_key = LIMIT_KEY[mode], LIMIT_KEY[other]
+    if other_key in entry:
+        raise UsageError(f"{where}: {other_key} goes with mode = \"{other}\""
+                         + (" (pace mode never refuses a connect)" if mode == "pace" else ""))
+    has_limit, has_auto = key in entry, "auto" in entry
+    if has_limit == has_auto:
+        raise UsageError(f"{where}: give either {key} or auto (with max_impact)")
+    if has_limit:
         if "max_impact" in entry:
-            raise UsageError(f"{where}: max_impact goes with auto, not max_streams")
+            raise UsageError(f"{where}: max_impact goes with auto, not {key}")
+        if mode == "pace":
+            rate = str(entry["rate"])
+            parse_rate_mbps(rate, "rate")
+            return CapSpec(entry["cgroup"], dest, mode="pace", rate=rate)
         n = check_max_streams(entry["max_streams"], "max_streams")
         return CapSpec(entry["cgroup"], dest, max_streams=n)
     if not isinstance(entry["auto"], str) or "max_impact" not in entry:
         raise UsageError(f"{where}: auto needs a host name and max_impact")
     return CapSpec(entry["cgroup"], dest, auto=entry["auto"],
-                   max_impact=str(entry["max_impact"]))
-
-
-def _pace_spec(entry: dict[str, Any], where: str, dest: Dest) -> CapSpec:
-    if "max_streams" in entry:
-        raise UsageError(f"{where}: max_streams goes with mode = \"refuse\" "
-                         "(pace mode never refuses a connect)")
-    has_rate, has_auto = "rate" in entry, "auto" in entry
-    if has_rate == has_auto:
-        raise UsageError(f"{where}: a pace cap needs either rate or auto (with max_impact)")
-    if has_rate:
-        if "max_impact" in entry:
-            raise UsageError(f"{where}: max_impact goes with auto, not rate")
-        rate = str(entry["rate"])
-        parse_rate_mbps(rate, "rate")
-        return CapSpec(entry["cgroup"], dest, mode="pace", rate=rate)
-    if not isinstance(entry["auto"], str) or "max_impact" not in entry:
-        raise UsageError(f"{where}: auto needs a host name and max_impact")
-    return CapSpec(entry["cgroup"], dest, auto=entry["auto"],
-                   max_impact=str(entry["max_impact"]), mode="pace")
+                   max_impact=str(entry["max_impact"]), mode=mode)
