@@ -36,14 +36,15 @@ def log(msg: str) -> None:
 
 
 def rate_table(rows: list[dict[str, Any]], runs: int) -> str:
-    out = [f"| R (Mbit/s) | R x 1448/1514 | flows | median of {runs} | error | runs (Mbit/s) "
-           "| link CPU (core) | steal | late mean / max (ms) |",
-           "|---|---|---|---|---|---|---|---|---|"]
+    out = [f"| R (Mbit/s) | queue (frames) | R x 1448/1514 | flows | median of {runs} | error "
+           "| runs (Mbit/s) | link CPU (core) | steal | late mean / max (ms) |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         mbits = " ".join(f"{x['mbit']:.2f}" for x in r["runs"])
         cpu = max(x["link_cpu"] for x in r["runs"])
         steal = " ".join(f"{100 * x['steal']:.0f}" for x in r["runs"])
-        out.append(f"| {r['rate_mbit']:g} | {r['expected_mbit']:.2f} | {r['flows']} "
+        out.append(f"| {r['rate_mbit']:g} | {r['queue_pkts']} | {r['expected_mbit']:.2f} "
+                   f"| {r['flows']} "
                    f"| {r['median_mbit']:.2f} | {100 * r['error']:+.1f}% | {mbits} "
                    f"| {cpu:.2f} | {steal} % | {r['late_mean_us'] / 1e3:.2f} / "
                    f"{r['late_max_us'] / 1e3:.1f} |")

@@ -80,7 +80,8 @@ def goodput_runs(rate: float, flows: int, runs: int, seconds: int = 8) -> dict[s
         tb.check()
         want = tb.config.goodput_mbit
     med = statistics.median(r["mbit"] for r in rows)
-    return {"rate_mbit": rate, "flows": flows, "expected_mbit": round(want, 3),
+    return {"rate_mbit": rate, "flows": flows, "queue_pkts": rate_queue_frames(rate),
+            "expected_mbit": round(want, 3),
             "median_mbit": round(med, 3), "error": round(med / want - 1, 4), "runs": rows,
             "late_mean_us": stats["late_mean_us"], "late_max_us": stats["late_max_us"]}
 
