@@ -76,10 +76,36 @@ def test_busy_server_is_refused_by_name() -> None:
         first = Iperf3Client(HOST, port, 1, 2.0)
         try:
             first.connect()
+            t0 = time.monotonic()
             with pytest.raises(Iperf3Error, match="busy"):
-                iperf3_client.run(HOST, port, 1, 0.2, timeout_s=2.0)
+                iperf3_client.run(HOST, port, 1, 0.2, timeout_s=2.0, busy_wait_s=1.0)
+            waited = time.monotonic() - t0
+            assert 0.7 <= waited <= 3.0, f"asked a busy server again for {waited:.1f} s, not ~1"
         finally:
             first.close()
+
+
+def test_a_server_still_finishing_a_test_is_asked_again() -> None:
+    """The server refuses while another test ends (often our own previous
+    probe, its last packets delayed at a full queue); asked again, it runs ours."""
+    with server() as (port, _):
+        first = Iperf3Client(HOST, port, 1, 1.0)
+        first.connect()
+
+        def finish_later() -> None:
+            try:
+                first.send_until(first.started + 0.8)
+                first.finish()
+            finally:
+                first.close()
+
+        ender = threading.Thread(target=finish_later)
+        ender.start()
+        try:
+            res = iperf3_client.run(HOST, port, 2, 0.3, timeout_s=2.0, busy_wait_s=5.0)
+        finally:
+            ender.join(10)
+        assert res.received_bytes and res.received_bytes > 0, res
 
 
 def test_server_gone_mid_test_raises_instead_of_hanging() -> None:
