@@ -31,8 +31,9 @@ from eval_advise import Case, case_path, cases, log  # noqa: E402
 from eval_truth import settle  # noqa: E402
 
 from tamebpf.advise import DEFAULT_DURATIONS_S, DEFAULT_PROBES  # noqa: E402
-from tamebpf.advise.probe import Target, run_probe  # noqa: E402
 from tamebpf.errors import TamebpfError  # noqa: E402
+from tamebpf.estimate.advice import Target  # noqa: E402
+from tamebpf.kernel.probe import run_probe  # noqa: E402
 from tamebpf.testbed import Testbed, iperf  # noqa: E402
 
 START, END = markers("probetime")

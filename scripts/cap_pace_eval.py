@@ -35,8 +35,8 @@ from tamebpf.advise import Target, run_advice  # noqa: E402
 from tamebpf.capfile import parse_dest  # noqa: E402
 from tamebpf.kernel.cap import CapTable  # noqa: E402
 from tamebpf.model import Settings  # noqa: E402
-from tamebpf.present.words import count  # noqa: E402
 from tamebpf.testbed import Testbed, iperf, teardown  # noqa: E402
+from tamebpf.words import count  # noqa: E402
 
 SECTION = "cap_pace_eval"
 REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")

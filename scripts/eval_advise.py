@@ -36,7 +36,8 @@ from eval_report import SECTION, tables  # noqa: E402
 from eval_score import advised_n, probe_to_dict  # noqa: E402
 from eval_truth import cross_rate, measure, settle, start_cross  # noqa: E402
 
-from tamebpf.advise.probe import Target, run_probe  # noqa: E402
+from tamebpf.estimate.advice import Target  # noqa: E402
+from tamebpf.kernel.probe import run_probe  # noqa: E402
 from tamebpf.testbed import Testbed, iperf, teardown  # noqa: E402
 
 RESULTS = "docs/results/eval.json"

@@ -12,9 +12,8 @@ import statistics
 from dataclasses import asdict
 from typing import Any
 
-from tamebpf.advise.probe import ProbeResult, Target
-from tamebpf.advise.report import build
-from tamebpf.advise.steady import FlowSteady, Steady
+from tamebpf.estimate.advice import ProbeResult, Target, build
+from tamebpf.estimate.steady import FlowSteady, Steady
 from tamebpf.model import Probe, Settings, fit_altman, fit_throughput, predict
 
 OURS = "tamebpf (throughput fit)"

@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from tamebpf.advise.capacity import tcp_goodput_mbps
-from tamebpf.advise.probe import ProbeResult, Target
-from tamebpf.advise.report import build, render, to_json
-from tamebpf.advise.steady import FlowSteady, Steady
 from tamebpf.commands.advise import parse_capacity, parse_dest, parse_durations, parse_probes
 from tamebpf.errors import UsageError
+from tamebpf.estimate.advice import ProbeResult, Target, build
+from tamebpf.estimate.capacity import tcp_goodput_mbps
+from tamebpf.estimate.steady import FlowSteady, Steady
 from tamebpf.model import Settings
+from tamebpf.present.advice import render, to_json
 
 
 def probe(n: int, mbps: float, loss: float | None = 0.001, rtt_ms: float = 20.0,
@@ -124,7 +124,7 @@ def test_parse_durations_rejects(bad: str) -> None:
 def test_plot_writes_png_and_svg(tmp_path: object) -> None:
     from pathlib import Path
 
-    from tamebpf.advise.plot import write_plot
+    from tamebpf.present.plot import write_plot
 
     r = build(TARGET, [probe(1, 50.0), probe(10, 200.0, loss=0.01)], Settings(max_impact=0.10))
     png, svg = Path(str(tmp_path)) / "a.png", Path(str(tmp_path)) / "a.svg"

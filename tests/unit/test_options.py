@@ -108,7 +108,7 @@ def test_json_layout_is_one(capsys: pytest.CaptureFixture[str]) -> None:
 def test_plot_without_matplotlib_says_how_to_get_it(monkeypatch: pytest.MonkeyPatch) -> None:
     import importlib.util
 
-    from tamebpf.advise.plot import check_path
+    from tamebpf.present.plot import check_path
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",

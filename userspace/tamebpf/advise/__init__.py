@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from tamebpf.advise.probe import ProbeResult, Progress, Target, run_probe
-from tamebpf.advise.report import AdviseResult, build
+from tamebpf.estimate.advice import AdviseResult, ProbeResult, Target, build
+from tamebpf.kernel.probe import Progress, run_probe
 from tamebpf.model import DEFAULT_MODEL, ModelName, Settings
 
 DEFAULT_PROBES = (1, 10)

@@ -17,8 +17,6 @@ from tamebpf.advise import (
     Target,
     run_advice,
 )
-from tamebpf.advise.plot import check_path, write_plot
-from tamebpf.advise.report import render, to_json
 from tamebpf.errors import UsageError
 from tamebpf.kernel import preflight
 from tamebpf.options import (
@@ -29,8 +27,10 @@ from tamebpf.options import (
     parse_rate_mbps,
     settings_from,
 )
+from tamebpf.present.advice import render, to_json
+from tamebpf.present.plot import check_path, write_plot
 from tamebpf.present.toolflags import FORMATS, tool_flags
-from tamebpf.present.words import count
+from tamebpf.words import count
 
 CONGESTION = ("reno", "cubic", "bbr", "system")
 

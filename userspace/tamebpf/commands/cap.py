@@ -24,8 +24,8 @@ from tamebpf.options import (
     parse_rate_mbps,
 )
 from tamebpf.present.caps import render_table
-from tamebpf.present.words import count
 from tamebpf.records import Cap
+from tamebpf.words import count
 
 NO_ADVISOR = "--auto needs 'tamebpf advise', not available in this build"
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from tamebpf.groups import Group, GroupKey, Observation, SortKey, filter_groups, sort_groups
 from tamebpf.present.prediction import prediction_to_json
-from tamebpf.present.words import count
+from tamebpf.words import count
 
 # Marks after the stream count.
 OVER_ADVICE = "!"

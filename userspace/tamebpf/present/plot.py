@@ -6,10 +6,10 @@ import importlib.util
 from typing import TYPE_CHECKING
 
 from tamebpf.errors import UsageError
-from tamebpf.present.words import count
+from tamebpf.words import count
 
 if TYPE_CHECKING:
-    from tamebpf.advise.report import AdviseResult
+    from tamebpf.estimate.advice import AdviseResult
 
 FORMATS = (".png", ".svg")
 

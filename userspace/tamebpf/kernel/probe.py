@@ -1,6 +1,6 @@
 """One probe: n parallel TCP streams to an iperf3 server, measured in the kernel.
 
-The traffic comes from a forked child (advise/iperf3_client.py) that runs in
+The traffic comes from a forked child (kernel/iperf3_client.py) that runs in
 a cgroup of its own, so the flow telemetry attributes exactly the probe's
 flows (`FlowReader(cgroup=...)` filters in the kernel). The cgroup and the
 child are removed on every way out, including Ctrl-C and SIGTERM (the CLI
@@ -19,10 +19,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tamebpf.advise import iperf3_client
-from tamebpf.advise.steady import FlowPoint, Steady, only_data_flows, steady
 from tamebpf.cgroups import require_cgroup2
 from tamebpf.errors import TamebpfError
+from tamebpf.estimate.advice import ProbeResult, Target
+from tamebpf.estimate.steady import FlowPoint, only_data_flows, steady
+from tamebpf.kernel import iperf3_client
 from tamebpf.kernel.flows import Flow, FlowReader
 from tamebpf.kernel.netns import enter_netns
 from tamebpf.kernel.synrto import SynRto
@@ -41,14 +42,6 @@ FIRST_SYN_RTO_US = 300_000
 
 
 @dataclass(frozen=True)
-class Target:
-    host: str
-    port: int = 5201
-    netns: str | None = None  # run the probe from this network namespace
-    congestion: str = "system"  # reno | cubic | bbr | system (the host's default)
-
-
-@dataclass(frozen=True)
 class Progress:
     index: int  # 1-based probe number
     total: int
@@ -56,21 +49,6 @@ class Progress:
     elapsed_s: float
     duration_s: float
     goodput_mbps: float | None  # over the last sample interval
-
-
-@dataclass(frozen=True)
-class ProbeResult:
-    streams: int
-    duration_s: float  # wall time of the probe
-    steady: Steady
-    iperf3_mbps: float | None  # the iperf3 server's count of bytes received, whole run
-    # The path's RTT as the SYN timeout program learned it (0: never learned):
-    # the next probe to the same host starts with it.
-    path_srtt_us: int = 0
-    # Of duration_s: connecting until the test ran, and ending it (the
-    # client's own clock; the rest is the traffic and process start).
-    setup_s: float | None = None
-    finish_s: float | None = None
 
 
 @contextlib.contextmanager

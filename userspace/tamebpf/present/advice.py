@@ -1,0 +1,136 @@
+"""`tamebpf advise` output: the text report and the JSON shape."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tamebpf.estimate.advice import AdviseResult, ProbeResult
+from tamebpf.model.confidence import Z_90, ImpactRange
+from tamebpf.present.prediction import prediction_to_json, render_prediction_table
+from tamebpf.words import count
+
+
+def _measurement(p: ProbeResult) -> dict[str, Any]:
+    s = p.steady
+    return {
+        "streams": p.streams,
+        "goodput_mbps": s.goodput_mbps,
+        "iperf3_mbps": p.iperf3_mbps,
+        "loss_rate": s.loss_rate,
+        "srtt_ms": s.srtt_ms,
+        "congestion_control": ",".join(s.congestion_control) or None,
+        "duration_s": p.duration_s,
+        # Of duration_s: connecting until the server ran the test, and
+        # ending it (losses at a full queue make these grow, not the traffic).
+        "setup_s": p.setup_s,
+        "finish_s": p.finish_s,
+        "steady_window_s": [s.start_s, s.end_s],
+        "retransmits": s.retrans,
+        "data_segments": s.data_segs,
+        "goodput_cv": s.noise,
+        "rwnd_limited_fraction": s.rwnd_limited,
+        "flows": [{"cookie": f.cookie, "goodput_mbps": f.goodput_mbps,
+                   "loss_rate": f.loss_rate, "srtt_ms": f.srtt_ms} for f in s.flows],
+    }
+
+
+def to_json(result: AdviseResult) -> dict[str, Any]:
+    out = prediction_to_json(result.prediction)
+    out["warnings"] = list(result.prediction.warnings) + list(result.warnings)
+    out["measurements"] = [_measurement(p) for p in result.probes]
+    free = result.throughput_prediction or result.prediction
+    anchored = result.used == "capacity"
+    out["estimators"] = {
+        "used": result.used,
+        "throughput": {k: v for k, v in prediction_to_json(free).items()
+                       if k in ("params", "advice")},
+        "capacity": {k: v for k, v in out.items() if k in ("params", "advice")}
+        if anchored else None,
+        "loss_rtt": None if result.loss_prediction is None else {
+            k: v for k, v in prediction_to_json(result.loss_prediction).items()
+            if k in ("params", "advice", "warnings", "calibration")},
+        "loss_rtt_error": result.loss_error,
+    }
+    c = result.capacity
+    out["capacity"] = None if c is None else {
+        "link_mbps": c.link_mbps, "goodput_mbps": c.goodput_mbps,
+        "competing_flows": c.competing_flows, "used": anchored}
+    out["confidence"] = _confidence_json(result)
+    t = result.target
+    out["target"] = {"host": t.host, "port": t.port, "netns": t.netns,
+                     "congestion": t.congestion}
+    return out
+
+
+def _advised_range(result: AdviseResult) -> ImpactRange | None:
+    n = result.prediction.advice.num_flows
+    return next((r for r in result.confidence if r.streams == n), None)
+
+
+def _straddling(result: AdviseResult) -> list[int]:
+    limit = result.prediction.settings.max_impact
+    return [r.streams for r in result.confidence if r.straddles(limit)]
+
+
+def _confidence_json(result: AdviseResult) -> dict[str, Any] | None:
+    if not result.confidence:
+        return None
+    adv = _advised_range(result)
+    return {
+        "level": 0.90, "z": Z_90, "source": "probe goodput noise (delta method)",
+        "advised": None if adv is None else {"streams": adv.streams, "impact": adv.impact,
+                                             "low": adv.low, "high": adv.high},
+        "straddling_limit": _straddling(result),
+        "impact_ranges": [{"streams": r.streams, "low": r.low, "high": r.high}
+                          for r in result.confidence],
+    }
+
+
+def _opt(x: float | None, fmt: str) -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def render(result: AdviseResult) -> str:
+    t = result.target
+    lines = [f"advice for {t.host}:{t.port}"
+             + (f" (from netns {t.netns})" if t.netns else ""), "",
+             "probe  streams  kernel Mbit/s  iperf3 Mbit/s   loss    srtt ms  cc",
+             ]
+    for i, p in enumerate(result.probes, 1):
+        s = p.steady
+        lines.append(
+            f"{i:>5}  {p.streams:>7}  {s.goodput_mbps:>13.2f}  {_opt(p.iperf3_mbps, '13.2f'):>13}"
+            f"  {_opt(None if s.loss_rate is None else s.loss_rate * 100, '.3f'):>6}%"
+            f"  {_opt(s.srtt_ms, '8.2f'):>8}  {','.join(s.congestion_control) or '-'}")
+    lines += ["", render_prediction_table(result.prediction).rstrip("\n"), ""]
+    a = result.prediction.advice
+    if result.loss_prediction is not None:
+        b = result.loss_prediction.advice
+        lines.append(f"loss-RTT estimator (check): {count(b.num_flows, 'stream')}, "
+                     f"{b.max_nondisruptive_thru:.2f} Mbit/s, impact {b.cross_traffic_impact:.1%}")
+    else:
+        lines.append(f"loss-RTT estimator (check): none ({result.loss_error})")
+    c = result.capacity
+    if result.used == "capacity" and c is not None and result.throughput_prediction:
+        f = result.throughput_prediction.advice
+        lines.append("throughput fit without the capacity (check): "
+                     f"{count(f.num_flows, 'stream')}, "
+                     f"{f.max_nondisruptive_thru:.2f} Mbit/s, impact {f.cross_traffic_impact:.1%}")
+        lines.append(f"capacity: {c.link_mbps:g} Mbit/s link = {c.goodput_mbps:.2f} Mbit/s of "
+                     f"TCP goodput; the probes put {c.competing_flows:.1f} competing flows on it")
+    how = "capacity fit" if result.used == "capacity" else "throughput fit"
+    adv = _advised_range(result)
+    if adv is not None:
+        straddle = _straddling(result)
+        limit = result.prediction.settings.max_impact
+        lines.append(
+            f"confidence: impact at {count(adv.streams, 'stream')} {adv.impact:.1%}, 90% range "
+            f"{adv.low:.1%}-{adv.high:.1%} from the probes' noise; "
+            + (f"stream counts whose range holds the {limit:.0%} limit: "
+               f"{', '.join(map(str, straddle))}" if straddle
+               else f"no stream count's range holds the {limit:.0%} limit"))
+    lines.append(f"ADVICE: {count(a.num_flows, 'stream')}, {a.max_nondisruptive_thru:.2f} Mbit/s, "
+                 f"impact on cross traffic {a.cross_traffic_impact:.1%} ({how})")
+    for w in result.warnings:
+        lines.append(f"warning: {w}")
+    return "\n".join(lines) + "\n"
