@@ -88,6 +88,10 @@ $(BUILD)/%.bpf.o: bpf/%.bpf.c $(BPF_HDRS) $(BUILD)/vmlinux.h | $(BUILD)
 	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
 	$(Q)$(LLVM_STRIP) -g $@  # drop DWARF, keep BTF: the skeleton embeds the object
 
+# Numbering probe connections and ACKs needs the value an atomic add returns
+# (BPF v3 atomics, Linux 5.12 and later).
+$(BUILD)/acktrain.bpf.o: BPF_CFLAGS += -mcpu=v3
+
 $(BUILD)/%.skel.h: $(BUILD)/%.bpf.o
 	$(call msg,GEN-SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< > $@

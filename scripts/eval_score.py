@@ -12,11 +12,13 @@ import statistics
 from dataclasses import asdict
 from typing import Any
 
+from tamebpf.estimate.acktrain import estimate_capacity
 from tamebpf.estimate.advice import ProbeResult, Target, build
+from tamebpf.estimate.capacity import tcp_goodput_mbps
 from tamebpf.estimate.steady import FlowSteady, Steady
 from tamebpf.model import Probe, Settings, fit_altman, fit_throughput, predict
 
-OURS = "tamebpf (throughput fit)"
+OURS = "tamebpf default (estimated capacity, else throughput fit)"
 # The same probes with `advise --capacity` given the bottleneck's configured rate.
 CAPACITY = "tamebpf --capacity (the bottleneck's rate given)"
 EQ7 = "Eq 7, partial order 2 (the paper's)"
@@ -27,7 +29,11 @@ FAIR_SHARE = "ref: fair share with the true m and capacity (not measurable by pr
 
 
 def probe_to_dict(p: ProbeResult) -> dict[str, Any]:
-    return asdict(p)
+    d = asdict(p)
+    # Thousands of ACK pair rates per probe: 0.01 Mbit/s is finer than the
+    # estimate's histogram and keeps the records small.
+    d["ack_pair_mbps"] = [round(r, 2) for r in p.ack_pair_mbps]
+    return d
 
 
 def probe_from_dict(d: dict[str, Any]) -> ProbeResult:
@@ -35,7 +41,24 @@ def probe_from_dict(d: dict[str, Any]) -> ProbeResult:
     s["flows"] = tuple(FlowSteady(**f) for f in s["flows"])
     s["congestion_control"] = tuple(s["congestion_control"])
     s["series"] = tuple(tuple(x) for x in s.get("series", ()))
-    return ProbeResult(d["streams"], d["duration_s"], Steady(**s), d["iperf3_mbps"])
+    return ProbeResult(d["streams"], d["duration_s"], Steady(**s), d["iperf3_mbps"],
+                       ack_pair_mbps=tuple(d.get("ack_pair_mbps") or ()))
+
+
+def capacity_estimate_score(rec: dict[str, Any], plan: str | None = None) -> dict[str, Any]:
+    """The ACK-spacing capacity estimate of the advisor's probes against the
+    bottleneck's TCP goodput (its configured rate x the payload share)."""
+    probes = [p for p in map(probe_from_dict, rec["probes"][plan or rec["default_plan"]])
+              if p.streams in (1, 10)]
+    rates = [r for p in probes for r in p.ack_pair_mbps]
+    s = probes[-1].steady
+    truth = tcp_goodput_mbps(rec["case"]["rate"], s.mss, s.ipv6)
+    if not rates:
+        return {"estimate": None, "truth": truth, "err": None, "trusted": False}
+    e = estimate_capacity(rates, max(p.steady.goodput_mbps for p in probes))
+    err = None if e.goodput_mbps is None else e.goodput_mbps / truth - 1
+    return {"estimate": e.goodput_mbps, "truth": truth, "err": err, "trusted": e.trusted,
+            "low": e.low_mbps, "high": e.high_mbps, "reason": e.reason}
 
 
 def truth_table(rec: dict[str, Any]) -> dict[int, dict[str, float | None]]:
@@ -100,6 +123,7 @@ def score(pred_thru: dict[int, float], pred_impact: dict[int, float], advised: i
         "impact_err_p90": p90(imp_errs),
         "quality": got / best if got is not None and best else None,
         "exceeds": impact is not None and impact > limit + 1e-9,
+        "exceeds_by": None if impact is None else impact - limit,
     }
 
 

@@ -17,7 +17,7 @@ from tamebpf.kernel.abi import STRUCTS
 BUILD = Path(__file__).resolve().parents[2] / "build"
 BPF_OBJ = BUILD / "flows.bpf.o"
 # Each boundary struct is checked against the BTF of the object that uses it.
-BPF_OBJS = (BPF_OBJ, BUILD / "cap.bpf.o")
+BPF_OBJS = (BPF_OBJ, BUILD / "cap.bpf.o", BUILD / "acktrain.bpf.o")
 
 
 def btf_structs(obj: Path) -> dict[str, dict[str, int | dict[str, int]]]:

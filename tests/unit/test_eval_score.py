@@ -13,6 +13,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "scripts"
 from eval_score import (  # noqa: E402
     CAPACITY,
     FAIR_SHARE,
+    OURS,
     PERFECT_PROBES,
     estimators,
     probe_from_dict,
@@ -74,9 +75,9 @@ def test_estimators_score_a_record_from_its_probes() -> None:
            "truth": {str(n): {"mbit": [v], "cross_with": []}
                      for n, v in ((1, 40.0), (2, 60.0), (4, 75.0), (8, 85.0))}}
     s = estimators(rec, limit=0.5)
-    assert {"tamebpf (throughput fit)", "full order 2 (3 probes)", "Hacker bound",
+    assert {OURS, "full order 2 (3 probes)", "Hacker bound",
             PERFECT_PROBES, FAIR_SHARE, CAPACITY} <= set(s)
-    ours = s["tamebpf (throughput fit)"]
+    ours = s[OURS]
     assert ours["thru_err_mean"] < s["Hacker bound"]["thru_err_mean"]
     assert 1 <= ours["advised"] <= 32
 

@@ -127,6 +127,9 @@ static const struct {
 	SIZE(tb_cap_state),
 	FIELD(tb_cap_state, nomem), FIELD(tb_cap_state, overflow),
 	FIELD(tb_cap_state, seed_skipped),
+	/* acktrain */
+	SIZE(tb_ack),
+	FIELD(tb_ack, t_ns), FIELD(tb_ack, ack_seq), FIELD(tb_ack, flow), FIELD(tb_ack, pad),
 };
 
 static long lookup_layout(const char *type, const char *field)

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <linux/types.h>
 #include "flows.h"
+#include "acktrain.h"
 
 struct tb_flows;
 
@@ -94,5 +95,16 @@ int tb_synrto_open(struct tb_synrto **out, const char *cg_path, __u32 srtt_us,
 /* The RTT in use (0: none yet) and how many SYN timeouts were set. */
 void tb_synrto_read(const struct tb_synrto *h, __u32 *srtt_us, __u64 *timeouts_set);
 void tb_synrto_close(struct tb_synrto *h);
+
+/* Probe ACK log (acktrain.c, bpf/acktrain.bpf.c): every ACK that advances a
+ * connection opened from cgroup `cg_path`, with its arrival time, until
+ * closed. tb_acktrain_read points into the live log: `seen` ACKs so far
+ * (the first TB_ACKS_MAX kept), `flows` connections numbered by `cookies`. */
+struct tb_acktrain;
+
+int tb_acktrain_open(struct tb_acktrain **out, const char *cg_path);
+int tb_acktrain_read(const struct tb_acktrain *h, const struct tb_ack **acks, __u64 *seen,
+		     const __u64 **cookies, __u32 *flows);
+void tb_acktrain_close(struct tb_acktrain *h);
 
 #endif /* TAMEBPF_LIB_H */

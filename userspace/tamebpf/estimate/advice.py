@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tamebpf.estimate.acktrain import CapacityEstimate, estimate_capacity
 from tamebpf.estimate.capacity import tcp_goodput_mbps
 from tamebpf.estimate.steady import Steady
 from tamebpf.model import (
@@ -38,6 +39,8 @@ from tamebpf.words import count
 
 NOISY_CV = 0.30  # per-interval goodput varying more than this: probe too noisy
 RWND_LIMITED = 0.5  # fraction of samples bounded by the receive window
+# --capacity and the ACK-spacing estimate differ by more than this: say so.
+CAPACITY_DISAGREE = 0.10
 DISAGREE_IMPACT = 0.10  # estimators' impact at the advised n differ by more
 # ... or their stream counts differ by a factor of two or more (and by >= 2).
 
@@ -63,16 +66,22 @@ class ProbeResult:
     # client's own clock; the rest is the traffic and process start).
     setup_s: float | None = None
     finish_s: float | None = None
+    # The rate of each pair of consecutive ACKs of a data stream (Mbit/s,
+    # estimate/acktrain.py): the capacity estimate reads them.
+    ack_pair_mbps: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
 class Capacity:
-    """--capacity: the link rate given, the TCP goodput it carries, and the
-    competing flows the anchored fit puts on it (None: not used)."""
+    """The bottleneck capacity the advice is anchored on: the link rate given
+    with --capacity or none (estimated), the TCP goodput it carries, the
+    competing flows the anchored fit puts on it (None: not used), and where
+    it came from ("given" or the estimate's method)."""
 
-    link_mbps: float
+    link_mbps: float | None
     goodput_mbps: float
     competing_flows: float | None
+    source: str = "given"
 
 
 @dataclass(frozen=True)
@@ -87,6 +96,9 @@ class AdviseResult:
     # unless the capacity fit is used.
     throughput_prediction: Prediction | None = None
     capacity: Capacity | None = None
+    # The capacity as the probes' ACK spacing measured it (shown also when
+    # --capacity was given, as a check).
+    capacity_estimate: CapacityEstimate | None = None
     # The impact at each stream count of the curve with its 90% range from
     # the probes' measurement noise (model/confidence.py).
     confidence: tuple[ImpactRange, ...] = ()
@@ -100,8 +112,12 @@ class AdviseResult:
 
 def build(target: Target, probes: Sequence[ProbeResult], settings: Settings,
           model: ModelName = "square", capacity_mbps: float | None = None) -> AdviseResult:
-    """`capacity_mbps`: the bottleneck's link rate, if the user knows it."""
+    """`capacity_mbps`: the bottleneck's link rate, if the user knows it.
+    Without it, the capacity the probes' ACK spacing shows anchors the fit
+    when that estimate can be trusted."""
     measured = [Probe(p.streams, p.steady.goodput_mbps) for p in probes]
+    rates = [r for p in probes for r in p.ack_pair_mbps]
+    estimate = estimate_capacity(rates, max(m.throughput for m in measured)) if rates else None
     free = predict(fit_throughput(measured, model), settings)
     prediction = free
 
@@ -110,21 +126,40 @@ def build(target: Target, probes: Sequence[ProbeResult], settings: Settings,
 
     warnings: list[str] = []
     capacity: Capacity | None = None
+    goodput: float | None = None
     if capacity_mbps is not None:
         s = probes[-1].steady
         goodput = tcp_goodput_mbps(capacity_mbps, s.mss, s.ipv6)
+        source = "given"
+        if estimate is not None and estimate.goodput_mbps is not None and \
+                abs(estimate.goodput_mbps / goodput - 1) > CAPACITY_DISAGREE:
+            warnings.append(
+                f"--capacity {capacity_mbps:g} Mbit/s carries {goodput:.2f} Mbit/s of TCP "
+                f"goodput, but the probes' ACK spacing shows {estimate.goodput_mbps:.2f}: "
+                "is the bottleneck elsewhere, or the rate given wrong?")
+    elif estimate is not None and estimate.trusted and estimate.goodput_mbps is not None:
+        goodput, source = estimate.goodput_mbps, estimate.method
+    elif estimate is not None:
+        warnings.append(f"the capacity estimate is not trusted: {estimate.reason}; the advice "
+                        "comes from the throughput fit alone (give --capacity if you know "
+                        "the bottleneck's rate)")
+    if goodput is not None:
+        anchor = goodput
         try:
-            prediction = predict(fit_capacity(measured, goodput), settings)
-            capacity = Capacity(capacity_mbps, goodput, competing_flows(prediction.fit))
+            prediction = predict(fit_capacity(measured, anchor), settings)
+            capacity = Capacity(capacity_mbps, anchor, competing_flows(prediction.fit), source)
 
             def refit(ps: Sequence[Probe]) -> Fit:
-                return fit_capacity(ps, goodput)
+                return fit_capacity(ps, anchor)
         except ModelInputError as err:
-            capacity = Capacity(capacity_mbps, goodput, None)
+            capacity = Capacity(capacity_mbps, anchor, None, source)
+            what = (f"--capacity {capacity_mbps:g} Mbit/s ({anchor:.2f} Mbit/s of TCP goodput)"
+                    if capacity_mbps is not None
+                    else f"the estimated capacity ({anchor:.2f} Mbit/s of TCP goodput)")
             warnings.append(
-                f"--capacity {capacity_mbps:g} Mbit/s ({goodput:.2f} Mbit/s of TCP goodput) "
-                f"not used: {err}; the advice comes from the throughput fit alone. Give the "
-                "bottleneck's real rate, or leave --capacity out")
+                f"{what} not used: {err}; the advice comes from the throughput fit alone"
+                + (". Give the bottleneck's real rate, or leave --capacity out"
+                   if capacity_mbps is not None else ""))
     loss_pred: Prediction | None = None
     loss_error: str | None = None
     samples = [LossSample(p.streams, p.steady.loss_rate, p.steady.srtt_ms / 1000,
@@ -156,7 +191,7 @@ def build(target: Target, probes: Sequence[ProbeResult], settings: Settings,
                           for p in probes],
         [c.streams for c in prediction.curve], baseline=settings.baseline)
     return AdviseResult(target, tuple(probes), prediction, loss_pred, loss_error,
-                        tuple(warnings), free, capacity, tuple(confidence))
+                        tuple(warnings), free, capacity, estimate, tuple(confidence))
 
 
 def _window_samples(s: Steady) -> int:

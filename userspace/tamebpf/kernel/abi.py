@@ -1,4 +1,5 @@
-"""ctypes mirror of bpf/flows.h: the structs that cross into Python.
+"""ctypes mirror of bpf/flows.h, bpf/cap.h and bpf/acktrain.h: the structs
+that cross into Python.
 
 tests/unit/test_abi.py checks these against the C compiler's layout (as
 exported by libtamebpf) and against the BPF object's BTF.
@@ -120,6 +121,20 @@ class TbCapState(ctypes.Structure):
     ]
 
 
+# bpf/acktrain.h
+TB_ACKS_MAX = 1 << 17
+TB_ACK_FLOWS_MAX = 256
+
+
+class TbAck(ctypes.Structure):
+    _fields_ = [
+        ("t_ns", u64),
+        ("ack_seq", u32),
+        ("flow", u16),
+        ("pad", u16),
+    ]
+
+
 # Every boundary struct, by its C name, for the layout test.
 STRUCTS: dict[str, type[ctypes.Structure]] = {
     "tb_flow": TbFlow,
@@ -128,4 +143,5 @@ STRUCTS: dict[str, type[ctypes.Structure]] = {
     "tb_cap_cgroup": TbCapCgroup,
     "tb_cap_count": TbCapCount,
     "tb_cap_state": TbCapState,
+    "tb_ack": TbAck,
 }

@@ -8,7 +8,15 @@ import os
 from pathlib import Path
 
 from tamebpf.errors import TamebpfError
-from tamebpf.kernel.abi import TbCapCgroup, TbCapCount, TbCapRule, TbCapState, TbFlow, TbFlowsStats
+from tamebpf.kernel.abi import (
+    TbAck,
+    TbCapCgroup,
+    TbCapCount,
+    TbCapRule,
+    TbCapState,
+    TbFlow,
+    TbFlowsStats,
+)
 
 LIB_NAME = "libtamebpf.so"
 
@@ -96,6 +104,15 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.tb_synrto_read.restype = None
     lib.tb_synrto_close.argtypes = [c.c_void_p]
     lib.tb_synrto_close.restype = None
+
+    lib.tb_acktrain_open.argtypes = [c.POINTER(c.c_void_p), c.c_char_p]
+    lib.tb_acktrain_open.restype = c.c_int
+    lib.tb_acktrain_read.argtypes = [c.c_void_p, c.POINTER(c.POINTER(TbAck)),
+                                     c.POINTER(c.c_uint64), c.POINTER(c.POINTER(c.c_uint64)),
+                                     c.POINTER(c.c_uint32)]
+    lib.tb_acktrain_read.restype = c.c_int
+    lib.tb_acktrain_close.argtypes = [c.c_void_p]
+    lib.tb_acktrain_close.restype = None
     # cap
     lib.tb_cap_add.argtypes = [
         c.c_char_p, c.c_char_p, c.c_char_p, c.c_uint32, c.POINTER(TbCapRule), c.c_uint32,

@@ -21,9 +21,11 @@ from typing import Any
 
 from tamebpf.cgroups import require_cgroup2
 from tamebpf.errors import TamebpfError
+from tamebpf.estimate.acktrain import pair_rates
 from tamebpf.estimate.advice import ProbeResult, Target
 from tamebpf.estimate.steady import FlowPoint, only_data_flows, steady
 from tamebpf.kernel import iperf3_client
+from tamebpf.kernel.acktrain import AckTrain
 from tamebpf.kernel.flows import Flow, FlowReader
 from tamebpf.kernel.netns import enter_netns
 from tamebpf.kernel.synrto import SynRto
@@ -162,6 +164,8 @@ def run_probe(target: Target, streams: int, seconds: float, index: int = 1, tota
             cgroup=cg, netns=[target.netns] if target.netns else [], command="advise"))
         syn_rto = stack.enter_context(SynRto(cg, srtt_us, FIRST_SYN_RTO_US)) \
             if fast_start else None
+        # Every ACK of the probe's connections, for the capacity estimate.
+        ack_train = stack.enter_context(AckTrain(cg))
         t_start = time.monotonic()
         pid, report_fd = _spawn(target, streams, seconds, cg, fast_start)
         status: int | None = None
@@ -202,6 +206,7 @@ def run_probe(target: Target, streams: int, seconds: float, index: int = 1, tota
                 os.waitpid(pid, 0)
             os.close(report_fd)
         learned_srtt_us = syn_rto.state().srtt_us if syn_rto else 0
+        acks = ack_train.read()
     duration = time.monotonic() - t_start
     if "error" in report or "received_mbps" not in report:
         raise TamebpfError(
@@ -214,4 +219,5 @@ def run_probe(target: Target, streams: int, seconds: float, index: int = 1, tota
             f"probe with {streams} streams to {target.host}:{target.port} moved no data",
             "check the path and the server")
     return ProbeResult(streams, duration, measured, report["received_mbps"], learned_srtt_us,
-                       report.get("setup_s"), report.get("finish_s"))
+                       report.get("setup_s"), report.get("finish_s"),
+                       tuple(pair_rates(acks.only(report.get("data_cookies")), measured.mss or 0)))

@@ -54,7 +54,12 @@ def to_json(result: AdviseResult) -> dict[str, Any]:
     c = result.capacity
     out["capacity"] = None if c is None else {
         "link_mbps": c.link_mbps, "goodput_mbps": c.goodput_mbps,
-        "competing_flows": c.competing_flows, "used": anchored}
+        "competing_flows": c.competing_flows, "used": anchored, "source": c.source}
+    e = result.capacity_estimate
+    out["capacity_estimate"] = None if e is None else {
+        "goodput_mbps": e.goodput_mbps, "low_mbps": e.low_mbps, "high_mbps": e.high_mbps,
+        "level": 0.90, "method": e.method, "ack_pairs": e.pairs, "ack_pairs_considered":
+        e.considered, "trusted": e.trusted, "reason": e.reason}
     out["confidence"] = _confidence_json(result)
     t = result.target
     out["target"] = {"host": t.host, "port": t.port, "netns": t.netns,
@@ -90,6 +95,22 @@ def _opt(x: float | None, fmt: str) -> str:
     return "-" if x is None else format(x, fmt)
 
 
+def _estimate_lines(result: AdviseResult) -> list[str]:
+    e = result.capacity_estimate
+    if e is None:
+        return ["capacity estimate: none (no ACKs were logged)"]
+    if e.goodput_mbps is None or e.low_mbps is None or e.high_mbps is None:
+        return [f"capacity estimate: none ({e.reason})"]
+    line = (f"capacity estimate ({e.method}): {e.goodput_mbps:.2f} Mbit/s of TCP goodput, "
+            f"90% {e.low_mbps:.2f}-{e.high_mbps:.2f}, from {e.pairs} of "
+            f"{e.considered} ACK pairs")
+    if not e.trusted:
+        line += f"; not trusted: {e.reason}"
+    elif result.capacity is not None and result.capacity.link_mbps is not None:
+        line += " (check)"
+    return [line]
+
+
 def render(result: AdviseResult) -> str:
     t = result.target
     lines = [f"advice for {t.host}:{t.port}"
@@ -116,8 +137,12 @@ def render(result: AdviseResult) -> str:
         lines.append("throughput fit without the capacity (check): "
                      f"{count(f.num_flows, 'stream')}, "
                      f"{f.max_nondisruptive_thru:.2f} Mbit/s, impact {f.cross_traffic_impact:.1%}")
-        lines.append(f"capacity: {c.link_mbps:g} Mbit/s link = {c.goodput_mbps:.2f} Mbit/s of "
-                     f"TCP goodput; the probes put {c.competing_flows:.1f} competing flows on it")
+        where = (f"{c.link_mbps:g} Mbit/s link (--capacity) = {c.goodput_mbps:.2f} Mbit/s of "
+                 "TCP goodput" if c.link_mbps is not None
+                 else f"{c.goodput_mbps:.2f} Mbit/s of TCP goodput (estimated)")
+        lines.append(f"capacity: {where}; the probes put {c.competing_flows:.1f} "
+                     "competing flows on it")
+    lines += _estimate_lines(result)
     how = "capacity fit" if result.used == "capacity" else "throughput fit"
     adv = _advised_range(result)
     if adv is not None:

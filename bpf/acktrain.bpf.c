@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * ACK arrival times of the advisor's probe connections, for the bottleneck
+ * capacity estimate (userspace/tamebpf/estimate/acktrain.py).
+ *
+ * Segments a sender emits back to back queue together at the bottleneck and
+ * leave it one transmission time apart; the receiver's ACKs keep that
+ * spacing. Each ACK's arrival time and cumulative sequence is therefore a
+ * sample of the link rate whenever nothing else queued between its segments.
+ *
+ * Two programs, both idle for every other socket:
+ *  - sockops `mark_probe` is attached to the probe's own cgroup only; it
+ *    marks each connection the probe opens (socket storage) and numbers it;
+ *  - tp_btf/tcp_probe `log_ack` runs for each segment TCP receives on an
+ *    established socket, host-wide, but returns after one storage lookup
+ *    unless the socket was marked. It is attached only while probing.
+ */
+#include "common.bpf.h"
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_endian.h>
+#include "acktrain.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+#define SOCK_OPS_OK 1
+
+struct probe_sock {
+	__u32 flow;     /* index into cookies[] */
+	__u32 last_ack; /* highest cumulative ACK logged */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct probe_sock);
+} probe_socks SEC(".maps");
+
+/* Read by userspace through the skeleton's mmap of .bss. */
+struct tb_ack acks[TB_ACKS_MAX] = {};
+__u64 acks_seen = 0;        /* logged or not: > TB_ACKS_MAX means some lost */
+__u64 cookies[TB_ACK_FLOWS_MAX] = {};
+__u32 flows_seen = 0;
+
+SEC("sockops")
+int mark_probe(struct bpf_sock_ops *skops)
+{
+	struct bpf_sock *sk = skops->sk;
+	struct probe_sock *ps;
+	__u32 flow;
+
+	if (skops->op != BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB || !sk)
+		return SOCK_OPS_OK;
+	flow = __sync_fetch_and_add(&flows_seen, 1);
+	if (flow >= TB_ACK_FLOWS_MAX)
+		return SOCK_OPS_OK;
+	ps = bpf_sk_storage_get(&probe_socks, sk, NULL, BPF_SK_STORAGE_GET_F_CREATE);
+	if (!ps)
+		return SOCK_OPS_OK;
+	ps->flow = flow;
+	ps->last_ack = skops->snd_una;
+	cookies[flow] = bpf_get_socket_cookie(skops);
+	return SOCK_OPS_OK;
+}
+
+SEC("tp_btf/tcp_probe")
+int BPF_PROG(log_ack, struct sock *sk, struct sk_buff *skb)
+{
+	struct probe_sock *ps;
+	struct tcphdr th;
+	__u64 idx;
+	__u32 ack;
+
+	ps = bpf_sk_storage_get(&probe_socks, sk, NULL, 0);
+	if (!ps)
+		return 0;
+	if (bpf_probe_read_kernel(&th, sizeof(th), skb->head + skb->transport_header))
+		return 0;
+	ack = bpf_ntohl(th.ack_seq);
+	/* Only ACKs that move the window: duplicates carry no spacing. */
+	if (!th.ack || (__s32)(ack - ps->last_ack) <= 0)
+		return 0;
+	ps->last_ack = ack;
+	idx = __sync_fetch_and_add(&acks_seen, 1);
+	if (idx >= TB_ACKS_MAX)
+		return 0;
+	acks[idx].t_ns = bpf_ktime_get_ns();
+	acks[idx].ack_seq = ack;
+	acks[idx].flow = ps->flow;
+	return 0;
+}

@@ -1,0 +1,135 @@
+"""Bottleneck capacity from the spacing of a probe's ACKs (packet dispersion).
+
+Segments a sender emits back to back (an initial window, the two or three
+segments each ACK releases) arrive at the bottleneck together, leave it one
+transmission time apart and are acknowledged with that spacing. So the rate
+of a pair of consecutive ACKs of one connection, bytes newly acknowledged
+over the time between them, is the link's rate when nothing else queued
+between the two, and lower when cross traffic did. Pairs whose ACKs were
+bunched on the way back (ACK compression, the delay line releasing a batch)
+read higher. The estimate is the densest narrow band of pair rates among the
+upper ones (the mode of the link-rate pairs, as pathrate picks it), with an
+interval from the spread inside that band; it is not trusted when that band
+holds too few pairs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from tamebpf.estimate.capacity import DEFAULT_MSS
+
+SEQ_MOD = 1 << 32
+
+
+@dataclass(frozen=True)
+class AckLog:
+    """ACKs that advanced each connection: cookie -> [(t_ns, ack_seq)], in
+    arrival order; `lost`: ACKs seen after the log was full."""
+
+    flows: Mapping[int, Sequence[tuple[int, int]]]
+    lost: int = 0
+
+    def only(self, cookies: Sequence[int] | None) -> AckLog:
+        if not cookies:
+            return self
+        keep = set(cookies)
+        return AckLog({c: v for c, v in self.flows.items() if c in keep}, self.lost)
+
+
+def pair_rates(log: AckLog, mss: int) -> list[float]:
+    """Mbit/s of each pair of consecutive ACKs of one connection
+    that acknowledged at most a few segments (a long gap is an idle or
+    recovering sender, not a spacing)."""
+    out = []
+    most = 4 * (mss or DEFAULT_MSS)
+    for acks in log.flows.values():
+        for (t0, a0), (t1, a1) in zip(acks, acks[1:], strict=False):
+            dt = t1 - t0
+            acked = (a1 - a0) % SEQ_MOD
+            if dt <= 0 or acked == 0 or acked > most:
+                continue
+            out.append(acked * 8e3 / dt)
+    return out
+
+
+# Histogram of log2(rate): bins of 1/64 octave (about 1.1%), smoothed over
+# +-4 bins (about +-4.4%): narrower than the link-rate peak the testbed's
+# delay line spreads (+-5-10%), wider than one timer tick at 150 Mbit/s.
+BIN = 1 / 64
+SMOOTH = 4
+BAND = 0.08  # link-rate pairs: within 8% of the peak
+MIN_PAIRS = 20  # in the band, for an estimate to be trusted
+MIN_SHARE = 0.25  # of the pairs above the floor, in the band
+FLOOR = 0.95  # x the best probe goodput: the capacity is not below it
+Z_90 = 1.645
+# Largest error of the estimate on six testbed paths it was designed on
+# (20-150 Mbit/s, 1-30 cross flows, DropTail and RED, CUBIC, Reno and BBR).
+BIAS = 0.02
+
+
+@dataclass(frozen=True)
+class CapacityEstimate:
+    """The bottleneck's capacity as TCP goodput (Mbit/s) from ACK spacing."""
+
+    goodput_mbps: float | None  # None: no estimate at all
+    low_mbps: float | None  # 90% interval
+    high_mbps: float | None
+    pairs: int  # ACK pairs at the link rate
+    considered: int  # ACK pairs above the floor
+    trusted: bool
+    reason: str | None = None  # why not trusted
+    method: str = "ack-spacing"
+
+
+def _smoothed(counts: dict[int, int]) -> dict[int, float]:
+    out: dict[int, float] = {}
+    for b in counts:
+        for k in range(b - SMOOTH, b + SMOOTH + 1):
+            if k not in out:
+                out[k] = sum(counts.get(j, 0) * (SMOOTH + 1 - abs(j - k))
+                             for j in range(k - SMOOTH, k + SMOOTH + 1))
+    return out
+
+
+def estimate_capacity(rates: Sequence[float], floor_mbps: float = 0.0) -> CapacityEstimate:
+    """Capacity from ACK pair rates (Mbit/s, `pair_rates` of one probe or
+    more), as the densest band of them at or above FLOOR x `floor_mbps` (the
+    best probe goodput: a path carries at least what was measured on it, and
+    the pairs below it are mostly spaced by other traffic)."""
+    floor = floor_mbps * FLOOR
+    above = sorted(r for r in rates if r >= floor and r > 0)
+    if not above:
+        return CapacityEstimate(None, None, None, 0, 0, False,
+                                "no ACK pairs above the probes' own goodput")
+    counts: dict[int, int] = {}
+    for r in above:
+        b = math.floor(math.log2(r) / BIN)
+        counts[b] = counts.get(b, 0) + 1
+    density = _smoothed(counts)
+    lowest = math.floor(math.log2(above[0]) / BIN)
+    peak = max((b for b in density if b >= lowest), key=lambda b: (density[b], -b))
+    centre = 2 ** ((peak + 0.5) * BIN)
+    band = [r for r in above if abs(r / centre - 1) <= BAND]
+    if not band:
+        return CapacityEstimate(None, None, None, 0, len(above), False,
+                                "no peak in the ACK spacing")
+    k = len(band)
+    median = band[k // 2] if k % 2 else (band[k // 2 - 1] + band[k // 2]) / 2
+    # Distribution-free 90% interval of a median: order statistics
+    # k/2 -+ z sqrt(k)/2, widened by half a bin (the histogram's resolution).
+    # The method's own bias on the testbed (docs/advise.md) is added: a
+    # median of a thousand pairs is precise, not necessarily exact.
+    half = Z_90 * math.sqrt(k) / 2
+    lo = min(band[max(0, math.floor(k / 2 - half))] * 2 ** (-BIN / 2), median * (1 - BIAS))
+    hi = max(band[min(k - 1, math.ceil(k / 2 + half))] * 2 ** (BIN / 2), median * (1 + BIAS))
+    reason = None
+    if k < MIN_PAIRS:
+        reason = f"only {k} ACK pairs at the link rate (at least {MIN_PAIRS} wanted)"
+    elif k < MIN_SHARE * len(above):
+        reason = (f"no clear peak in the ACK spacing ({k} of {len(above)} pairs near "
+                  f"{median:.1f} Mbit/s)")
+    return CapacityEstimate(median, lo, hi, k, len(above),
+                            reason is None, reason)
