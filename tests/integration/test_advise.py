@@ -106,6 +106,55 @@ def test_advice_predicts_throughput_and_impact_on_a_testbed() -> None:
     assert not probe_cgroups(), f"probe cgroups left: {probe_cgroups()}"
 
 
+
+# A shared path: 4 CUBIC cross flows on 40 Mbit/s, 30 ms, a queue of one BDP.
+SHARED_RATE, SHARED_RTT, SHARED_QUEUE, SHARED_CROSS = 40.0, 30.0, 100, 4
+SHARED_CAPACITY = SHARED_RATE * 1448 / 1514
+
+
+def test_capacity_estimate_and_advice_on_a_shared_path() -> None:
+    """The default advice (no --capacity) estimates the bottleneck from ACK
+    spacing within 15% while other traffic fills the path, and the advised
+    stream count then moves about what the advice predicts. A broken estimate
+    (the probes' own goodput, a pile of cross-traffic-spaced pairs) is off by
+    far more than 15% here: our 10 streams get about 70% of the link."""
+    with tbfix.running_testbed(rate_mbit=SHARED_RATE, rtt_ms=SHARED_RTT,
+                               queue_pkts=SHARED_QUEUE, cc="cubic") as tb:
+        servers = [iperf.start_server(tb, p) for p in (5201, 5202)]
+        cross = tb.popen("cross", iperf.client_argv(tb.addresses["receiver"], 5202,
+                                                    SHARED_CROSS, 60, "cubic"),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            iperf.wait_flows(tb, "cross", 5202, SHARED_CROSS, cross)
+            time.sleep(4)  # past the cross flows' slow start
+            res = advise(tb, "--json", "--max-impact", "30%")
+            assert res.returncode == 0, res.stderr
+            out = json.loads(res.stdout)
+            est = out["capacity_estimate"]
+            assert est["trusted"], est
+            err = est["goodput_mbps"] / SHARED_CAPACITY - 1
+            assert abs(err) <= 0.15, (
+                f"capacity estimate {est['goodput_mbps']:.2f} Mbit/s against the link's "
+                f"{SHARED_CAPACITY:.2f} (error {err:+.1%}, bound 15%)")
+            assert out["estimators"]["used"] == "capacity", out["estimators"]
+            assert out["capacity"]["source"] == "ack-spacing", out["capacity"]
+            n = out["advice"]["num_flows"]
+            predicted = {c["streams"]: c for c in out["curve"]}[n]["throughput_mbps"]
+
+            # The advised n, measured beside the same cross traffic.
+            ours = mbps(goodput(tb, "sender", n, seconds=6))
+            err = (predicted - ours) / ours
+            assert abs(err) <= 0.35, (
+                f"{n} streams (advised): predicted {predicted:.2f}, measured {ours:.2f} "
+                f"Mbit/s beside {SHARED_CROSS} cross flows (error {err:+.0%}, bound 35%)")
+        finally:
+            cross.kill()
+            cross.wait()
+            for s in servers:
+                s.kill()
+                s.wait()
+    assert not probe_cgroups(), f"probe cgroups left: {probe_cgroups()}"
+
 def test_no_server_is_one_clear_line_and_nothing_left() -> None:
     with tbfix.running_testbed(rate_mbit=RATE, rtt_ms=5.0, queue_pkts=QUEUE, cc="cubic") as tb:
         res = advise(tb, port=5999)

@@ -206,3 +206,58 @@ def test_advice_carries_its_impact_range() -> None:
     # 3 streams sit at 25% against a 26% limit: noisy probes cannot tell them apart
     assert 3 in n["straddling_limit"] and 3 not in q["straddling_limit"], (q, n)
     assert "90% range" in render(noisy) and "holds the 26% limit: " in render(noisy)
+
+
+def with_acks(p: ProbeResult, rates: list[float]) -> ProbeResult:
+    return ProbeResult(p.streams, p.duration_s, p.steady, p.iperf3_mbps,
+                       ack_pair_mbps=tuple(rates))
+
+
+def link_pairs(capacity: float, k: int = 400) -> list[float]:
+    """k pairs at the link rate (+-2%) and as many spread below it by cross
+    traffic."""
+    return [capacity * (0.98 + 0.04 * i / k) for i in range(k)] + \
+        [capacity * (0.05 + 0.5 * i / k) for i in range(k)]
+
+
+def test_a_trusted_capacity_estimate_anchors_the_advice() -> None:
+    ones, tens = probe(1, 10.0), probe(10, 50.0)
+    given = build(TARGET, [ones, tens], Settings(max_impact=0.3),
+                  capacity_mbps=100.0 * 1514 / 1448)
+    r = build(TARGET, [with_acks(ones, link_pairs(100.0)), with_acks(tens, link_pairs(100.0))],
+              Settings(max_impact=0.3))
+    assert r.capacity_estimate is not None and r.capacity_estimate.trusted
+    assert r.used == "capacity"
+    assert r.capacity is not None and r.capacity.source == "ack-spacing"
+    assert r.capacity.link_mbps is None
+    # The same advice as a user who gave the link's rate.
+    assert r.prediction.advice.num_flows == given.prediction.advice.num_flows
+    assert r.capacity.competing_flows == pytest.approx(given.capacity.competing_flows, rel=0.03)
+    out = json.loads(json.dumps(to_json(r)))
+    est = out["capacity_estimate"]
+    assert est["trusted"] and est["method"] == "ack-spacing"
+    assert est["low_mbps"] <= est["goodput_mbps"] <= est["high_mbps"]
+    assert out["capacity"]["source"] == "ack-spacing"
+    assert "capacity estimate (ack-spacing): 100." in render(r)
+
+
+def test_an_untrusted_estimate_falls_back_and_says_why() -> None:
+    few = [50.0] * 5
+    r = build(TARGET, [with_acks(probe(1, 10.0), few), with_acks(probe(10, 40.0), few)],
+              Settings(max_impact=0.3))
+    assert r.used == "throughput"
+    assert r.capacity_estimate is not None and not r.capacity_estimate.trusted
+    assert any("capacity estimate is not trusted" in w and "throughput fit alone" in w
+               for w in r.warnings)
+    assert "not trusted" in render(r)
+    assert json.loads(json.dumps(to_json(r)))["capacity_estimate"]["trusted"] is False
+
+
+def test_capacity_given_wins_and_a_different_estimate_is_a_warning() -> None:
+    ps = [with_acks(probe(1, 10.0), link_pairs(60.0)), with_acks(probe(10, 40.0),
+                                                                 link_pairs(60.0))]
+    r = build(TARGET, ps, Settings(max_impact=0.3), capacity_mbps=100.0)
+    assert r.capacity is not None and r.capacity.source == "given"
+    assert r.capacity.goodput_mbps == pytest.approx(tcp_goodput_mbps(100.0, 1448, False))
+    assert any("ACK spacing shows" in w for w in r.warnings)
+    assert "(check)" in render(r)

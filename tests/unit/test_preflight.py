@@ -33,6 +33,22 @@ def test_missing_btf_names_the_config(tmp_path: Path) -> None:
     assert "CONFIG_DEBUG_INFO_BTF" in str(err.value)
 
 
+def test_too_old_a_kernel_is_named(tmp_path: Path) -> None:
+    btf = write(tmp_path, "btf", "")
+    with pytest.raises(TamebpfError) as err:
+        preflight.check("flows", euid=0, btf_path=btf, release="5.10.0-28-amd64")
+    assert "Linux 5.10 is too old" in str(err.value) and "5.12" in str(err.value)
+    mounts = write(tmp_path, "mounts", MOUNTS_V2.format(root="/x/unified"))
+    assert preflight.check("flows", euid=0, btf_path=btf, mounts_path=mounts,
+                           release="5.12.1") == "/x/unified"
+
+
+@pytest.mark.parametrize(("release", "want"), [
+    ("6.18.0-1-amd64", (6, 18)), ("5.12", (5, 12)), ("6.1rc3", (6, 1)), ("junk", (0, 0))])
+def test_kernel_version_reads_major_and_minor(release: str, want: tuple[int, int]) -> None:
+    assert preflight.kernel_version(release) == want
+
+
 def test_no_cgroup2_says_how_to_mount(tmp_path: Path) -> None:
     btf = write(tmp_path, "btf", "")
     mounts = write(tmp_path, "mounts", MOUNTS_V1_ONLY)

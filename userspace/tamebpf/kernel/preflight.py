@@ -4,11 +4,25 @@ an order that names the first missing piece with the fix for it."""
 from __future__ import annotations
 
 import os
+import re
 
 from tamebpf.cgroups import MOUNTS, require_cgroup2
 from tamebpf.errors import TamebpfError
 
 BTF_PATH = "/sys/kernel/btf/vmlinux"
+# The newest kernel feature our BPF objects use: atomic fetch-and-add whose
+# result is used (BPF v3 atomics, bpf/acktrain.bpf.c), Linux 5.12. The rest
+# is older (iter/tcp 5.9, socket storage in tracing programs 5.11). Tested on
+# 6.18; docs/design.md.
+MIN_KERNEL = (5, 12)
+
+
+def kernel_version(release: str | None = None) -> tuple[int, int]:
+    """(major, minor) of a release string like '6.18.0-1-amd64' ((0, 0) if
+    it cannot be read)."""
+    release = release or os.uname().release
+    m = re.match(r"(\d+)\.(\d+)", release)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 
 
 # Capability bits (linux/capability.h): what loading, attaching and pinning
@@ -40,6 +54,7 @@ def check(
     mounts_path: str = MOUNTS,
     caps: int | None = None,
     needs_netns: bool = False,
+    release: str | None = None,
 ) -> str:
     """Raise TamebpfError for the first thing missing; return the cgroup2 root.
 
@@ -57,6 +72,13 @@ def check(
                 f"{', '.join(needed)}; missing {', '.join(lacking)})",
                 f"run it as 'sudo tamebpf {command} ...'",
             )
+    have = kernel_version(release)
+    if have != (0, 0) and have < MIN_KERNEL:
+        raise TamebpfError(
+            f"Linux {have[0]}.{have[1]} is too old: tamebpf's BPF programs need "
+            f"{MIN_KERNEL[0]}.{MIN_KERNEL[1]} or later",
+            "run it on a newer kernel (tested on 6.18)",
+        )
     if not os.path.exists(btf_path):
         raise TamebpfError(
             f"kernel BTF not found at {btf_path}",
