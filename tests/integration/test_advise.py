@@ -155,6 +155,34 @@ def test_capacity_estimate_and_advice_on_a_shared_path() -> None:
                 s.wait()
     assert not probe_cgroups(), f"probe cgroups left: {probe_cgroups()}"
 
+
+def test_probes_that_know_enough_end_early() -> None:
+    """--max-probe-time: on a steady path (our streams alone on the link) each
+    probe ends once its goodput and the capacity estimate are tight, well
+    before the limit; the advice is still complete."""
+    limit = 6.0
+    with tbfix.running_testbed(rate_mbit=RATE, rtt_ms=RTT, queue_pkts=QUEUE, cc="cubic") as tb:
+        server = iperf.start_server(tb, 5201)
+        try:
+            res = advise(tb, "--json", "--max-probe-time", f"{limit:g}")
+            assert res.returncode == 0, res.stderr
+            out = json.loads(res.stdout)
+            m = out["measurements"]
+            assert [x["streams"] for x in m] == [1, 10]
+            for x in m:
+                traffic = x["duration_s"] - x["setup_s"] - x["finish_s"]
+                assert traffic < limit - 1.5, (
+                    f"{x['streams']}-stream probe sent for {traffic:.1f} s of at most "
+                    f"{limit:g} on a steady path")
+            assert out["capacity_estimate"]["trusted"], out["capacity_estimate"]
+            assert out["advice"]["num_flows"] >= 1
+            res = advise(tb, "--max-probe-time", "3", "--duration", "2")
+            assert res.returncode == 2 and "choose one" in res.stderr, res.stderr
+        finally:
+            server.kill()
+            server.wait()
+    assert not probe_cgroups(), f"probe cgroups left: {probe_cgroups()}"
+
 def test_no_server_is_one_clear_line_and_nothing_left() -> None:
     with tbfix.running_testbed(rate_mbit=RATE, rtt_ms=5.0, queue_pkts=QUEUE, cc="cubic") as tb:
         res = advise(tb, port=5999)

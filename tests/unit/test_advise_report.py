@@ -261,3 +261,10 @@ def test_capacity_given_wins_and_a_different_estimate_is_a_warning() -> None:
     assert r.capacity.goodput_mbps == pytest.approx(tcp_goodput_mbps(100.0, 1448, False))
     assert any("ACK spacing shows" in w for w in r.warnings)
     assert "(check)" in render(r)
+
+
+def test_max_probe_time_is_checked_and_excludes_duration() -> None:
+    from tamebpf.commands.advise import parse_max_probe
+    assert parse_max_probe(3.0) == 3.0
+    with pytest.raises(UsageError, match="--max-probe-time 0.1"):
+        parse_max_probe(0.1)

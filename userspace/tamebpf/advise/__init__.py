@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from tamebpf.estimate.adaptive import Enough
 from tamebpf.estimate.advice import AdviseResult, ProbeResult, Target, build
 from tamebpf.kernel.probe import Progress, run_probe
 from tamebpf.model import DEFAULT_MODEL, ModelName, Settings
@@ -23,15 +24,26 @@ def run_advice(target: Target, settings: Settings, probes: Sequence[int] = DEFAU
                durations_s: Sequence[float] = DEFAULT_DURATIONS_S,
                model: ModelName = DEFAULT_MODEL,
                on_progress: Callable[[Progress], None] | None = None,
-               capacity_mbps: float | None = None) -> AdviseResult:
-    """`capacity_mbps`: the bottleneck's link rate if known (report.build)."""
-    if len(durations_s) != len(probes):
+               capacity_mbps: float | None = None,
+               max_probe_s: float | None = None) -> AdviseResult:
+    """`capacity_mbps`: the bottleneck's link rate if known (estimate.advice.build).
+    `max_probe_s`: probes end when they have measured enough
+    (estimate/adaptive.py), each after at most this long; `durations_s` is
+    then not used."""
+    if max_probe_s is None and len(durations_s) != len(probes):
         raise ValueError(f"{len(probes)} probes but {len(durations_s)} durations")
+    if max_probe_s is not None:
+        durations_s = [max_probe_s] * len(probes)
     results: list[ProbeResult] = []
     for i, (n, d) in enumerate(zip(probes, durations_s, strict=True), 1):
         # Each probe hands the path RTT it learned to the next (SYN timeout).
         srtt_us = results[-1].path_srtt_us if results else 0
-        results.append(run_probe(target, n, d, i, len(probes), on_progress, srtt_us))
+        # The last probe's ACKs make the capacity estimate: it also waits for
+        # that to be tight, unless the capacity was given.
+        enough = None if max_probe_s is None else \
+            Enough(capacity=i == len(probes) and capacity_mbps is None)
+        results.append(run_probe(target, n, d, i, len(probes), on_progress, srtt_us,
+                                 enough=enough))
     return build(target, results, settings, model, capacity_mbps)
 
 

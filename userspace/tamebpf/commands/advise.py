@@ -48,10 +48,15 @@ def register(sub: Any) -> None:
     add_advice_options(p, required_impact=True)
     p.add_argument("--probes", default=",".join(map(str, DEFAULT_PROBES)), metavar="N1,N2",
                    help="stream counts of the two probes (default %(default)s)")
-    p.add_argument("--duration", default=",".join(f"{d:g}" for d in DEFAULT_DURATIONS_S),
+    p.add_argument("--duration", default=None,
                    metavar="S[,S2]",
                    help="seconds of traffic per probe: one value for both, or one each "
-                   "(default %(default)s; docs/accuracy.md shows what shorter probes cost)")
+                   "(default " + ",".join(f"{d:g}" for d in DEFAULT_DURATIONS_S)
+                   + "; docs/accuracy.md shows what shorter probes cost)")
+    p.add_argument("--max-probe-time", type=float, metavar="S",
+                   help="instead of --duration: each probe ends once its goodput and, for "
+                   "the last, the capacity estimate are measured tightly enough (docs/advise.md),"
+                   " after at most S seconds of traffic")
     p.add_argument("--model", choices=TWO_PROBE_MODELS, default=DEFAULT_MODEL,
                    help="loss curve fitted to the probes: square = (alpha n + beta)^2, the "
                    "(m+n)^2 growth; partial = the paper's a n^2 + b (default %(default)s; "
@@ -98,6 +103,13 @@ def parse_durations(text: str) -> tuple[float, float]:
     return (values[0], values[-1])
 
 
+def parse_max_probe(seconds: float) -> float:
+    if not MIN_PROBE_S <= seconds <= MAX_PROBE_S:
+        raise UsageError(f"--max-probe-time {seconds:g}: give seconds per probe from "
+                         f"{MIN_PROBE_S:g} to {MAX_PROBE_S:g}")
+    return seconds
+
+
 def parse_probes(text: str) -> tuple[int, int]:
     parts = text.split(",")
     if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
@@ -140,7 +152,12 @@ def _sigterm(signum: int, frame: FrameType | None) -> None:
 def run(args: argparse.Namespace) -> int:
     host, port = parse_dest(args.dest)
     n1, n2 = parse_probes(args.probes)
-    durations = parse_durations(args.duration)
+    if args.duration is not None and args.max_probe_time is not None:
+        raise UsageError("--duration and --max-probe-time: choose one (fixed probe lengths, "
+                         "or probes that end when they know enough)")
+    durations = parse_durations(args.duration) if args.duration is not None \
+        else DEFAULT_DURATIONS_S
+    max_probe = None if args.max_probe_time is None else parse_max_probe(args.max_probe_time)
     capacity = None if args.capacity is None else parse_capacity(args.capacity)
     if args.json and args.format:
         raise UsageError("--json and --format: choose one output")
@@ -153,7 +170,8 @@ def run(args: argparse.Namespace) -> int:
     old = signal.signal(signal.SIGTERM, _sigterm)
     try:
         result = run_advice(target, settings, (n1, n2), durations, args.model,
-                            on_progress=progress, capacity_mbps=capacity)
+                            on_progress=progress, capacity_mbps=capacity,
+                            max_probe_s=max_probe)
     finally:
         signal.signal(signal.SIGTERM, old)
         progress.clear()

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from tamebpf.estimate.acktrain import CapacityEstimate, estimate_capacity
 from tamebpf.estimate.capacity import tcp_goodput_mbps
-from tamebpf.estimate.steady import Steady
+from tamebpf.estimate.steady import Steady, window_samples
 from tamebpf.model import (
     Fit,
     LossSample,
@@ -187,17 +187,11 @@ def build(target: Target, probes: Sequence[ProbeResult], settings: Settings,
                 f"(it puts the impact at {n} streams at {other:.1%}); an assumption of the "
                 "model does not hold on this path (see the other warnings)")
     confidence = impact_ranges(
-        refit, measured, [relative_standard_error(p.steady.noise, _window_samples(p.steady))
+        refit, measured, [relative_standard_error(p.steady.noise, window_samples(p.steady))
                           for p in probes],
         [c.streams for c in prediction.curve], baseline=settings.baseline)
     return AdviseResult(target, tuple(probes), prediction, loss_pred, loss_error,
                         tuple(warnings), free, capacity, estimate, tuple(confidence))
-
-
-def _window_samples(s: Steady) -> int:
-    """Goodput samples inside the probe's steady window (intervals: one less)."""
-    inside = sum(1 for t, _ in s.series if s.start_s <= t <= s.end_s)
-    return max(0, inside - 1)
 
 
 def _assumption_warnings(probes: Sequence[ProbeResult]) -> list[str]:

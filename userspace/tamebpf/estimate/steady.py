@@ -175,3 +175,9 @@ def steady(series: Mapping[int, Sequence[FlowPoint]], streams: int,
         mss=max((p.mss for p in in_window if p.mss), default=None),
         ipv6=any(p.ipv6 for p in in_window),
     )
+
+
+def window_samples(s: Steady) -> int:
+    """Goodput intervals inside the probe's steady window (samples less one)."""
+    inside = sum(1 for t, _ in s.series if s.start_s <= t <= s.end_s)
+    return max(0, inside - 1)

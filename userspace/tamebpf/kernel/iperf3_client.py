@@ -25,6 +25,7 @@ import select
 import socket
 import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -272,12 +273,13 @@ class Iperf3Client:
             s.setblocking(False)
 
     # -- the test --------------------------------------------------------------
-    def send_until(self, until: float) -> None:
-        """Keep every stream's send buffer full until the monotonic time `until`."""
+    def send_until(self, until: float, stop: Callable[[], bool] | None = None) -> None:
+        """Keep every stream's send buffer full until the monotonic time
+        `until`, or until `stop()` says the probe knows enough."""
         assert self.control is not None
         while True:
             left = until - time.monotonic()
-            if left <= 0:
+            if left <= 0 or (stop is not None and stop()):
                 return
             r, w, _ = select.select([self.control], self.data, [], min(left, 0.05))
             if r:  # the server speaks during a test only to stop it
@@ -348,13 +350,15 @@ BUSY_RETRY_S = 0.25
 
 def run(host: str, port: int, streams: int, seconds: float, congestion: str | None = None,
         timeout_s: float = 3.0, pipelined: bool = True,
-        busy_wait_s: float = BUSY_WAIT_S) -> Iperf3Result:
+        busy_wait_s: float = BUSY_WAIT_S,
+        stop: Callable[[], bool] | None = None) -> Iperf3Result:
+    """One test of at most `seconds`, ended early when `stop()` is true."""
     give_up = time.monotonic() + busy_wait_s
     while True:
         client = Iperf3Client(host, port, streams, seconds, congestion, timeout_s, pipelined)
         try:
             client.connect()
-            client.send_until(client.started + seconds)
+            client.send_until(client.started + seconds, stop)
             return client.finish()
         except ServerBusy:
             if time.monotonic() + BUSY_RETRY_S > give_up:

@@ -10,6 +10,7 @@ turns SIGTERM into KeyboardInterrupt).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import select
@@ -23,7 +24,7 @@ from tamebpf.cgroups import require_cgroup2
 from tamebpf.errors import TamebpfError
 from tamebpf.estimate.acktrain import pair_rates
 from tamebpf.estimate.advice import ProbeResult, Target
-from tamebpf.estimate.steady import FlowPoint, only_data_flows, steady
+from tamebpf.estimate.steady import FlowPoint, Steady, only_data_flows, steady
 from tamebpf.kernel import iperf3_client
 from tamebpf.kernel.acktrain import AckTrain
 from tamebpf.kernel.flows import Flow, FlowReader
@@ -41,6 +42,12 @@ CONNECT_TIMEOUT_MS = 8000
 # path costs most of a probe's start. A path slower than this gets a
 # duplicate SYN, which is harmless.
 FIRST_SYN_RTO_US = 300_000
+# How often a probe that may end early looks at what it has measured.
+CHECK_INTERVAL_S = 0.25
+
+# Whether a probe has measured enough: given the steady window so far and a
+# way to read its ACK pair rates (Mbit/s; read only when needed).
+StopRule = Callable[[Steady, Callable[[], list[float]]], bool]
 
 
 @dataclass(frozen=True)
@@ -88,16 +95,24 @@ def _child(target: Target, streams: int, seconds: float, cgroup: str, out_fd: in
     asked, the network namespace; it reports one JSON line and exits without
     running any of the parent's clean-up."""
     code = 1
+    enough = [False]
+
+    def knows_enough(signum: int, frame: object) -> None:
+        enough[0] = True
+
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        # The parent's measurement is tight enough: end the test now, cleanly.
+        signal.signal(signal.SIGUSR1, knows_enough)
         with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
             f.write(str(os.getpid()))
         if target.netns:
             enter_netns(target.netns)
         cc = None if target.congestion == "system" else target.congestion
         r = iperf3_client.run(target.host, target.port, streams, seconds, cc,
-                              CONNECT_TIMEOUT_MS / 1000, pipelined=fast_start)
+                              CONNECT_TIMEOUT_MS / 1000, pipelined=fast_start,
+                              stop=lambda: enough[0])
         msg: dict[str, Any] = {"received_mbps": r.received_mbps, "seconds": r.seconds,
                                "data_cookies": list(r.data_cookies),
                                "setup_s": r.setup_s, "finish_s": r.finish_s}
@@ -150,14 +165,24 @@ def _point(f: Flow, t: float) -> FlowPoint:
     )
 
 
+def _ack_rates(ack_train: AckTrain, mss: int | None) -> list[float]:
+    return pair_rates(ack_train.read(), mss or 0)
+
+
 def run_probe(target: Target, streams: int, seconds: float, index: int = 1, total: int = 1,
               on_progress: Callable[[Progress], None] | None = None,
-              srtt_us: int = 0, fast_start: bool = True) -> ProbeResult:
+              srtt_us: int = 0, fast_start: bool = True,
+              enough: StopRule | None = None) -> ProbeResult:
     """`srtt_us`: the path's RTT from an earlier probe (0: unknown), so that
     this probe's first SYN already gets the short timeout (kernel/synrto.py).
     `fast_start=False` leaves SYN timeouts to the kernel and has the client
-    wait for each server state, as iperf3 does (for make probetime only)."""
+    wait for each server state, as iperf3 does (for make probetime only).
+    `enough`: end the probe before `seconds` of traffic once it says the
+    measurement so far is tight enough (estimate/adaptive.py); None: always
+    `seconds`."""
     series: dict[int, list[FlowPoint]] = {}
+    stopping = False
+    last_check = 0.0
     with contextlib.ExitStack() as stack:
         cg = stack.enter_context(probe_cgroup(streams))
         reader = stack.enter_context(FlowReader(
@@ -189,6 +214,15 @@ def run_probe(target: Target, streams: int, seconds: float, index: int = 1, tota
                     rate = (acked - last_total) * 8 / (now - last_t) / 1e6 if now > last_t else None
                     on_progress(Progress(index, total, streams, now - t_start, seconds, rate))
                 last_total, last_t = acked, now
+                if enough is not None and not stopping and not done and \
+                        now - last_check >= CHECK_INTERVAL_S:
+                    last_check = now
+                    so_far = steady(series, streams)
+                    if so_far is not None and enough(
+                            so_far, functools.partial(_ack_rates, ack_train, so_far.mss)):
+                        # The child ends the test as iperf3 would at its end.
+                        os.kill(pid, signal.SIGUSR1)
+                        stopping = True
                 if done:
                     report = _read_report(report_fd)
                     os.waitpid(pid, 0)

@@ -1,0 +1,43 @@
+"""When a probe has measured enough (`advise --max-probe-time`).
+
+A probe of fixed length is too long where the path is steady and too short
+where it is not. With a time limit instead, a probe ends as soon as
+- its steady window is at least MIN_WINDOW_S long,
+- its goodput's standard error (per-sample variation over the window's
+  samples, model/confidence.py) is within `rse` of the goodput, and
+- when the capacity is to be estimated from this probe's ACKs, that estimate
+  is trusted and its 90% interval within `capacity_halfwidth` either side,
+and otherwise runs to the limit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tamebpf.estimate.acktrain import estimate_capacity
+from tamebpf.estimate.steady import Steady, window_samples
+from tamebpf.model.confidence import relative_standard_error
+
+MIN_WINDOW_S = 0.75
+MIN_SAMPLES = 5
+
+
+@dataclass(frozen=True)
+class Enough:
+    rse: float = 0.05
+    capacity: bool = False
+    capacity_halfwidth: float = 0.05
+
+    def __call__(self, s: Steady, ack_rates: Callable[[], list[float]]) -> bool:
+        samples = window_samples(s)
+        if s.end_s - s.start_s < MIN_WINDOW_S or samples < MIN_SAMPLES or s.noise is None:
+            return False
+        if relative_standard_error(s.noise, samples) > self.rse:
+            return False
+        if not self.capacity:
+            return True
+        e = estimate_capacity(ack_rates(), s.goodput_mbps)
+        if not e.trusted or e.goodput_mbps is None or e.low_mbps is None or e.high_mbps is None:
+            return False
+        return (e.high_mbps - e.low_mbps) / 2 <= self.capacity_halfwidth * e.goodput_mbps
