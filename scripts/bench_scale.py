@@ -38,9 +38,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "userspace"))
 from docsection import markers, write_section  # noqa: E402
 from prometheus_client import generate_latest  # noqa: E402
 
-from tamebpf.exporter import TamebpfCollector, make_registry  # noqa: E402
 from tamebpf.groups import Aggregator  # noqa: E402
 from tamebpf.kernel.flows import FlowReader  # noqa: E402
+from tamebpf.present.prometheus import TamebpfCollector, make_registry  # noqa: E402
 
 START, END = markers("bench_scale")
 PORT = 5291

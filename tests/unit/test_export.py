@@ -15,10 +15,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from tamebpf import logs
 from tamebpf.commands.export import parse_listen, write_jsonl
 from tamebpf.errors import UsageError
-from tamebpf.exporter import TamebpfCollector, make_registry
 from tamebpf.groups import Aggregator, CapLimit
 from tamebpf.kernel.flows import Flow, ReaderStats
 from tamebpf.model import Settings
+from tamebpf.present.prometheus import TamebpfCollector, make_registry
 from tamebpf.records import Cap
 from tests.unit.test_groups import predict_advice
 from tests.unit.test_groups_fakes import SECOND, Transfer, cap_record

@@ -1,6 +1,6 @@
 """`tamebpf export`: Prometheus metrics per transfer group, and a JSON-lines sink.
 
-The metrics are read from the kernel at scrape time (tamebpf.exporter); the
+The metrics are read from the kernel at scrape time (tamebpf.present.prometheus); the
 list is docs/metrics.md.
 """
 
@@ -18,13 +18,13 @@ from typing import IO, Any
 from prometheus_client import start_http_server
 
 from tamebpf.errors import TamebpfError, UsageError
-from tamebpf.exporter import Reading, TamebpfCollector, make_registry
 from tamebpf.groups import Aggregator
 from tamebpf.kernel.caps_view import cap_table, read_caps
 from tamebpf.kernel.flows import FlowReader
 from tamebpf.lifecycle import terminate_as_exit
 from tamebpf.logs import log
 from tamebpf.options import add_reader_arguments, parse_host_port, settings_from
+from tamebpf.present.prometheus import Reading, TamebpfCollector, make_registry
 from tamebpf.present.watch import group_to_json
 
 DEFAULT_LISTEN = "127.0.0.1:9477"
