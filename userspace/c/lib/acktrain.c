@@ -5,7 +5,6 @@
  * the handle or the process.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -34,7 +33,7 @@ void tb_acktrain_close(struct tb_acktrain *h)
 int tb_acktrain_open(struct tb_acktrain **out, const char *cg_path)
 {
 	struct tb_acktrain *h;
-	int cgfd, err;
+	int err;
 
 	tb_libbpf_logging();
 	*out = NULL;
@@ -49,18 +48,9 @@ int tb_acktrain_open(struct tb_acktrain **out, const char *cg_path)
 		tb_set_error("cannot load the probe ACK log BPF programs: %s", strerror(-err));
 		goto fail;
 	}
-	cgfd = open(cg_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (cgfd < 0) {
+	h->mark = tb_attach_cgroup_path(h->skel->progs.mark_probe, cg_path, "probe ACK log");
+	if (!h->mark) {
 		err = -errno;
-		tb_set_error("cannot open cgroup %s: %s", cg_path, strerror(-err));
-		goto fail;
-	}
-	h->mark = bpf_program__attach_cgroup(h->skel->progs.mark_probe, cgfd);
-	err = h->mark ? 0 : -errno;
-	close(cgfd);
-	if (err) {
-		h->mark = NULL;
-		tb_set_error("cannot attach the probe ACK log to %s: %s", cg_path, strerror(-err));
 		goto fail;
 	}
 	h->log = bpf_program__attach(h->skel->progs.log_ack);

@@ -3,6 +3,7 @@
  * and ABI layout export for libtamebpf. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -171,4 +172,27 @@ int tb_iter_create_in(struct bpf_link *link, int netns_fd, int self_netns_fd)
 		return err;
 	}
 	return fd < 0 ? err : fd;
+}
+
+struct bpf_link *tb_attach_cgroup_path(struct bpf_program *prog, const char *cg_path,
+				       const char *what)
+{
+	struct bpf_link *link;
+	int cgfd, err;
+
+	cgfd = open(cg_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (cgfd < 0) {
+		err = errno;
+		tb_set_error("cannot open cgroup %s: %s", cg_path, strerror(err));
+		errno = err;
+		return NULL;
+	}
+	link = bpf_program__attach_cgroup(prog, cgfd);
+	err = link ? 0 : errno;
+	close(cgfd);
+	if (!link) {
+		tb_set_error("cannot attach the %s to %s: %s", what, cg_path, strerror(err));
+		errno = err;
+	}
+	return link;
 }

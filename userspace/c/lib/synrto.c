@@ -5,7 +5,6 @@
  * also goes away when the process dies.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -31,7 +30,7 @@ int tb_synrto_open(struct tb_synrto **out, const char *cg_path, __u32 srtt_us,
 		   __u32 first_rto_us)
 {
 	struct tb_synrto *h;
-	int cgfd, err;
+	int err;
 
 	tb_libbpf_logging();
 	*out = NULL;
@@ -53,19 +52,10 @@ int tb_synrto_open(struct tb_synrto **out, const char *cg_path, __u32 srtt_us,
 	}
 	h->skel->bss->path_srtt_us = srtt_us;
 	h->skel->bss->first_rto_us = first_rto_us;
-	cgfd = open(cg_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (cgfd < 0) {
+	h->link = tb_attach_cgroup_path(h->skel->progs.set_syn_rto, cg_path,
+					"SYN timeout program");
+	if (!h->link) {
 		err = -errno;
-		tb_set_error("cannot open cgroup %s: %s", cg_path, strerror(-err));
-		goto fail;
-	}
-	h->link = bpf_program__attach_cgroup(h->skel->progs.set_syn_rto, cgfd);
-	err = h->link ? 0 : -errno;
-	close(cgfd);
-	if (err) {
-		h->link = NULL;
-		tb_set_error("cannot attach the SYN timeout program to %s: %s", cg_path,
-			     strerror(-err));
 		goto fail;
 	}
 	*out = h;
