@@ -369,3 +369,35 @@ def test_pace_caps_show_their_target_and_never_mark_over_cap() -> None:
         f"expected the tightest matching pace target, no stream cap: {g}")
     g = one(agg.update(t.step(1, 2 * SECOND), 2 * SECOND, [CapLimit(4)]))
     assert (g.paced_bps, g.cap, g.over_cap) == (None, 4, True), g
+
+
+def test_apply_with_only_the_changes_equals_update_with_everything() -> None:
+    """The incremental path (FlowReader.changes -> Aggregator.apply) gives the
+    groups a full snapshot gives, with idle flows left out of the changes:
+    a busy transfer, idle connections of another process, one idle flow
+    that goes missing for a snapshot and comes back, and one that closes."""
+    busy = Transfer(streams=4, mbps=80.0)
+    idle = {c: make_flow(c, comm="sshd", remote_addr="10.0.0.9", srtt_us=500 + c)
+            for c in range(1, 30)}
+    full, inc = Aggregator(), Aggregator()
+    last: dict[int, object] = {}
+    for step in range(12):
+        now = (step + 1) * SECOND
+        if step == 5:
+            busy.set_streams(2)
+        flows = busy.step(1.0, now) + [f for c, f in idle.items() if not (step == 7 and c == 3)]
+        if step == 9:
+            closed = replace(idle.pop(4), closed=True, state="CLOSE")
+            flows = [f for f in flows if f.cookie != 4] + [closed]
+        changed = [f for f in flows if f.closed or last.get(f.cookie) != replace(
+            f, read_monotonic_ns=0)]
+        vanished = [c for c in last if c not in {f.cookie for f in flows}]
+        last = {f.cookie: replace(f, read_monotonic_ns=0) for f in flows if not f.closed}
+        a = by_key(full.update(flows, now))
+        b = by_key(inc.apply(changed, vanished, now))
+        assert a == b, f"step {step}"
+        if step > 1:
+            assert len(changed) < len(flows) / 2, "idle flows were not left out"
+    g = by_key(inc.apply([], [], 13 * SECOND))[GroupKey("sshd", "10.0.0.9")]
+    assert g.flows == 28 and g.flows_closed == 1
+    assert g.srtt_us == pytest.approx(sum(500 + c for c in idle) / len(idle))

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ipaddress
 import statistics
+import time
 from collections import Counter as Tally
 from collections import deque
 from collections.abc import Iterable, Sequence
@@ -45,7 +46,7 @@ from tamebpf.model import (
     fit_throughput,
     predict,
 )
-from tamebpf.records import Flow
+from tamebpf.records import ChangeSource, Flow, FlowSource
 
 GroupBy = Literal["comm", "cgroup"]
 GROUP_BY: tuple[GroupBy, ...] = ("comm", "cgroup")
@@ -87,6 +88,9 @@ _ACKED = COUNTER_NAMES.index("bytes_acked")
 _SENT = COUNTER_NAMES.index("bytes_sent")
 _DATA_SEGS = COUNTER_NAMES.index("data_segs_out")
 _RETRANS = COUNTER_NAMES.index("total_retrans")
+# A flow's record as update() compares it with the last snapshot's: all but
+# the read time and the age computed from it.
+_same = attrgetter(*(f.name for f in fields(Flow) if f.name not in ("read_monotonic_ns", "age_s")))
 
 
 def _add(a: _Vec, b: _Vec) -> _Vec:
@@ -214,12 +218,68 @@ class Group:
         return self.streams > 0
 
 
+@dataclass(frozen=True)
+class Refresh:
+    """What one Aggregator.refresh read: the groups, how many flows are open,
+    and the open flows themselves when asked for."""
+
+    groups: list[Group]
+    open_flows: int
+    flows: list[Flow]
+
+
 @dataclass
 class _FlowState:
     key: GroupKey
     base: _Vec  # counters already credited elsewhere (before it joined this group)
     last: _Vec
     missing: int = 0
+    # As the flow's latest record showed it (counted while present).
+    comm: str | None = None
+    cgroup: str | None = None
+    srtt_us: int | None = None
+    present: bool = False
+
+
+@dataclass
+class _Members:
+    """What a group's tracked flows add up to, kept as flows come, change
+    and go so that a snapshot costs in proportion to what changed. Flows
+    missing from the snapshots (for up to `grace` of them) still count and
+    keep their counters, but not their owner or RTT, as before."""
+
+    flows: int = 0
+    live: _Vec = ZERO  # sum of last - base
+    comms: Tally[str | None] = field(default_factory=Tally)
+    cgroups: Tally[str | None] = field(default_factory=Tally)
+    srtt_sum: int = 0
+    srtt_n: int = 0
+
+    def join(self, st: _FlowState) -> None:
+        self.flows += 1
+        self.live = _add(self.live, _minus(st.last, st.base))
+
+    def leave(self, st: _FlowState) -> None:
+        if st.present:
+            self.leave_view(st)
+        self.flows -= 1
+        self.live = _minus(self.live, _minus(st.last, st.base))
+
+    def enter_view(self, st: _FlowState) -> None:
+        st.present = True
+        self.comms[st.comm] += 1
+        self.cgroups[st.cgroup] += 1
+        if st.srtt_us is not None:
+            self.srtt_sum += st.srtt_us
+            self.srtt_n += 1
+
+    def leave_view(self, st: _FlowState) -> None:
+        st.present = False
+        self.comms[st.comm] -= 1
+        self.cgroups[st.cgroup] -= 1
+        if st.srtt_us is not None:
+            self.srtt_sum -= st.srtt_us
+            self.srtt_n -= 1
 
 
 @dataclass
@@ -252,7 +312,8 @@ class _Round:
     flows: int = 0
     streams: int = 0
     srtt: list[int] = field(default_factory=list)
-    srtt_any: list[int] = field(default_factory=list)
+    srtt_any_sum: int = 0  # over the open flows seen, for when no stream has an RTT
+    srtt_any_n: int = 0
     ccs: Tally[str] = field(default_factory=Tally)
     ports: Tally[int] = field(default_factory=Tally)  # streams by remote port
     senders: list[tuple[int, Flow]] = field(default_factory=list)  # (bytes, flow)
@@ -301,6 +362,10 @@ class Aggregator:
         self._groups: dict[GroupKey, _GroupState] = {}
         self._gone: dict[int, _Vec] = {}  # last counters of flows taken for gone
         self._prev_ns: int | None = None
+        # Per group, what its tracked flows add up to between snapshots.
+        self._by_group: dict[GroupKey, _Members] = {}
+        self._away: set[int] = set()  # tracked flows missing from the snapshots
+        self._last_seen: dict[int, Flow] = {}  # update(): the last open flows given
 
     def key(self, flow: Flow) -> GroupKey:
         owner = flow.comm if self.group_by == "comm" else flow.cgroup
@@ -314,13 +379,36 @@ class Aggregator:
                caps: Sequence[CapLimit] = ()) -> list[Group]:
         """Take one snapshot (open flows, plus flows closed since the last one,
         each exactly once) read at monotonic time now_ns; return every group
-        still remembered, in no particular order."""
+        still remembered, in no particular order.
+
+        Works out what changed since the last snapshot given here and hands
+        that to `apply`; a reader that knows the changes (the C library
+        does: FlowReader.changes) calls `apply` and skips the comparison."""
+        prev = self._last_seen
+        seen = {f.cookie: f for f in flows}
+        changed = [f for f in flows
+                   if f.closed or (old := prev.get(f.cookie)) is None or _same(old) != _same(f)]
+        vanished = [c for c in prev if c not in seen]
+        self._last_seen = {c: f for c, f in seen.items() if not f.closed}
+        return self.apply(changed, vanished, now_ns, caps)
+
+    def apply(self, changed: Sequence[Flow], vanished: Iterable[int], now_ns: int,
+              caps: Sequence[CapLimit] = ()) -> list[Group]:
+        """Take one snapshot as its differences from the one before: the
+        flows that are new, changed in anything but their read time, or
+        closed (each closed flow once), and the cookies of the previous
+        snapshot's open flows that it no longer has. Every other flow is
+        taken to be as it was. The work is in proportion to the changes."""
         first = self._prev_ns is None
         dt_ns = None if self._prev_ns is None else now_ns - self._prev_ns
         interval = dt_ns / 1e9 if dt_ns and dt_ns > 0 else None
         rounds: dict[GroupKey, _Round] = {}
-        seen: set[int] = set()
-        for f in flows:
+        for cookie in vanished:
+            st = self._flows.get(cookie)
+            if st is not None and st.present:
+                self._members(st.key).leave_view(st)
+                self._away.add(cookie)
+        for f in changed:
             key = self.key(f)
             g = self._group(key)
             r = rounds.get(key)
@@ -339,25 +427,34 @@ class Aggregator:
                     # flow started since the previous one: all its counters are new.
                     st = _FlowState(key, ZERO, cur if first else ZERO)
                 self._flows[f.cookie] = st
-            elif st.key != key:
-                old = self._group(st.key)
-                old.acc = _add(old.acc, _minus(st.last, st.base))
-                st.key, st.base = key, st.last
+                self._members(key).join(st)
+            else:
+                m = self._members(st.key)
+                if st.present:
+                    m.leave_view(st)
+                if st.key != key:
+                    old = self._group(st.key)
+                    m.leave(st)
+                    old.acc = _add(old.acc, _minus(st.last, st.base))
+                    st.key, st.base = key, st.last
+                    self._members(key).join(st)
+            self._away.discard(f.cookie)
             delta = _minus(cur, st.last)
             st.last = _highest(st.last, cur)
             st.missing = 0
+            m = self._members(key)
+            m.live = _add(m.live, delta)
             r.delta = _add(r.delta, delta)
             r.comms.add(f.comm)
             r.cgroups.add(f.cgroup)
             if f.closed:
                 g.acc = _add(g.acc, _minus(st.last, st.base))
                 g.closed += 1
+                m.leave(st)
                 del self._flows[f.cookie]
                 continue
-            seen.add(f.cookie)
-            r.flows += 1
-            if f.srtt_us is not None:
-                r.srtt_any.append(f.srtt_us)
+            st.comm, st.cgroup, st.srtt_us = f.comm, f.cgroup, f.srtt_us
+            m.enter_view(st)
             if first:  # no interval yet: what the flow ever sent
                 sent, active = f.bytes_acked + f.bytes_sent, f.data_segs_out > 0
             else:
@@ -365,36 +462,68 @@ class Aggregator:
                 active = delta[_DATA_SEGS] > 0 or sent > 0
             if f.state == "ESTABLISHED" and active:
                 r.senders.append((sent, f))
-        live: dict[GroupKey, _Vec] = {}
-        for cookie, st in list(self._flows.items()):
-            if cookie not in seen:
-                st.missing += 1
-                if st.missing > self.grace:
-                    # Gone without a closed record: its last counters are final.
-                    owner = self._group(st.key)
-                    owner.acc = _add(owner.acc, _minus(st.last, st.base))
-                    del self._flows[cookie]
-                    self._gone[cookie] = st.last
-                    if len(self._gone) > GONE_MEMORY:
-                        del self._gone[next(iter(self._gone))]
-                    continue
-            live[st.key] = _add(live.get(st.key, ZERO), _minus(st.last, st.base))
-            if st.key not in rounds:
-                rounds[st.key] = _Round(flows=1)
-            elif cookie not in seen:
-                rounds[st.key].flows += 1
+        for cookie in list(self._away):
+            st = self._flows[cookie]
+            st.missing += 1
+            if st.missing > self.grace:
+                # Gone without a closed record: its last counters are final.
+                owner = self._group(st.key)
+                owner.acc = _add(owner.acc, _minus(st.last, st.base))
+                self._members(st.key).leave(st)
+                del self._flows[cookie]
+                self._away.discard(cookie)
+                self._gone[cookie] = st.last
+                if len(self._gone) > GONE_MEMORY:
+                    del self._gone[next(iter(self._gone))]
         out = []
+        busy = set()
+        for key, m in list(self._by_group.items()):
+            if not m.flows:
+                del self._by_group[key]
+                continue
+            busy.add(key)
+            r = rounds.get(key)
+            if r is None:
+                r = rounds[key] = _Round()
+            r.flows = m.flows
+            r.comms.update(c for c, k in m.comms.items() if k > 0)
+            r.cgroups.update(c for c, k in m.cgroups.items() if k > 0)
+            r.srtt_any_sum, r.srtt_any_n = m.srtt_sum, m.srtt_n
         for key, r in rounds.items():
             self._count_streams(r)
             g = self._group(key)
             g.last_active_ns = now_ns
-            out.append(self._finish(g, r, live.get(key, ZERO), interval, now_ns, caps))
+            held = self._by_group.get(key)
+            out.append(self._finish(g, r, held.live if held else ZERO, interval, now_ns, caps))
         for key, g in self._groups.items():
             if key not in rounds:
-                out.append(self._finish(g, _Round(), live.get(key, ZERO), interval, now_ns, caps))
+                out.append(self._finish(g, _Round(), ZERO, interval, now_ns, caps))
         self._prev_ns = now_ns
-        kept = self._evict(now_ns, set(live))
+        kept = self._evict(now_ns, busy)
         return [x for x in out if x.key in kept]
+
+    def refresh(self, source: FlowSource | ChangeSource, caps: Sequence[CapLimit] = (),
+                flows: bool = False) -> Refresh:
+        """One snapshot from `source` (a reader, injected), aggregated. A
+        source that can tell what changed is asked only for that, unless the
+        caller wants every open flow (`flows`)."""
+        if not flows and hasattr(source, "changes"):
+            ch = source.changes()
+            return Refresh(self.apply(ch.changed, ch.vanished, ch.read_ns, caps),
+                           ch.open_flows, [])
+        snap = source.snapshot()
+        # When the kernel read the counters (CLOCK_MONOTONIC, as ours).
+        now_ns = max((f.read_monotonic_ns for f in snap if not f.closed),
+                     default=time.monotonic_ns())
+        open_flows = [f for f in snap if not f.closed]
+        return Refresh(self.update(snap, now_ns, caps), len(open_flows),
+                       open_flows if flows else [])
+
+    def _members(self, key: GroupKey) -> _Members:
+        m = self._by_group.get(key)
+        if m is None:
+            m = self._by_group[key] = _Members()
+        return m
 
     @staticmethod
     def _count_streams(r: _Round) -> None:
@@ -434,8 +563,10 @@ class Aggregator:
         loss = None
         if interval is not None and d[_DATA_SEGS] > 0:
             loss = min(d[_RETRANS] / d[_DATA_SEGS], 1.0)
-        rtts = r.srtt or r.srtt_any
-        srtt = sum(rtts) / len(rtts) if rtts else None
+        if r.srtt:
+            srtt: float | None = sum(r.srtt) / len(r.srtt)
+        else:
+            srtt = r.srtt_any_sum / r.srtt_any_n if r.srtt_any_n else None
         if interval is not None and goodput:
             self._observe(g, r.streams, goodput / 1e6, d, r.srtt, now_ns)
         else:

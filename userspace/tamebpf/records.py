@@ -71,6 +71,25 @@ class FlowSource(Protocol):
 
 
 @dataclass(frozen=True)
+class FlowChanges:
+    """One snapshot as its differences from the one before (FlowReader.changes):
+    the flows that are new, changed in anything but their read time, or
+    closed; the cookies of the last snapshot's open flows that are gone; how
+    many flows are open; and when the kernel read them (CLOCK_MONOTONIC)."""
+
+    changed: list[Flow]
+    vanished: list[int]
+    open_flows: int
+    read_ns: int
+
+
+class ChangeSource(FlowSource, Protocol):
+    """A flow source that can also say what changed (the kernel's can)."""
+
+    def changes(self) -> FlowChanges: ...
+
+
+@dataclass(frozen=True)
 class Cap:
     """One cap in force (tamebpf cap), with its counters as read just now."""
 

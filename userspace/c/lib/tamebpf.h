@@ -34,6 +34,19 @@ int tb_flows_stats(struct tb_flows *h, struct tb_flows_stats *stats,
 
 void tb_flows_close(struct tb_flows *h);
 
+/* What changed between snapshots (flowdiff.c): give each snapshot's records
+ * in turn; get the indices of the records that are new, changed in anything
+ * but their read time, or closed, the cookies of the last snapshot's open
+ * flows that are gone (both valid until the next update), and the latest
+ * read time of an open flow (0: none open). */
+struct tb_flowdiff;
+
+struct tb_flowdiff *tb_flowdiff_new(void);
+int tb_flowdiff_update(struct tb_flowdiff *d, const struct tb_flow *recs, size_t n,
+		       const __u32 **changed, size_t *n_changed,
+		       const __u64 **vanished, size_t *n_vanished, __u64 *read_ns);
+void tb_flowdiff_free(struct tb_flowdiff *d);
+
 /* What the last failed call of this thread said, in one line; libbpf's
  * debug log on stderr when verbose (common.c). */
 const char *tb_last_error(void);

@@ -152,7 +152,7 @@ def reading_to_jsonl(r: Reading, programs: int) -> list[dict[str, Any]]:
         "time": round(r.time_s, 3),
         "ok": r.ok,
         "programs_attached": programs,
-        "flows": len(r.flows),
+        "flows": r.open_flows,
         "groups": len(r.groups),
         "read_duration_s": r.duration_s,
         "closed_fill": st.closed_fill if st else None,

@@ -109,12 +109,8 @@ class Loop:
         self.ticks = 0  # refreshes after the baseline
 
     def refresh(self) -> list[Group]:
-        flows = self.source.snapshot()
-        # When the kernel read the counters (CLOCK_MONOTONIC, as ours).
-        now_ns = max((f.read_monotonic_ns for f in flows if not f.closed),
-                     default=time.monotonic_ns())
-        self.groups = self.agg.update(flows, now_ns, read_caps())
-        self.open_flows = sum(not f.closed for f in flows)
+        got = self.agg.refresh(self.source, read_caps())
+        self.groups, self.open_flows = got.groups, got.open_flows
         self.stats = self.source.stats()
         return self.groups
 

@@ -9,7 +9,6 @@ closed since the previous call.
 from __future__ import annotations
 
 import ctypes
-import ipaddress
 import os
 import socket
 import time
@@ -27,7 +26,7 @@ from tamebpf.kernel.abi import (
     TbFlowsStats,
 )
 from tamebpf.kernel.netns import netns_path
-from tamebpf.records import Flow, ReaderStats
+from tamebpf.records import Flow, FlowChanges, ReaderStats
 
 __all__ = ["Flow", "FlowReader", "ReaderStats", "flow_from_record"]
 
@@ -41,14 +40,18 @@ NO_MIN_RTT = 0xFFFFFFFF
 INFINITE_SSTHRESH = 0x7FFFFFFF
 
 
+V4_MAPPED = bytes(10) + b"\xff\xff"
+
+
 def _addr(family: int, raw: Any) -> tuple[str, str]:
+    # inet_ntop, not ipaddress: this runs for every flow of a snapshot and is
+    # ten times faster; both print RFC 5952 text.
     data = bytes(raw)
     if family == socket.AF_INET:
-        return "ipv4", str(ipaddress.IPv4Address(data[:4]))
-    v6 = ipaddress.IPv6Address(data)
-    if v6.ipv4_mapped is not None:
-        return "ipv4", str(v6.ipv4_mapped)
-    return "ipv6", str(v6)
+        return "ipv4", socket.inet_ntop(socket.AF_INET, data[:4])
+    if data[:12] == V4_MAPPED:
+        return "ipv4", socket.inet_ntop(socket.AF_INET, data[12:16])
+    return "ipv6", socket.inet_ntop(socket.AF_INET6, data)
 
 
 def _text(raw: bytes) -> str:
@@ -151,6 +154,7 @@ class FlowReader:
         if rc:
             raise TamebpfError(native.last_error(self._lib), native.errno_hint(-rc))
         self._handle: ctypes.c_void_p | None = handle
+        self._diff: int | None = None  # tb_flowdiff, made by the first changes()
 
     def __enter__(self) -> FlowReader:
         return self
@@ -159,6 +163,9 @@ class FlowReader:
         self.close()
 
     def close(self) -> None:
+        if self._diff is not None:
+            self._lib.tb_flowdiff_free(self._diff)
+            self._diff = None
         if self._handle is not None:
             self._lib.tb_flows_close(self._handle)
             self._handle = None
@@ -181,6 +188,33 @@ class FlowReader:
         recs = self.records()
         now = time.monotonic_ns()
         return [flow_from_record(r, self.names, now) for r in recs]
+
+    def changes(self) -> FlowChanges:
+        """One snapshot as what changed since the previous `changes()` (the
+        library compares the records): only those become Flow objects. Do not
+        mix with snapshot() on one reader: each takes the closed flows."""
+        ptr = ctypes.POINTER(TbFlow)()
+        count = ctypes.c_size_t()
+        err = self._lib.tb_flows_snapshot(self._live(), ctypes.byref(ptr), ctypes.byref(count))
+        if err:
+            raise TamebpfError(native.last_error(self._lib))
+        if self._diff is None:
+            self._diff = self._lib.tb_flowdiff_new()
+            if not self._diff:
+                raise TamebpfError("out of memory comparing flow snapshots")
+        idx = ctypes.POINTER(ctypes.c_uint32)()
+        van = ctypes.POINTER(ctypes.c_uint64)()
+        n_idx, n_van, read_ns = ctypes.c_size_t(), ctypes.c_size_t(), ctypes.c_uint64()
+        err = self._lib.tb_flowdiff_update(self._diff, ptr, count, ctypes.byref(idx),
+                                           ctypes.byref(n_idx), ctypes.byref(van),
+                                           ctypes.byref(n_van), ctypes.byref(read_ns))
+        if err:
+            raise TamebpfError("out of memory comparing flow snapshots")
+        now = time.monotonic_ns()
+        changed = [flow_from_record(ptr[idx[i]], self.names, now) for i in range(n_idx.value)]
+        closed = sum(f.closed for f in changed)
+        return FlowChanges(changed, van[:n_van.value], count.value - closed,
+                           read_ns.value or now)
 
     def stats(self) -> ReaderStats:
         st = TbFlowsStats()

@@ -96,6 +96,16 @@ def _declare(lib: ctypes.CDLL) -> None:
     ]
     lib.tb_flows_stats.restype = c.c_int
     lib.tb_flows_close.argtypes = [c.c_void_p]
+
+    lib.tb_flowdiff_new.argtypes = []
+    lib.tb_flowdiff_new.restype = c.c_void_p
+    lib.tb_flowdiff_update.argtypes = [
+        c.c_void_p, c.POINTER(TbFlow), c.c_size_t,
+        c.POINTER(c.POINTER(c.c_uint32)), c.POINTER(c.c_size_t),
+        c.POINTER(c.POINTER(c.c_uint64)), c.POINTER(c.c_size_t), c.POINTER(c.c_uint64)]
+    lib.tb_flowdiff_update.restype = c.c_int
+    lib.tb_flowdiff_free.argtypes = [c.c_void_p]
+    lib.tb_flowdiff_free.restype = None
     lib.tb_flows_close.restype = None
     # probe SYN timeout
     lib.tb_synrto_open.argtypes = [c.POINTER(c.c_void_p), c.c_char_p, c.c_uint32, c.c_uint32]

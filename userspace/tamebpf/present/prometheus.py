@@ -41,11 +41,12 @@ class Reading:
     """One refresh: the groups and what the exporter knows about itself."""
 
     groups: list[Group]
-    flows: list[Flow]  # open flows only
+    flows: list[Flow]  # open flows, only with per_flow (one series each)
     stats: ReaderStats | None
     duration_s: float
     time_s: float  # wall clock
     ok: bool
+    open_flows: int = 0
 
 
 # (name without prefix, help, Group -> value); counters get _total on exposition.
@@ -112,12 +113,9 @@ class TamebpfCollector:
             ok = True
             stats: ReaderStats | None
             try:
-                flows = self.source.snapshot()
+                got = self.agg.refresh(self.source, self.caps(), flows=self.per_flow)
                 stats = self.source.stats()
-                now_ns = max((f.read_monotonic_ns for f in flows if not f.closed),
-                             default=time.monotonic_ns())
-                groups = self.agg.update(flows, now_ns, self.caps())
-                open_flows = [f for f in flows if not f.closed]
+                groups, open_flows, count = got.groups, got.flows, got.open_flows
             except Exception as err:  # noqa: BLE001 - a scrape must answer; count and go on
                 self.read_errors += 1
                 log.warning("reading the kernel failed (%s); serving the previous reading",
@@ -126,9 +124,10 @@ class TamebpfCollector:
                 prev = self._last
                 groups = prev.groups if prev else []
                 open_flows = prev.flows if prev else []
+                count = prev.open_flows if prev else 0
                 stats = prev.stats if prev else None
             self._last = Reading(groups, open_flows, stats, time.perf_counter() - start,
-                                 time.time(), ok)
+                                 time.time(), ok, count)
             self._last_mono = now
             return self._last
 
@@ -282,7 +281,7 @@ class TamebpfCollector:
         yield GaugeMetricFamily(PREFIX + "read_duration_seconds",
                                 "Time the last reading took (snapshot and aggregation).",
                                 value=r.duration_s)
-        yield GaugeMetricFamily(PREFIX + "flows", "Open TCP flows seen.", value=len(r.flows))
+        yield GaugeMetricFamily(PREFIX + "flows", "Open TCP flows seen.", value=r.open_flows)
         yield GaugeMetricFamily(PREFIX + "groups", "Groups held (open flows or counters kept).",
                                 value=len(r.groups))
         yield CounterMetricFamily(PREFIX + "groups_evicted",
