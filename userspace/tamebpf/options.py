@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Iterable
 from typing import IO, Any
 
 from tamebpf.errors import UsageError
@@ -29,6 +30,17 @@ def dump_json(obj: Any, out: IO[str]) -> None:
     """The one JSON layout of --json: indented, no NaN, a final newline."""
     json.dump(obj, out, indent=JSON_INDENT, allow_nan=False)
     out.write("\n")
+
+
+def dump_json_rows(rows: Iterable[Any], out: IO[str]) -> None:
+    """A long JSON array, one compact element a line: json's indented layout
+    runs in pure Python (seconds for 100k flows), this in its C encoder."""
+    out.write("[")
+    sep = "\n"
+    for row in rows:
+        out.write(sep + json.dumps(row, allow_nan=False))
+        sep = ",\n"
+    out.write("\n]\n")
 
 
 def parse_host_port(text: str, option: str, default_port: int | None = None, *,

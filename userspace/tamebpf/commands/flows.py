@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import fields
+from operator import attrgetter
 from typing import Any
 
 from tamebpf.kernel.flows import Flow, FlowReader
-from tamebpf.options import dump_json
+from tamebpf.options import dump_json_rows
 from tamebpf.present.flows import render_table
 
 # The JSON keys the issue promises, in this order, then every other field.
@@ -42,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         flows = reader.snapshot()
         stats = reader.stats()
     if args.json:
-        dump_json([flow_json(f) for f in flows], sys.stdout)
+        dump_json_rows(map(flow_json, flows), sys.stdout)
     else:
         sys.stdout.write(render_table(flows))
     if stats.closed_dropped:
@@ -51,10 +53,13 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+# Every field, the promised ones first; read with one attrgetter call, not
+# dataclasses.asdict, which copies recursively (seconds for 100k flows).
+FIELDS = JSON_KEYS + tuple(f.name for f in fields(Flow) if f.name not in JSON_KEYS)
+_values = attrgetter(*FIELDS)
+
+
 def flow_json(flow: Flow) -> dict[str, Any]:
-    data = flow.to_json()
-    ordered = {k: data.pop(k) for k in JSON_KEYS}
-    ordered.update(data)
-    return ordered
+    return dict(zip(FIELDS, _values(flow), strict=True))
 
 
