@@ -228,7 +228,7 @@ class Refresh:
     flows: list[Flow]
 
 
-@dataclass
+@dataclass(slots=True)  # one per open flow: no per-instance dict
 class _FlowState:
     key: GroupKey
     base: _Vec  # counters already credited elsewhere (before it joined this group)
