@@ -121,11 +121,16 @@ def tables(records: list[dict[str, Any]], limit: float, section: str = SECTION,
     default = records[0]["default_plan"]
     scored = [estimators(r, limit) for r in records]
     labels = list(dict.fromkeys(label for s in scored for label in s))
-    ours = _summary([s[OURS] for s in scored])
-    anchored = _summary([s[CAPACITY] for s in scored])
+    # advise gives no advice on BBR probes (estimate/advice.py, cannot_advise):
+    # the targets are over the loss-based cases, BBR is reported beside them.
+    loss_based = [s for r, s in zip(records, scored, strict=True) if r["case"]["cc"] != "bbr"]
+    bbr = [s for r, s in zip(records, scored, strict=True) if r["case"]["cc"] == "bbr"]
+    ours = _summary([s[OURS] for s in loss_based])
+    anchored = _summary([s[CAPACITY] for s in loss_based])
     walls = [_probing_s(r, default) for r in records]
     caps = [capacity_estimate_score(r) for r in records]
     cap_errs = [c["err"] for r, c in zip(records, caps, strict=True) if r["case"]["cross"]]
+    refused = _summary([s[OURS] for s in bbr]) if bbr else None
     out = [start, f"## {heading}", "",
            f"{len(records)} cases; impact limit {limit:.0%}; the advisor's probes: "
            f"{_plan_label(default)}; ground truth is the median of "
@@ -135,8 +140,16 @@ def tables(records: list[dict[str, Any]], limit: float, section: str = SECTION,
            "The advisor as it runs by default (the capacity its probes' ACK spacing shows "
            "anchors the fit; the throughput fit alone when that estimate is not trusted), and "
            "with `--capacity` given the bottleneck's configured rate (the same probes).", "",
+           f"Advice targets over the {len(loss_based)} cases with loss-based congestion "
+           "control (CUBIC, Reno); the capacity estimate and probing over all "
+           f"{len(records)}.", "",
            "| target | default | met? | with --capacity | met? |", "|---|---|---|---|---|",
            *_target_rows(ours, anchored, walls, cap_errs), "",
+           *([f"BBR ({refused['cases']} cases): `advise` gives no advice and says why "
+              "(the model describes loss-based TCP). What the fit would have said, for the "
+              f"record: throughput error mean {fmt(refused['thru'], '.3f')}, impact error "
+              f"p90 {fmt(refused['impact_p90'], '.3f')}, >= 95% in {refused['good']} of "
+              f"{refused['cases']}.", ""] if refused else []),
            "### Estimators and baselines, over all cases", "",
            "Throughput error: mean over cases of the per-case mean |Eq 15|, and the 90th "
            "percentile of all (case, n) errors. Impact error: 90th percentile of all "

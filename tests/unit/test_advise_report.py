@@ -63,7 +63,6 @@ def test_json_has_predict_shape_and_measurements() -> None:
 
 
 @pytest.mark.parametrize(("kwargs", "needle"), [
-    ({"cc": "bbr"}, "BBR"),
     ({"rwnd": 0.9}, "receiver's window"),
     ({"noise": 0.6}, "noisy"),
 ])
@@ -72,6 +71,21 @@ def test_assumption_warnings(kwargs: dict[str, object], needle: str) -> None:
               Settings(max_impact=0.10))
     assert any(needle in w for w in r.warnings), f"no '{needle}' warning in {r.warnings}"
     assert needle in render(r)
+
+
+def test_bbr_probes_get_no_advice_and_say_why() -> None:
+    """The model describes loss-based TCP: BBR probes are answered plainly,
+    with no second answer hidden in the output."""
+    r = build(TARGET, [probe(1, 50.0, cc="bbr"), probe(10, 200.0, cc="bbr")],
+              Settings(max_impact=0.10))
+    assert r.refused and "BBR" in r.refused and "--congestion cubic" in r.refused
+    text = render(r)
+    assert "ADVICE: none" in text and "BBR" in text
+    assert "impact on cross traffic" not in text  # no curve, no advised number
+    out = json.loads(json.dumps(to_json(r)))
+    assert out["advice"] is None and out["curve"] == [] and "BBR" in out["refused"]
+    ok = build(TARGET, [probe(1, 50.0), probe(10, 200.0)], Settings(max_impact=0.10))
+    assert ok.refused is None and to_json(ok)["refused"] is None
 
 
 def test_no_loss_warns_and_still_advises() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from tamebpf.errors import TamebpfError
 from tamebpf.estimate.adaptive import Enough
 from tamebpf.estimate.advice import AdviseResult, ProbeResult, Target, build
 from tamebpf.kernel.probe import Progress, run_probe
@@ -50,7 +51,10 @@ def run_advice(target: Target, settings: Settings, probes: Sequence[int] = DEFAU
 def advise_target(host: str, max_impact: float, port: int = 5201) -> tuple[int, float]:
     """(advised stream count, its predicted throughput in Mbit/s): the N of a
     refuse cap and the target rate of a pace cap."""
-    advice = run_advice(Target(host, port), Settings(max_impact=max_impact)).prediction.advice
+    result = run_advice(Target(host, port), Settings(max_impact=max_impact))
+    if result.refused:
+        raise TamebpfError(f"the advisor gave no advice for {host}:{port}: {result.refused}")
+    advice = result.prediction.advice
     return advice.num_flows, advice.max_nondisruptive_thru
 
 

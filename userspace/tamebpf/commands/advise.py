@@ -17,7 +17,7 @@ from tamebpf.advise import (
     Target,
     run_advice,
 )
-from tamebpf.errors import UsageError
+from tamebpf.errors import TamebpfError, UsageError
 from tamebpf.kernel import preflight
 from tamebpf.options import (
     IPERF3_PORT,
@@ -175,6 +175,12 @@ def run(args: argparse.Namespace) -> int:
     finally:
         signal.signal(signal.SIGTERM, old)
         progress.clear()
+    if result.refused:
+        if args.json:
+            dump_json(to_json(result), sys.stdout)
+        elif not args.format:
+            sys.stdout.write(render(result))
+        raise TamebpfError(f"no advice: {result.refused}")
     if args.plot:
         write_plot(result, args.plot)
     if args.format:

@@ -102,6 +102,8 @@ class AdviseResult:
     # The impact at each stream count of the curve with its 90% range from
     # the probes' measurement noise (model/confidence.py).
     confidence: tuple[ImpactRange, ...] = ()
+    # Why there is no advice although the fit ran (BBR probes), or None.
+    refused: str | None = None
 
     @property
     def used(self) -> str:
@@ -191,16 +193,26 @@ def build(target: Target, probes: Sequence[ProbeResult], settings: Settings,
                           for p in probes],
         [c.streams for c in prediction.curve], baseline=settings.baseline)
     return AdviseResult(target, tuple(probes), prediction, loss_pred, loss_error,
-                        tuple(warnings), free, capacity, estimate, tuple(confidence))
+                        tuple(warnings), free, capacity, estimate, tuple(confidence),
+                        cannot_advise(probes))
+
+
+def cannot_advise(probes: Sequence[ProbeResult]) -> str | None:
+    """Why the model cannot advise on these probes, or None. BBR: it paces to
+    its own estimate of the bottleneck and does not back off on loss, so the
+    loss curve the model fits does not describe it; on the testbed the fit's
+    predictions for BBR were far off (docs/accuracy.md, the BBR cases)."""
+    ccs = sorted({cc for p in probes for cc in p.steady.congestion_control})
+    if "bbr" not in ccs:
+        return None
+    return ("the probes ran BBR (--congestion bbr, or the host's default), which does not "
+            "back off on loss: the model behind the advice describes loss-based TCP, and its "
+            "predictions for BBR were far off on the testbed (docs/accuracy.md). Probe with "
+            "--congestion cubic (or reno) to advise for transfers that use it")
 
 
 def _assumption_warnings(probes: Sequence[ProbeResult]) -> list[str]:
     out = []
-    ccs = sorted({cc for p in probes for cc in p.steady.congestion_control})
-    if "bbr" in ccs:
-        out.append("the probes used BBR, which does not back off on loss: the square-root "
-                   "law behind the model does not describe it (use --congestion cubic or "
-                   "reno to advise for loss-based transfers)")
     if all(not p.steady.retrans for p in probes):
         out.append("no retransmissions in any probe: the path showed no congestion up to "
                    f"{max(p.streams for p in probes)} streams, so the loss-RTT fit has "

@@ -61,6 +61,11 @@ def to_json(result: AdviseResult) -> dict[str, Any]:
         "level": 0.90, "method": e.method, "ack_pairs": e.pairs, "ack_pairs_considered":
         e.considered, "trusted": e.trusted, "reason": e.reason}
     out["confidence"] = _confidence_json(result)
+    out["refused"] = result.refused
+    if result.refused:
+        # No second answer: the fit's numbers stay under "estimators" only.
+        out["advice"] = None
+        out["curve"] = []
     t = result.target
     out["target"] = {"host": t.host, "port": t.port, "netns": t.netns,
                      "congestion": t.congestion}
@@ -123,6 +128,8 @@ def render(result: AdviseResult) -> str:
             f"{i:>5}  {p.streams:>7}  {s.goodput_mbps:>13.2f}  {_opt(p.iperf3_mbps, '13.2f'):>13}"
             f"  {_opt(None if s.loss_rate is None else s.loss_rate * 100, '.3f'):>6}%"
             f"  {_opt(s.srtt_ms, '8.2f'):>8}  {','.join(s.congestion_control) or '-'}")
+    if result.refused:
+        return "\n".join(lines + ["", f"ADVICE: none: {result.refused}"]) + "\n"
     lines += ["", render_prediction_table(result.prediction).rstrip("\n"), ""]
     a = result.prediction.advice
     if result.loss_prediction is not None:
