@@ -12,9 +12,11 @@ from tamebpf.errors import UsageError
 
 
 def ns(mode: str = "pace", rate: str | None = "100M", max_streams: str | None = None,
-       auto: str | None = None, max_impact: str | None = None) -> argparse.Namespace:
+       auto: str | None = None, max_impact: str | None = None,
+       congestion: str = "system") -> argparse.Namespace:
     return argparse.Namespace(mode=mode, rate=rate, max_streams=max_streams, auto=auto,
-                              max_impact=max_impact, cgroup="x.slice", dest="10.0.0.0/8")
+                              max_impact=max_impact, cgroup="x.slice", dest="10.0.0.0/8",
+                              congestion=congestion)
 
 
 @pytest.mark.parametrize(("rate", "expected"), [
@@ -38,6 +40,7 @@ def test_refuse_mode_has_no_rate() -> None:
     (ns(mode="refuse", rate="1G", max_streams="4"), "--rate goes with --mode pace"),
     (ns(mode="refuse", rate=None), "give --max-streams"),     # refuse without N
     (ns(rate=None, auto="h"), "--auto needs --max-impact"),
+    (ns(congestion="cubic"), "--congestion goes with --auto"),
     (ns(rate="1G", max_impact="5%"), "--max-impact goes with --auto"),
     (ns(rate="fast"), "not a rate"),
 ])

@@ -187,8 +187,10 @@ def test_auto_without_the_advisor_says_so(monkeypatch: pytest.MonkeyPatch) -> No
 def fake_advisor(monkeypatch: pytest.MonkeyPatch, n: int, mbit: float) -> list[tuple[object, ...]]:
     calls: list[tuple[object, ...]] = []
 
-    def advise_target(host: str, max_impact: float, port: int = 5201) -> tuple[int, float]:
-        calls.append((host, max_impact, port))
+    def advise_target(host: str, max_impact: float, port: int = 5201,
+                      congestion: str = "system") -> tuple[int, float]:
+        calls.append((host, max_impact, port) if congestion == "system"
+                     else (host, max_impact, port, congestion))
         return n, mbit
 
     fake = types.ModuleType("tamebpf.advise")
@@ -205,6 +207,19 @@ def test_auto_uses_the_advisors_target(monkeypatch: pytest.MonkeyPatch) -> None:
     fake_advisor(monkeypatch, 0, 1.0)
     with pytest.raises(UsageError):
         cap_cmd.auto_target("dtn2", "5%")
+
+
+def test_auto_probes_with_the_congestion_control_asked_for(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = fake_advisor(monkeypatch, 4, 30.0)
+    spec = parse_capfile("[[cap]]\ncgroup='a'\ndest='10.0.0.0/8'\nauto='h'\n"
+                         "max_impact='20%'\ncongestion='cubic'\n")[0]
+    assert spec.congestion == "cubic"
+    cap_cmd.resolve_spec(spec)
+    assert calls == [("h", 0.2, 5201, "cubic")], calls
+    with pytest.raises(UsageError, match="congestion 'vegas'"):
+        parse_capfile("[[cap]]\ncgroup='a'\ndest='10.0.0.0/8'\nauto='h'\n"
+                      "max_impact='20%'\ncongestion='vegas'\n")
 
 
 def test_auto_pace_cap_takes_the_advised_throughput(monkeypatch: pytest.MonkeyPatch) -> None:

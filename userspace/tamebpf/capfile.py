@@ -13,7 +13,8 @@ A caps file::
     cgroup = "transfer.slice"
     dest = "[fd00:7462::/48]:2811"
     auto = "dtn2.example.org"          # instead of max_streams: ask the
-    max_impact = "5%"                  # advisor (tamebpf advise)
+    max_impact = "5%"                  # advisor (tamebpf advise), probing
+    congestion = "cubic"               # as the transfers run (default: system)
 
     [[cap]]
     cgroup = "backup.slice"
@@ -114,13 +115,16 @@ class CapSpec:
     max_impact: str | None = None  # "5%" or "0.05", as the CLI takes it
     mode: str = "refuse"  # "refuse" or "pace"
     rate: str | None = None  # pace mode: "500M", "2G" or Mbit/s, as the CLI takes it
+    congestion: str = "system"  # auto: the probes' congestion control (advise --congestion)
 
     @property
     def key(self) -> tuple[str, str]:
         return (self.cgroup.strip("/"), str(self.dest))
 
 
-CAP_KEYS = {"cgroup", "dest", "max_streams", "auto", "max_impact", "mode", "rate"}
+CAP_KEYS = {"cgroup", "dest", "max_streams", "auto", "max_impact", "mode", "rate",
+            "congestion"}
+CONGESTION = ("reno", "cubic", "bbr", "system")
 MODES = ("refuse", "pace")
 LIMIT_KEY = {"refuse": "max_streams", "pace": "rate"}  # each mode's fixed limit
 
@@ -189,5 +193,8 @@ def _spec(entry: Any, where: str) -> CapSpec:
         return CapSpec(entry["cgroup"], dest, max_streams=n)
     if not isinstance(entry["auto"], str) or "max_impact" not in entry:
         raise UsageError(f"{where}: auto needs a host name and max_impact")
+    cc = entry.get("congestion", "system")
+    if cc not in CONGESTION:
+        raise UsageError(f"{where}: congestion {cc!r}: one of {', '.join(CONGESTION)}")
     return CapSpec(entry["cgroup"], dest, auto=entry["auto"],
-                   max_impact=str(entry["max_impact"]), mode=mode)
+                   max_impact=str(entry["max_impact"]), mode=mode, congestion=cc)

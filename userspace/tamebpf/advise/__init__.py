@@ -48,10 +48,11 @@ def run_advice(target: Target, settings: Settings, probes: Sequence[int] = DEFAU
     return build(target, results, settings, model, capacity_mbps)
 
 
-def advise_target(host: str, max_impact: float, port: int = 5201) -> tuple[int, float]:
+def advise_target(host: str, max_impact: float, port: int = 5201,
+                  congestion: str = "system") -> tuple[int, float]:
     """(advised stream count, its predicted throughput in Mbit/s): the N of a
     refuse cap and the target rate of a pace cap."""
-    result = run_advice(Target(host, port), Settings(max_impact=max_impact))
+    result = run_advice(Target(host, port, congestion=congestion), Settings(max_impact=max_impact))
     if result.refused:
         raise TamebpfError(f"the advisor gave no advice for {host}:{port}: {result.refused}")
     advice = result.prediction.advice

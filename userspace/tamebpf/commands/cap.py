@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tamebpf.capfile import CapSpec, check_max_streams, parse_capfile, parse_dest
+from tamebpf.capfile import CONGESTION, CapSpec, check_max_streams, parse_capfile, parse_dest
 from tamebpf.errors import TamebpfError, UsageError
 from tamebpf.kernel.cap import PACE_NO_LIMIT, CapTable, netns_paths, resolve_cgroup
 from tamebpf.kernel.caps_view import limit_of
@@ -54,6 +54,9 @@ def register(sub: Any) -> None:
                    "(refuse mode) or its throughput as the target (pace mode)")
     s.add_argument("--max-impact", metavar="PCT",
                    help="with --auto: largest tolerated loss of other traffic, 5%% or 0.05")
+    s.add_argument("--congestion", choices=CONGESTION, default="system",
+                   help="with --auto: the probes' congestion control, as the transfers run "
+                   "(default: the host's; the advisor gives no advice for BBR)")
     s.add_argument("--mode", choices=("refuse", "pace"), default="refuse",
                    help="refuse: connect()s over N fail with EPERM (default); pace: none "
                    "is refused, the streams together send at most --rate (or the advisor's "
@@ -99,7 +102,7 @@ def _usage(p: argparse.ArgumentParser) -> int:
     return 2
 
 
-def auto_target(host: str, max_impact: str) -> tuple[int, float]:
+def auto_target(host: str, max_impact: str, congestion: str = "system") -> tuple[int, float]:
     """(N, Mbit/s) from the advisor, if this build has it."""
     try:
         advise = importlib.import_module("tamebpf.advise")
@@ -110,7 +113,7 @@ def auto_target(host: str, max_impact: str) -> tuple[int, float]:
         raise TamebpfError(NO_ADVISOR)
     impact = parse_fraction(max_impact, "--max-impact")
     name, port = parse_host_port(host, "--auto", default_port=IPERF3_PORT)
-    n, mbit = fn(name, impact, port)
+    n, mbit = fn(name, impact, port, congestion)
     return check_max_streams(int(n), "advised stream count"), float(mbit)
 
 
@@ -128,6 +131,8 @@ def spec_from_args(args: argparse.Namespace) -> CapSpec:
         parse_fraction(args.max_impact, "--max-impact")
     elif args.max_impact is not None:
         raise UsageError("--max-impact goes with --auto")
+    elif args.congestion != "system":
+        raise UsageError("--congestion goes with --auto")
     if args.mode == "refuse":
         if args.rate is not None:
             raise UsageError("--rate goes with --mode pace")
@@ -135,7 +140,7 @@ def spec_from_args(args: argparse.Namespace) -> CapSpec:
             raise UsageError("give --max-streams N or --auto HOST")
         n = None if args.max_streams is None else check_max_streams(args.max_streams)
         return CapSpec(args.cgroup, dest, max_streams=n, auto=args.auto,
-                       max_impact=args.max_impact)
+                       max_impact=args.max_impact, congestion=args.congestion)
     if args.max_streams is not None:
         raise UsageError("--max-streams goes with --mode refuse",
                          "a pace cap never refuses a connect(); give --rate or --auto")
@@ -144,7 +149,7 @@ def spec_from_args(args: argparse.Namespace) -> CapSpec:
     if args.rate is not None:
         rate_bytes(args.rate)
     return CapSpec(args.cgroup, dest, auto=args.auto, max_impact=args.max_impact,
-                   mode="pace", rate=args.rate)
+                   mode="pace", rate=args.rate, congestion=args.congestion)
 
 
 def rate_bytes(rate: str, option: str = "--rate") -> int:
@@ -169,7 +174,7 @@ def resolve_spec(spec: CapSpec) -> Resolved:
     advised = None
     if spec.auto is not None:
         assert spec.max_impact is not None
-        advised = auto_target(spec.auto, spec.max_impact)
+        advised = auto_target(spec.auto, spec.max_impact, spec.congestion)
     if spec.mode == "pace":
         rate = (rate_bytes(spec.rate) if spec.rate is not None
                 else max(1, int(advised[1] * 1e6 / 8)) if advised else 0)
