@@ -16,7 +16,15 @@ from tamebpf.estimate.acktrain import estimate_capacity
 from tamebpf.estimate.advice import ProbeResult, Target, build
 from tamebpf.estimate.capacity import tcp_goodput_mbps
 from tamebpf.estimate.steady import FlowSteady, Steady
-from tamebpf.model import Probe, Settings, fit_altman, fit_throughput, predict
+from tamebpf.model import (
+    ModelInputError,
+    Probe,
+    Settings,
+    fit_altman,
+    fit_capacity,
+    fit_throughput,
+    predict,
+)
 
 OURS = "tamebpf default (estimated capacity, else throughput fit)"
 # The same probes with `advise --capacity` given the bottleneck's configured rate.
@@ -25,6 +33,7 @@ EQ7 = "Eq 7, partial order 2 (the paper's)"
 # References, not estimators: what the advisor would score with inputs no
 # probe can give it. They bound what better probes alone could achieve.
 PERFECT_PROBES = "ref: our model on the truth at 1 and 10 streams (perfect probes)"
+ONE_PROBE = "10-stream probe alone + its estimated capacity (no 1-stream probe)"
 FAIR_SHARE = "ref: fair share with the true m and capacity (not measurable by probes)"
 
 
@@ -157,6 +166,18 @@ def estimators(rec: dict[str, Any], limit: float, plan: str | None = None
         thru, imp = _curve(pred)
         out[label] = score(thru, imp, pred.advice.num_flows, truth, limit)
     out[CAPACITY] = capacity_score(rec, limit, 1.0, plan)
+    # Issue 15: with the capacity estimated, is the 1-stream probe needed?
+    # The 10-stream probe alone: its ACKs give the capacity, its goodput m.
+    ten = probes[10]
+    if ten.ack_pair_mbps:
+        est = estimate_capacity(ten.ack_pair_mbps, ten.steady.goodput_mbps)
+        if est.trusted and est.goodput_mbps:
+            try:
+                pred = predict(fit_capacity([p[10]], est.goodput_mbps), settings)
+                thru, imp = _curve(pred)
+                out[ONE_PROBE] = score(thru, imp, pred.advice.num_flows, truth, limit)
+            except ModelInputError:
+                pass
     hacker = {n: n * p[1].throughput for n in truth}
     out["Hacker bound"] = score(hacker, {}, max(truth), truth, limit)
     altman = fit_altman([p[1], p[10]])
