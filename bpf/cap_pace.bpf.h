@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Pace mode of stream caps (docs/cap.md, "Pace mode"): the programs that
+ * set each paced socket's SO_MAX_PACING_RATE, and the iterator that lifts it
+ * when the cap is removed.
+ *
+ * Built into cap.bpf.c's object on purpose, not an object of its own: they
+ * read the same per-socket charges (cap_socks) and counters (cap_counts) the
+ * connect programs write, under the same locks, and are pinned and attached
+ * with them by one loader path (userspace/c/lib/cap.c). Only cap.bpf.c
+ * includes this file.
+ */
+#ifndef TAMEBPF_CAP_PACE_BPF_H
+#define TAMEBPF_CAP_PACE_BPF_H
+
+/* Pace mode (docs/cap.md): a charged socket of a pace cap sends at most
+ * rate / active, where active counts the cap's streams that checked in from
+ * their RTT callback in this or the previous epoch. A stream that just opened
+ * has not checked in yet and takes rate / (active + 1). Sockets of the cgroup
+ * not charged to a pace cap return after one storage lookup. */
+#define SOL_SOCKET 1          /* uapi asm-generic/socket.h; not in vmlinux.h */
+#define SO_MAX_PACING_RATE 47
+#define PACE_EPOCH_NS (250ULL * 1000 * 1000)
+#define PACE_RATE_MAX 0xfffffffeU /* bpf_setsockopt takes an int: ~34 Gbit/s */
+/* The RTT callback comes with every ACK that carries an RTT sample; a share
+ * is recomputed about once per smoothed RTT, and at most this often. */
+#define PACE_MIN_GAP_NS (1000ULL * 1000)
+
+static __always_inline void pace(struct bpf_sock_ops *skops, int opening)
+{
+	struct tb_cap_count *c = NULL;
+	struct tb_cap_sock *st;
+	struct bpf_sock *sk = skops->sk;
+	__u64 id, now, rate;
+	__u32 active, rate32, i;
+
+	if (!sk)
+		return;
+	st = bpf_sk_storage_get(&cap_socks, sk, 0, 0);
+	if (!st)
+		return;
+	now = bpf_ktime_get_ns();
+	if (!opening) {
+		/* sock_ops' srtt_us is tcp_sock's: microseconds << 3 */
+		__u64 gap = (__u64)(skops->srtt_us >> 3) * 1000;
+
+		if (gap < PACE_MIN_GAP_NS)
+			gap = PACE_MIN_GAP_NS;
+		if (now - st->checked_ns < gap)
+			return;
+	}
+	st->checked_ns = now;
+	for (i = 0; i < TB_CAP_SOCK_MAX; i++) {
+		if (i >= st->n)
+			return;
+		id = st->ids[i];
+		c = bpf_map_lookup_elem(&cap_counts, &id);
+		if (c && c->mode == TB_CAP_MODE_PACE)
+			break;
+		c = NULL;
+	}
+	if (!c)
+		return;
+	bpf_spin_lock(&c->lock);
+	if (now - c->epoch_start_ns >= PACE_EPOCH_NS) {
+		/* an epoch nobody checked in to leaves no history */
+		c->prev_checkins = now - c->epoch_start_ns < 2 * PACE_EPOCH_NS ?
+			c->epoch_checkins : 0;
+		c->epoch_checkins = 0;
+		c->epoch_start_ns = now;
+	}
+	if (!opening && st->epoch != c->epoch_start_ns) {
+		st->epoch = c->epoch_start_ns;
+		c->epoch_checkins++;
+	}
+	active = c->epoch_checkins > c->prev_checkins ?
+		c->epoch_checkins : c->prev_checkins;
+	/* opening: one more than those sending (the first alone gets it all) */
+	if (opening || !active)
+		active++;
+	rate = c->rate_bytes_per_s / active;
+	bpf_spin_unlock(&c->lock);
+	if (!rate)
+		rate = 1;
+	rate32 = rate > PACE_RATE_MAX ? PACE_RATE_MAX : (__u32)rate;
+	if (rate32 == st->applied)
+		return;
+	if (!bpf_setsockopt(skops, SOL_SOCKET, SO_MAX_PACING_RATE, &rate32, sizeof(rate32)))
+		st->applied = rate32;
+}
+
+SEC("sockops")
+int tb_cap_pace(struct bpf_sock_ops *skops)
+{
+	switch (skops->op) {
+	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
+		pace(skops, 1);
+		bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags |
+					  BPF_SOCK_OPS_RTT_CB_FLAG);
+		break;
+	case BPF_SOCK_OPS_RTT_CB:
+		pace(skops, 0);
+		break;
+	}
+	return 1;
+}
+
+/* Removing a pace cap (docs/cap.md): the sockets it paced that are still
+ * open send unpaced again. Userspace deletes the cap's counters first, so
+ * no RTT callback re-applies a rate after this; ~0U is "unlimited" to the
+ * kernel (sk_setsockopt widens it to ~0UL). */
+SEC("iter/tcp")
+int tb_cap_unpace(struct bpf_iter__tcp *ctx)
+{
+	struct sock_common *skc = ctx->sk_common;
+	__u32 unlimited = ~0U;
+	struct tb_cap_sock *st;
+	struct tcp_sock *tp;
+	int i;
+
+	if (!skc)
+		return 0;
+	tp = bpf_skc_to_tcp_sock(skc);
+	if (!tp)
+		return 0;
+	st = bpf_sk_storage_get(&cap_socks, (struct sock *)tp, 0, 0);
+	if (!st || !st->applied)
+		return 0;
+	for (i = 0; i < TB_CAP_SOCK_MAX; i++) {
+		if (i >= st->n)
+			return 0;
+		if (st->ids[i] == unpace_id)
+			break;
+	}
+	if (i == TB_CAP_SOCK_MAX)
+		return 0;
+	if (!bpf_setsockopt(tp, SOL_SOCKET, SO_MAX_PACING_RATE, &unlimited,
+			    sizeof(unlimited)))
+		st->applied = 0;
+	return 0;
+}
+
+#endif /* TAMEBPF_CAP_PACE_BPF_H */
