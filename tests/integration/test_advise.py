@@ -183,6 +183,30 @@ def test_probes_that_know_enough_end_early() -> None:
             server.wait()
     assert not probe_cgroups(), f"probe cgroups left: {probe_cgroups()}"
 
+
+def test_bbr_probes_get_no_advice_and_say_why() -> None:
+    """The probes measured BBR (the model describes loss-based TCP): the
+    report is printed with `ADVICE: none` and the reason, the exit status is
+    1, and no stream count is printed for a script."""
+    with tbfix.running_testbed(rate_mbit=RATE, rtt_ms=RTT, queue_pkts=QUEUE, cc="cubic") as tb:
+        server = iperf.start_server(tb, 5201)
+        try:
+            res = subprocess.run(
+                [sys.executable, "-m", "tamebpf", "advise", tb.addresses["receiver"],
+                 "--max-impact", "10%", "--netns", tb.namespaces["sender"],
+                 "--congestion", "bbr", "--duration", "1"],
+                capture_output=True, text=True, timeout=60)
+            assert res.returncode == 1, res.stderr
+            assert "ADVICE: none" in res.stdout and "BBR" in res.stdout, res.stdout
+            assert "--congestion cubic" in res.stderr.strip().splitlines()[-1], res.stderr
+            iperf.wait_for(lambda: iperf.server_idle(tb, 5201), 15.0, "server idle")
+            res = advise(tb, "--congestion", "bbr", "--duration", "1", "--format", "shell")
+            assert res.returncode == 1 and res.stdout == "", (res.stdout, res.stderr)
+        finally:
+            server.kill()
+            server.wait()
+    assert not probe_cgroups(), f"probe cgroups left: {probe_cgroups()}"
+
 def test_no_server_is_one_clear_line_and_nothing_left() -> None:
     with tbfix.running_testbed(rate_mbit=RATE, rtt_ms=5.0, queue_pkts=QUEUE, cc="cubic") as tb:
         res = advise(tb, port=5999)
