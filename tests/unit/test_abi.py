@@ -74,3 +74,35 @@ def test_no_implicit_padding() -> None:
             end = off + ctypes.sizeof(ctype)
         tail = ctypes.sizeof(cls) - end
         assert tail == 0, f"{name}: {tail} bytes of tail padding"
+
+
+def test_struct_format_decodes_a_record_as_ctypes_reads_it() -> None:
+    """The one-call decoder of tb_flow (kernel/flows.py) sees every field
+    where ctypes does: a record of distinct bytes, read both ways."""
+    import struct
+
+    from tamebpf.kernel.abi import TB_FLOW_FIELDS, TB_FLOW_FORMAT, TbFlow
+    assert struct.calcsize(TB_FLOW_FORMAT) == ctypes.sizeof(TbFlow)
+    raw = bytes((7 * k + 1) % 251 for k in range(ctypes.sizeof(TbFlow)))
+    r = TbFlow.from_buffer_copy(raw)
+    got = dict(zip(TB_FLOW_FIELDS, struct.unpack(TB_FLOW_FORMAT, raw), strict=True))
+    for name, typ in TbFlow._fields_:
+        off = getattr(TbFlow, name).offset
+        want = raw[off:off + ctypes.sizeof(typ)] if hasattr(typ, "_length_") \
+            else getattr(r, name)
+        assert got[name] == want, name
+
+
+def test_flow_values_are_in_the_json_order_and_make_a_flow() -> None:
+    """flows --json writes flow_values as they come: the promised keys first
+    (commands/flows.py FIELDS), and the same values a Flow holds."""
+    from tamebpf.commands.flows import FIELDS, flow_json
+    from tamebpf.kernel.abi import TbFlow
+    from tamebpf.kernel.flows import flow_from_record, flow_values
+    r = TbFlow()
+    r.cookie, r.family, r.state, r.srtt_us, r.data_segs_out, r.total_retrans = 9, 2, 1, 50, 10, 1
+    r.saddr[:4], r.daddr[:4] = [10, 0, 0, 1], [10, 0, 0, 2]
+    values = flow_values(bytes(r), 0, None, 0)
+    assert tuple(values) == FIELDS
+    assert values == flow_json(flow_from_record(r, None, 0))
+    assert values["remote_addr"] == "10.0.0.2" and values["loss_rate"] == 0.1

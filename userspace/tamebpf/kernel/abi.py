@@ -8,6 +8,7 @@ exported by libtamebpf) and against the BPF object's BTF.
 from __future__ import annotations
 
 import ctypes
+from typing import Any
 
 TB_COMM_LEN = 16
 TB_CC_LEN = 16
@@ -145,3 +146,28 @@ STRUCTS: dict[str, type[ctypes.Structure]] = {
     "tb_cap_state": TbCapState,
     "tb_ack": TbAck,
 }
+
+
+def struct_format(cls: type[ctypes.Structure]) -> str:
+    """A `struct` module format with the layout of a ctypes Structure (same
+    offsets, padding as 'x'), so that records are decoded in one call
+    instead of one ctypes attribute read per field. Byte arrays and char
+    arrays come out as bytes."""
+    codes: dict[Any, str] = {ctypes.c_uint8: "B", ctypes.c_uint16: "H", ctypes.c_uint32: "I",
+                             ctypes.c_uint64: "Q"}
+    out, pos = ["="], 0
+    for field in cls._fields_:
+        name, typ = field[0], field[1]
+        off = getattr(cls, name).offset
+        if off > pos:
+            out.append(f"{off - pos}x")
+        size = ctypes.sizeof(typ)
+        out.append(codes.get(typ, f"{size}s"))
+        pos = off + size
+    if ctypes.sizeof(cls) > pos:
+        out.append(f"{ctypes.sizeof(cls) - pos}x")
+    return "".join(out)
+
+
+TB_FLOW_FORMAT = struct_format(TbFlow)
+TB_FLOW_FIELDS = tuple(field[0] for field in TbFlow._fields_)

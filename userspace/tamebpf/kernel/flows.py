@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import os
 import socket
+import struct
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -20,6 +21,7 @@ from tamebpf.errors import TamebpfError, UsageError
 from tamebpf.kernel import native, preflight
 from tamebpf.kernel.abi import (
     TB_FLOW_CLOSED,
+    TB_FLOW_FORMAT,
     TB_FLOW_OWNER_KNOWN,
     TB_FLOW_START_KNOWN,
     TbFlow,
@@ -58,52 +60,77 @@ def _text(raw: bytes) -> str:
     return raw.split(b"\0", 1)[0].decode(errors="replace")
 
 
+# One struct.unpack per record instead of a ctypes attribute read per field:
+# a snapshot of 100k flows is decoded in a fraction of the time.
+_RECORD = struct.Struct(TB_FLOW_FORMAT)
+RECORD_SIZE = _RECORD.size
+
+
 def flow_from_record(rec: TbFlow, names: CgroupNames | None, now_ns: int) -> Flow:
-    family, local = _addr(rec.family, rec.saddr)
-    _, remote = _addr(rec.family, rec.daddr)
-    owner = bool(rec.flags & TB_FLOW_OWNER_KNOWN)
+    return flow_from_bytes(bytes(rec), 0, names, now_ns)
+
+
+def flow_from_bytes(buf: Any, offset: int, names: CgroupNames | None, now_ns: int) -> Flow:
+    """The record at `offset` of `buf` (bytes or a buffer of tb_flow) as a Flow."""
+    return Flow(**flow_values(buf, offset, names, now_ns))
+
+
+def flow_values(buf: Any, offset: int, names: CgroupNames | None, now_ns: int
+                ) -> dict[str, Any]:
+    """The record at `offset` of `buf` as Flow's fields, in the order of
+    `tamebpf flows --json` (FLOW_JSON_ORDER): `flows --json` writes these
+    without making a Flow of each."""
+    (cookie, cgroup_id, start_ns, update_ns, bytes_acked, bytes_received, bytes_sent,
+     bytes_retrans, segs_out, segs_in, data_segs_out, data_segs_in, total_retrans,
+     retrans_out, lost_out, srtt_us, rttvar_us, min_rtt_us, snd_cwnd, snd_ssthresh, mss,
+     rate_delivered, rate_interval_us, snd_wnd, pid, netns_ino, family_no, sport, dport,
+     state, flags, saddr, daddr, comm, cc) = _RECORD.unpack_from(buf, offset)
+    family, local = _addr(family_no, saddr)
+    _, remote = _addr(family_no, daddr)
+    owner = bool(flags & TB_FLOW_OWNER_KNOWN)
     rate = None
-    if rec.rate_delivered and rec.rate_interval_us:
+    if rate_delivered and rate_interval_us:
         # As tcp_info's delivery rate: segments x MSS over the sample interval.
-        rate = rec.rate_delivered * rec.mss * 8 * 1_000_000 // rec.rate_interval_us
-    has_rtt = rec.srtt_us > 0
-    return Flow(
-        cookie=rec.cookie,
-        pid=rec.pid if owner else None,
-        comm=_text(rec.comm) if owner else None,
-        cgroup_id=rec.cgroup_id,
-        cgroup=names.name(rec.cgroup_id) if names else None,
+        rate = rate_delivered * mss * 8 * 1_000_000 // rate_interval_us
+    has_rtt = srtt_us > 0
+    # `flows --json` order: the fields promised first, then the rest.
+    return dict(
+        cookie=cookie,
+        pid=pid if owner else None,
+        comm=_text(comm) if owner else None,
+        cgroup_id=cgroup_id,
+        cgroup=names.name(cgroup_id) if names else None,
         family=family,
         local_addr=local,
-        local_port=rec.sport,
+        local_port=sport,
         remote_addr=remote,
-        remote_port=rec.dport,
-        state=TCP_STATES.get(rec.state, str(rec.state)),
-        closed=bool(rec.flags & TB_FLOW_CLOSED),
-        congestion_control=_text(rec.cc) or None,
-        srtt_us=rec.srtt_us if has_rtt else None,
-        rttvar_us=rec.rttvar_us if has_rtt else None,
-        min_rtt_us=rec.min_rtt_us if rec.min_rtt_us not in (0, NO_MIN_RTT) else None,
-        segs_out=rec.segs_out,
-        segs_in=rec.segs_in,
-        data_segs_out=rec.data_segs_out,
-        data_segs_in=rec.data_segs_in,
-        total_retrans=rec.total_retrans,
-        retrans_out=rec.retrans_out,
-        lost_out=rec.lost_out,
-        bytes_acked=rec.bytes_acked,
-        bytes_received=rec.bytes_received,
-        bytes_sent=rec.bytes_sent,
-        bytes_retrans=rec.bytes_retrans,
-        snd_cwnd=rec.snd_cwnd,
-        snd_ssthresh=rec.snd_ssthresh if rec.snd_ssthresh < INFINITE_SSTHRESH else None,
-        snd_wnd=rec.snd_wnd,
-        mss=rec.mss,
+        remote_port=dport,
+        state=TCP_STATES.get(state, str(state)),
+        congestion_control=_text(cc) or None,
+        srtt_us=srtt_us if has_rtt else None,
+        rttvar_us=rttvar_us if has_rtt else None,
+        min_rtt_us=min_rtt_us if min_rtt_us not in (0, NO_MIN_RTT) else None,
+        segs_out=segs_out,
+        data_segs_out=data_segs_out,
+        total_retrans=total_retrans,
+        bytes_acked=bytes_acked,
+        bytes_received=bytes_received,
+        snd_cwnd=snd_cwnd,
+        snd_ssthresh=snd_ssthresh if snd_ssthresh < INFINITE_SSTHRESH else None,
+        mss=mss,
         delivery_rate_bps=rate,
-        loss_rate=rec.total_retrans / rec.data_segs_out if rec.data_segs_out else None,
-        age_s=(now_ns - rec.start_ns) / 1e9 if rec.flags & TB_FLOW_START_KNOWN else None,
-        netns=rec.netns_ino,
-        read_monotonic_ns=rec.update_ns,
+        age_s=(now_ns - start_ns) / 1e9 if flags & TB_FLOW_START_KNOWN else None,
+        closed=bool(flags & TB_FLOW_CLOSED),
+        segs_in=segs_in,
+        data_segs_in=data_segs_in,
+        retrans_out=retrans_out,
+        lost_out=lost_out,
+        bytes_sent=bytes_sent,
+        bytes_retrans=bytes_retrans,
+        snd_wnd=snd_wnd,
+        loss_rate=total_retrans / data_segs_out if data_segs_out else None,
+        netns=netns_ino,
+        read_monotonic_ns=update_ns,
     )
 
 
@@ -185,9 +212,29 @@ class FlowReader:
         return [TbFlow.from_buffer_copy(ptr[i]) for i in range(count.value)]
 
     def snapshot(self) -> list[Flow]:
-        recs = self.records()
+        buf = self._read()
         now = time.monotonic_ns()
-        return [flow_from_record(r, self.names, now) for r in recs]
+        return [flow_from_bytes(buf, off, self.names, now)
+                for off in range(0, len(buf), RECORD_SIZE)]
+
+    def snapshot_values(self) -> list[dict[str, Any]]:
+        """snapshot() as plain dicts (flow_values), for `flows --json`."""
+        buf = self._read()
+        now = time.monotonic_ns()
+        return [flow_values(buf, off, self.names, now) for off in range(0, len(buf), RECORD_SIZE)]
+
+    def _read(self) -> memoryview:
+        """One snapshot's records as a view of the library's buffer (valid
+        until the next read)."""
+        ptr = ctypes.POINTER(TbFlow)()
+        count = ctypes.c_size_t()
+        err = self._lib.tb_flows_snapshot(self._live(), ctypes.byref(ptr), ctypes.byref(count))
+        if err:
+            raise TamebpfError(native.last_error(self._lib))
+        if not count.value:
+            return memoryview(b"")
+        return memoryview((ctypes.c_char * (count.value * RECORD_SIZE)).from_address(
+            ctypes.addressof(ptr.contents))).cast("B")
 
     def changes(self) -> FlowChanges:
         """One snapshot as what changed since the previous `changes()` (the
@@ -211,7 +258,10 @@ class FlowReader:
         if err:
             raise TamebpfError("out of memory comparing flow snapshots")
         now = time.monotonic_ns()
-        changed = [flow_from_record(ptr[idx[i]], self.names, now) for i in range(n_idx.value)]
+        buf = memoryview((ctypes.c_char * (count.value * RECORD_SIZE)).from_address(
+            ctypes.addressof(ptr.contents))).cast("B") if count.value else memoryview(b"")
+        changed = [flow_from_bytes(buf, idx[i] * RECORD_SIZE, self.names, now)
+                   for i in range(n_idx.value)]
         closed = sum(f.closed for f in changed)
         return FlowChanges(changed, van[:n_van.value], count.value - closed,
                            read_ns.value or now)
