@@ -4,6 +4,7 @@ I/O. The kernel layer (tamebpf.kernel.flows) makes them; the pure core
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
@@ -77,7 +78,7 @@ class FlowChanges:
     closed; the cookies of the last snapshot's open flows that are gone; how
     many flows are open; and when the kernel read them (CLOCK_MONOTONIC)."""
 
-    changed: list[Flow]
+    changed: Sequence[Flow]  # may decode lazily: use before the next read
     vanished: list[int]
     open_flows: int
     read_ns: int

@@ -14,7 +14,7 @@ import socket
 import struct
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, overload
 
 from tamebpf.cgroups import Cgroup, CgroupNames, resolve
 from tamebpf.errors import TamebpfError, UsageError
@@ -134,6 +134,34 @@ def flow_values(buf: Any, offset: int, names: CgroupNames | None, now_ns: int
     )
 
 
+FLAGS_OFFSET = TbFlow.flags.offset
+
+
+class _Decoded(Sequence[Flow]):
+    """The changed records of one read, made into Flow objects one at a time
+    as they are used: the first refresh of 100k flows then never holds 100k
+    Flow objects at once. Valid until the reader's next read."""
+
+    def __init__(self, buf: memoryview, offsets: list[int], names: CgroupNames,
+                 now_ns: int) -> None:
+        self._buf, self._offsets, self._names, self._now = buf, offsets, names, now_ns
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    @overload
+    def __getitem__(self, i: int) -> Flow: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[Flow]: ...
+
+    def __getitem__(self, i: int | slice) -> Flow | list[Flow]:
+        if isinstance(i, slice):
+            return [flow_from_bytes(self._buf, off, self._names, self._now)
+                    for off in self._offsets[i]]
+        return flow_from_bytes(self._buf, self._offsets[i], self._names, self._now)
+
+
 class FlowReader:
     """Attach flow telemetry for a cgroup subtree; read snapshots; detach.
 
@@ -231,9 +259,13 @@ class FlowReader:
         err = self._lib.tb_flows_snapshot(self._live(), ctypes.byref(ptr), ctypes.byref(count))
         if err:
             raise TamebpfError(native.last_error(self._lib))
-        if not count.value:
+        return self._view(ptr, count.value)
+
+    @staticmethod
+    def _view(ptr: Any, count: int) -> memoryview:
+        if not count:
             return memoryview(b"")
-        return memoryview((ctypes.c_char * (count.value * RECORD_SIZE)).from_address(
+        return memoryview((ctypes.c_char * (count * RECORD_SIZE)).from_address(
             ctypes.addressof(ptr.contents))).cast("B")
 
     def changes(self) -> FlowChanges:
@@ -258,13 +290,11 @@ class FlowReader:
         if err:
             raise TamebpfError("out of memory comparing flow snapshots")
         now = time.monotonic_ns()
-        buf = memoryview((ctypes.c_char * (count.value * RECORD_SIZE)).from_address(
-            ctypes.addressof(ptr.contents))).cast("B") if count.value else memoryview(b"")
-        changed = [flow_from_bytes(buf, idx[i] * RECORD_SIZE, self.names, now)
-                   for i in range(n_idx.value)]
-        closed = sum(f.closed for f in changed)
-        return FlowChanges(changed, van[:n_van.value], count.value - closed,
-                           read_ns.value or now)
+        buf = self._view(ptr, count.value)
+        offsets = [i * RECORD_SIZE for i in idx[:n_idx.value]]
+        closed = sum(buf[off + FLAGS_OFFSET] & TB_FLOW_CLOSED for off in offsets)
+        return FlowChanges(_Decoded(buf, offsets, self.names, now), van[:n_van.value],
+                           count.value - closed, read_ns.value or now)
 
     def stats(self) -> ReaderStats:
         st = TbFlowsStats()
