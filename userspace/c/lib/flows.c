@@ -31,8 +31,6 @@ struct tb_flows {
 	__u32 own_netns_ino;
 	struct tb_flow *recs;   /* the last snapshot */
 	size_t len, cap;
-	char *raw;              /* iterator output buffer */
-	size_t raw_cap;
 	__u64 last_owner_scan;
 	size_t unknown_owners;  /* open flows without an owner, last snapshot */
 	__u32 closed_fill;
@@ -73,26 +71,27 @@ static int reserve(struct tb_flows *h, size_t more)
 	return 0;
 }
 
-/* Read a whole iterator (its fd, which we close) into h->raw; returns the
- * byte count or -errno. */
+/* Read a whole iterator (its fd, which we close) straight onto the end of
+ * h->recs, growing it as needed (no second buffer: at 100k flows each copy
+ * is 24 MB); returns the byte count or -errno. h->len is left to the caller. */
 static ssize_t read_iter(struct tb_flows *h, int fd)
 {
+	const size_t rec = sizeof(struct tb_flow);
 	size_t used = 0;
 	ssize_t n;
 
 	for (;;) {
-		if (used == h->raw_cap) {
-			size_t cap = h->raw_cap ? h->raw_cap * 2 : 1 << 16;
-			char *r = realloc(h->raw, cap);
+		size_t room = (h->cap - h->len) * rec - used;
 
-			if (!r) {
+		if (room < rec) {
+			/* used bytes may end mid-record: reserve counts whole ones */
+			if (reserve(h, used / rec + 1 + h->cap / 2)) {
 				close(fd);
 				return -ENOMEM;
 			}
-			h->raw = r;
-			h->raw_cap = cap;
+			continue;
 		}
-		n = read(fd, h->raw + used, h->raw_cap - used);
+		n = read(fd, (char *)(h->recs + h->len) + used, room);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
@@ -143,9 +142,6 @@ static int collect_open(struct tb_flows *h)
 			return (int)bytes;
 		}
 		count = (size_t)bytes / sizeof(struct tb_flow);
-		if (reserve(h, count))
-			return -ENOMEM;
-		memcpy(h->recs + h->len, h->raw, count * sizeof(struct tb_flow));
 		h->len += count;
 	}
 	return 0;
@@ -286,7 +282,6 @@ void tb_flows_close(struct tb_flows *h)
 	free(h->netns_fds);
 	free(h->netns_inos);
 	free(h->recs);
-	free(h->raw);
 	free(h);
 }
 
