@@ -275,8 +275,10 @@ class _Members:
 
     def leave_view(self, st: _FlowState) -> None:
         st.present = False
-        self.comms[st.comm] -= 1
-        self.cgroups[st.cgroup] -= 1
+        for tally, value in ((self.comms, st.comm), (self.cgroups, st.cgroup)):
+            tally[value] -= 1
+            if not tally[value]:
+                del tally[value]  # owners come and go: keep only those present
         if st.srtt_us is not None:
             self.srtt_sum -= st.srtt_us
             self.srtt_n -= 1
@@ -486,8 +488,8 @@ class Aggregator:
             if r is None:
                 r = rounds[key] = _Round()
             r.flows = m.flows
-            r.comms.update(c for c, k in m.comms.items() if k > 0)
-            r.cgroups.update(c for c, k in m.cgroups.items() if k > 0)
+            r.comms.update(m.comms)
+            r.cgroups.update(m.cgroups)
             r.srtt_any_sum, r.srtt_any_n = m.srtt_sum, m.srtt_n
         for key, r in rounds.items():
             self._count_streams(r)
