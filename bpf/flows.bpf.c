@@ -100,8 +100,10 @@ static __always_inline void fill_flow(struct tb_flow *f, struct tcp_sock *tp,
 	f->dport = bpf_ntohs(skc->skc_dport);
 	f->state = skc->skc_state;
 	if (f->family == AF_INET) {
-		BPF_CORE_READ_INTO(&f->saddr, skc, skc_rcv_saddr);
-		BPF_CORE_READ_INTO(&f->daddr, skc, skc_daddr);
+		/* Four bytes, not sizeof(saddr): the rest stays zero instead of
+		 * holding whatever follows the address in sock_common. */
+		BPF_CORE_READ_INTO((__u32 *)f->saddr, skc, skc_rcv_saddr);
+		BPF_CORE_READ_INTO((__u32 *)f->daddr, skc, skc_daddr);
 	} else {
 		BPF_CORE_READ_INTO(&f->saddr, skc, skc_v6_rcv_saddr);
 		BPF_CORE_READ_INTO(&f->daddr, skc, skc_v6_daddr);

@@ -257,3 +257,25 @@ def test_not_root_gets_one_clear_line() -> None:
     lines = res.stderr.strip().splitlines()
     assert res.returncode == 1, f"exit code {res.returncode}, stderr {res.stderr!r}"
     assert len(lines) == 1 and "needs root" in lines[0] and "sudo" in lines[0], lines
+
+
+def test_ipv4_records_carry_four_address_bytes_and_zeros() -> None:
+    """An IPv4 flow's address fields hold the address and 12 zero bytes, not
+    what follows the address in the kernel's sock_common (a flow record
+    must not carry unrelated kernel memory)."""
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as lst:
+        lst.settimeout(10)
+        with socket.create_connection(lst.getsockname(), timeout=10) as cli:
+            peer, _ = lst.accept()
+            with peer, FlowReader() as reader:
+                port = cli.getsockname()[1]
+                recs = [r for r in reader.records() if port in (r.sport, r.dport)]
+    assert len(recs) == 2, f"expected both ends of the connection, got {len(recs)} records"
+    for r in recs:
+        for name in ("saddr", "daddr"):
+            raw = bytes(getattr(r, name))
+            assert raw == bytes([127, 0, 0, 1]) + bytes(12), (
+                f"{name} of flow {r.sport}->{r.dport}: expected 7f000001 and zeros, "
+                f"got {raw.hex()}")
