@@ -106,3 +106,13 @@ def test_flow_values_are_in_the_json_order_and_make_a_flow() -> None:
     assert tuple(values) == FIELDS
     assert values == flow_json(flow_from_record(r, None, 0))
     assert values["remote_addr"] == "10.0.0.2" and values["loss_rate"] == 0.1
+
+
+@pytest.mark.parametrize("text", ["::1", "::102:304", "fd00::1", "2001:db8::ff00:42:8329",
+                                  "1::", "fe80::1:2:3:4"])
+def test_ipv6_addresses_read_as_ipaddress_writes_them(text: str) -> None:
+    import ipaddress
+
+    from tamebpf.kernel.flows import _addr
+    assert _addr(10, ipaddress.IPv6Address(text).packed) == ("ipv6", text)
+    assert _addr(10, ipaddress.IPv6Address("::ffff:10.1.2.3").packed) == ("ipv4", "10.1.2.3")
