@@ -58,7 +58,7 @@ LIB_LDLIBS := -lbpf -lelf -lz
 
 .SECONDARY: $(BPF_OBJS)
 
-.PHONY: all compile deps test-deps run test lint unit bench eval cap-pace-eval probetime testbed-accuracy install deb clean cmd man
+.PHONY: all compile deps test-deps run test lint unit bench eval eval-fresh cap-pace-eval probetime testbed-accuracy install deb clean cmd man
 
 # `make` also links the command onto PATH; every other target only builds, so
 # running the tests or a benchmark leaves /usr/local/bin as it was.
@@ -133,10 +133,17 @@ bench: deps compile
 	$(SUDO) $(PY) scripts/bench_pace.py --write docs/performance.md
 	$(SUDO) $(PY) scripts/bench_scale.py --write docs/performance.md
 
-# Accuracy of the advisor on the WAN testbed -> docs/accuracy.md (minutes;
-# EVAL_ARGS=--full adds Reno and more cross traffic).
+# Accuracy of the advisor on the WAN testbed -> docs/accuracy.md (about 4
+# min per case; EVAL_ARGS='--cross 0,2,8,30' gives the full design table).
 eval: deps compile
 	$(SUDO) $(PY) scripts/eval_advise.py --write docs/accuracy.md $(EVAL_ARGS)
+
+# The 20 fresh cases drawn before their first run, scored on their own
+# (about 100 min) -> docs/results/eval-fresh.json and docs/accuracy.md.
+eval-fresh: deps compile
+	$(SUDO) $(PY) scripts/eval_advise.py --set fresh --plans 2+2 --truth-window 5 \
+		--rounds 3 --results docs/results/eval-fresh.json --write docs/accuracy.md \
+		--section eval_fresh --heading "Fresh cases, first run" $(EVAL_ARGS)
 
 # Pace-mode caps on the testbed beside no cap (issue 16) -> docs/cap.md (~3 min).
 cap-pace-eval: deps compile

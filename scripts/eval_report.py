@@ -193,12 +193,21 @@ def tables(records: list[dict[str, Any]], limit: float, section: str = SECTION,
         t = truth_table(rec)
         out.append(f"- {_case_label(rec).replace(' | ', ', ')} cross: " + ", ".join(
             f"n={n} {v['mbit']:.1f} ({fmt(v['impact'], '.2f')})" for n, v in t.items()))
-    out += ["", "Reproduce: `make eval` (the 6 cases with 2 cross flows, about 30 min), then "
-            "`make eval EVAL_ARGS='--append --cross 0'` (without cross traffic, about 17 min) "
-            "and `make eval EVAL_ARGS='--append --cross 8,30 --plans 2+2,3+2'` (about 50 "
-            "min); `--report` re-scores the raw records in `docs/results/eval.json` without "
-            "measuring.", end]
+    out += ["", _REPRODUCE.get(section, _REPRODUCE[SECTION]), end]
     return "\n".join(out) + "\n"
+
+
+# Each generated section names the command that measured it.
+_REPRODUCE = {
+    SECTION: "Reproduce: `make eval` (the 6 cases with 2 cross flows, about 30 min), then "
+             "`make eval EVAL_ARGS='--append --cross 0'` (without cross traffic, about 17 "
+             "min) and `make eval EVAL_ARGS='--append --cross 8,30 --plans 2+2,3+2'` "
+             "(about 50 min); `--report` re-scores the raw records in "
+             "`docs/results/eval.json` without measuring.",
+    "eval_fresh": "Reproduce: `make eval-fresh` (the 20 fresh cases, about 100 min); "
+                  "`make eval-fresh EVAL_ARGS=--report` re-scores the raw records in "
+                  "`docs/results/eval-fresh.json` without measuring.",
+}
 
 
 def _groups(records: list[dict[str, Any]], scored: list[dict[str, Any]]) -> list[str]:

@@ -90,6 +90,17 @@ def in_background(tb: Testbed, role: str, argv: list[str]) -> subprocess.Popen[b
                     stderr=subprocess.DEVNULL)
 
 
+@contextmanager
+def killed_on_exit(*procs: subprocess.Popen[Any]) -> Iterator[None]:
+    """Kills and reaps the processes a test started, however the test ends."""
+    try:
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+
+
 def retry(times: int, fn: Callable[[], tuple[bool, str]]) -> tuple[bool, list[str]]:
     """Calls fn up to times times until it reports success; returns all messages.
 

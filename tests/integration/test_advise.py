@@ -58,7 +58,7 @@ def one_clear_line(res: subprocess.CompletedProcess[str], *words: str) -> None:
 def test_advice_predicts_throughput_and_impact_on_a_testbed() -> None:
     with tbfix.running_testbed(rate_mbit=RATE, rtt_ms=RTT, queue_pkts=QUEUE, cc="cubic") as tb:
         servers = [iperf.start_server(tb, p) for p in (5201, 5202)]
-        try:
+        with tbfix.killed_on_exit(*servers):
             res = advise(tb, "--json")
             assert res.returncode == 0, res.stderr
             out = json.loads(res.stdout)
@@ -99,12 +99,7 @@ def test_advice_predicts_throughput_and_impact_on_a_testbed() -> None:
             assert abs(predicted["impact"] - measured_impact) <= 0.30, (
                 f"impact of 4 streams on one cross flow: predicted {predicted['impact']:.2f}, "
                 f"measured {measured_impact:.2f} ({alone:.2f} -> {shared:.2f} Mbit/s)")
-        finally:
-            for s in servers:
-                s.kill()
-                s.wait()
     assert not probe_cgroups(), f"probe cgroups left: {probe_cgroups()}"
-
 
 
 # A shared path: 4 CUBIC cross flows on 40 Mbit/s, 30 ms, a queue of one BDP.
@@ -124,7 +119,7 @@ def test_capacity_estimate_and_advice_on_a_shared_path() -> None:
         cross = tb.popen("cross", iperf.client_argv(tb.addresses["receiver"], 5202,
                                                     SHARED_CROSS, 60, "cubic"),
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
+        with tbfix.killed_on_exit(cross, *servers):
             iperf.wait_flows(tb, "cross", 5202, SHARED_CROSS, cross)
             time.sleep(4)  # past the cross flows' slow start
             res = advise(tb, "--json", "--max-impact", "30%")
@@ -147,12 +142,6 @@ def test_capacity_estimate_and_advice_on_a_shared_path() -> None:
             assert abs(err) <= 0.35, (
                 f"{n} streams (advised): predicted {predicted:.2f}, measured {ours:.2f} "
                 f"Mbit/s beside {SHARED_CROSS} cross flows (error {err:+.0%}, bound 35%)")
-        finally:
-            cross.kill()
-            cross.wait()
-            for s in servers:
-                s.kill()
-                s.wait()
     assert not probe_cgroups(), f"probe cgroups left: {probe_cgroups()}"
 
 
@@ -163,7 +152,7 @@ def test_probes_that_know_enough_end_early() -> None:
     limit = 6.0
     with tbfix.running_testbed(rate_mbit=RATE, rtt_ms=RTT, queue_pkts=QUEUE, cc="cubic") as tb:
         server = iperf.start_server(tb, 5201)
-        try:
+        with tbfix.killed_on_exit(server):
             res = advise(tb, "--json", "--max-probe-time", f"{limit:g}")
             assert res.returncode == 0, res.stderr
             out = json.loads(res.stdout)
@@ -178,9 +167,6 @@ def test_probes_that_know_enough_end_early() -> None:
             assert out["advice"]["num_flows"] >= 1
             res = advise(tb, "--max-probe-time", "3", "--duration", "2")
             assert res.returncode == 2 and "choose one" in res.stderr, res.stderr
-        finally:
-            server.kill()
-            server.wait()
     assert not probe_cgroups(), f"probe cgroups left: {probe_cgroups()}"
 
 
@@ -190,7 +176,7 @@ def test_bbr_probes_get_no_advice_and_say_why() -> None:
     1, and no stream count is printed for a script."""
     with tbfix.running_testbed(rate_mbit=RATE, rtt_ms=RTT, queue_pkts=QUEUE, cc="cubic") as tb:
         server = iperf.start_server(tb, 5201)
-        try:
+        with tbfix.killed_on_exit(server):
             res = subprocess.run(
                 [sys.executable, "-m", "tamebpf", "advise", tb.addresses["receiver"],
                  "--max-impact", "10%", "--netns", tb.namespaces["sender"],
@@ -202,10 +188,8 @@ def test_bbr_probes_get_no_advice_and_say_why() -> None:
             iperf.wait_for(lambda: iperf.server_idle(tb, 5201), 15.0, "server idle")
             res = advise(tb, "--congestion", "bbr", "--duration", "1", "--format", "shell")
             assert res.returncode == 1 and res.stdout == "", (res.stdout, res.stderr)
-        finally:
-            server.kill()
-            server.wait()
     assert not probe_cgroups(), f"probe cgroups left: {probe_cgroups()}"
+
 
 def test_no_server_is_one_clear_line_and_nothing_left() -> None:
     with tbfix.running_testbed(rate_mbit=RATE, rtt_ms=5.0, queue_pkts=QUEUE, cc="cubic") as tb:
@@ -217,17 +201,14 @@ def test_no_server_is_one_clear_line_and_nothing_left() -> None:
 def test_busy_server_and_server_gone_mid_probe_are_clear_errors() -> None:
     with tbfix.running_testbed(rate_mbit=RATE, rtt_ms=5.0, queue_pkts=QUEUE, cc="cubic") as tb:
         server = iperf.start_server(tb, 5201)
-        try:
+        with tbfix.killed_on_exit(server):
             # Another client holds the server: iperf3 runs one test at a time.
             other = tb.popen("cross", iperf.client_argv(tb.addresses["receiver"], 5201, 1, 8,
                                                         "cubic"),
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            try:
+            with tbfix.killed_on_exit(other):
                 iperf.wait_flows(tb, "cross", 5201, 1, other)
                 one_clear_line(advise(tb), "busy", "5201")
-            finally:
-                other.kill()
-                other.wait()
             iperf.wait_for(lambda: iperf.server_idle(tb, 5201), 15.0, "server idle")
             # The server dies one second into the first probe.
             proc = subprocess.Popen(
@@ -239,9 +220,6 @@ def test_busy_server_and_server_gone_mid_probe_are_clear_errors() -> None:
             out, err = proc.communicate(timeout=30)
             one_clear_line(subprocess.CompletedProcess(proc.args, proc.returncode, out, err),
                            "iperf3", "5201")
-        finally:
-            server.kill()
-            server.wait()
     assert not probe_cgroups(), f"probe cgroups left: {probe_cgroups()}"
 
 
@@ -253,7 +231,7 @@ def test_capacity_anchors_the_fit_among_cross_traffic() -> None:
     with tbfix.running_testbed(rate_mbit=RATE, rtt_ms=RTT, queue_pkts=QUEUE, cc="cubic") as tb:
         servers = [iperf.start_server(tb, p) for p in (5201, 5202)]
         cross = goodput(tb, "cross", cross_flows, seconds=20, port=5202)
-        try:
+        with tbfix.killed_on_exit(cross, *servers):
             time.sleep(3)  # the cross traffic settles first, as on a real path
             res = advise(tb, "--json", "--capacity", f"{RATE:g}M")
             assert res.returncode == 0, res.stderr
@@ -267,12 +245,6 @@ def test_capacity_anchors_the_fit_among_cross_traffic() -> None:
             assert 0.5 * cross_flows <= cap["competing_flows"] <= 2 * cross_flows, (
                 f"competing flows {cap['competing_flows']:.1f}, {cross_flows} running; "
                 f"probes {[x['goodput_mbps'] for x in out['measurements']]} Mbit/s")
-        finally:
-            cross.kill()
-            cross.wait()
-            for s in servers:
-                s.kill()
-                s.wait()
     assert not probe_cgroups(), f"probe cgroups left: {probe_cgroups()}"
 
 
