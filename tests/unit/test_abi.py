@@ -4,6 +4,7 @@ the C compiler's (libtamebpf), the BPF object's BTF, and Python's ctypes."""
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -93,18 +94,19 @@ def test_struct_format_decodes_a_record_as_ctypes_reads_it() -> None:
         assert got[name] == want, name
 
 
-def test_flow_values_are_in_the_json_order_and_make_a_flow() -> None:
-    """flows --json writes flow_values as they come: the promised keys first
-    (commands/flows.py FIELDS), and the same values a Flow holds."""
-    from tamebpf.commands.flows import FIELDS, flow_json
+def test_flow_rows_are_in_the_json_order_and_make_a_flow() -> None:
+    """flows --json writes flow_row's tuples under FLOW_JSON_ORDER: the
+    promised keys first, and the same values a Flow holds."""
     from tamebpf.kernel.abi import TbFlow
-    from tamebpf.kernel.flows import flow_from_record, flow_values
+    from tamebpf.kernel.flows import flow_from_record, flow_row
+    from tamebpf.records import FLOW_JSON_KEYS, FLOW_JSON_ORDER, Flow
     r = TbFlow()
     r.cookie, r.family, r.state, r.srtt_us, r.data_segs_out, r.total_retrans = 9, 2, 1, 50, 10, 1
     r.saddr[:4], r.daddr[:4] = [10, 0, 0, 1], [10, 0, 0, 2]
-    values = flow_values(bytes(r), 0, None, 0)
-    assert tuple(values) == FIELDS
-    assert values == flow_json(flow_from_record(r, None, 0))
+    values = dict(zip(FLOW_JSON_ORDER, flow_row(bytes(r), 0, None, 0), strict=True))
+    assert FLOW_JSON_ORDER[:len(FLOW_JSON_KEYS)] == FLOW_JSON_KEYS
+    assert tuple(f.name for f in dataclasses.fields(Flow)) == FLOW_JSON_ORDER
+    assert values == vars(flow_from_record(r, None, 0))
     assert values["remote_addr"] == "10.0.0.2" and values["loss_rate"] == 0.1
 
 

@@ -3,14 +3,18 @@ bad value: one line naming it, exit 2."""
 
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tamebpf.cli import main
 from tamebpf.errors import UsageError
 from tamebpf.options import (
     IPERF3_PORT,
+    dump_json_objects,
     parse_fraction,
     parse_host_port,
     parse_rate_mbps,
@@ -115,3 +119,30 @@ def test_plot_without_matplotlib_says_how_to_get_it(monkeypatch: pytest.MonkeyPa
                         lambda name, *a: None if name == "matplotlib" else real(name, *a))
     with pytest.raises(UsageError, match=r"tamebpf\[plot\]"):
         check_path("advice.png")
+
+
+_SCALARS = st.one_of(
+    st.none(), st.booleans(), st.integers(min_value=-2**64, max_value=2**64),
+    st.floats(allow_nan=False, allow_infinity=False),
+    # NULs, the separator the writer splits on, and brackets around them.
+    st.text(alphabet=st.sampled_from(["a", "\0", "]", "[", '"', "\\", "%", "s", "é", "\n"]),
+            max_size=8),
+)
+
+
+@given(st.integers(min_value=1, max_value=5).flatmap(
+    lambda width: st.tuples(
+        st.lists(st.text(max_size=4), min_size=width, max_size=width, unique=True),
+        st.lists(st.tuples(*[_SCALARS] * width), max_size=12))),
+    st.integers(min_value=1, max_value=5))
+def test_json_objects_are_what_json_writes_for_each(
+        case: tuple[list[str], list[tuple[object, ...]]], chunk: int) -> None:
+    """flows --json's writer gives json.dumps's text for every object, one a
+    line, whatever the values hold and wherever the chunks end."""
+    keys, rows = case
+    out = io.StringIO()
+    dump_json_objects(keys, rows, out, chunk=chunk)
+    want = [json.dumps(dict(zip(keys, row, strict=True))) for row in rows]
+    text = out.getvalue()
+    assert text == "[" + ",".join("\n" + line for line in want) + "\n]\n"
+    assert json.loads(text) == [dict(zip(keys, row, strict=True)) for row in rows]

@@ -411,8 +411,8 @@ class Aggregator:
                 self._members(st.key).leave_view(st)
                 self._away.add(cookie)
         for f in changed:
-            key = self.key(f)
-            g = self._group(key)
+            g = self._group(self.key(f))
+            key = g.key  # the group's own key object: one per group, not per flow
             r = rounds.get(key)
             if r is None:
                 r = rounds[key] = _Round()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Iterable
+from collections.abc import Sequence
 from typing import IO, Any
 
 from tamebpf.errors import UsageError
@@ -32,14 +32,25 @@ def dump_json(obj: Any, out: IO[str]) -> None:
     out.write("\n")
 
 
-def dump_json_rows(rows: Iterable[Any], out: IO[str]) -> None:
-    """A long JSON array, one compact element a line: json's indented layout
-    runs in pure Python (seconds for 100k flows), this in its C encoder."""
-    encode = json.JSONEncoder(allow_nan=False).encode  # one encoder, not one per row
+def dump_json_objects(keys: Sequence[str], rows: Sequence[Sequence[Any]], out: IO[str],
+                      chunk: int = 1000) -> None:
+    """A long JSON array of objects, one a line, each row's values under
+    `keys`: the layout of json.dumps for each {key: value} (scalar values
+    only), in a fraction of its time for 100k flows. json's C encoder writes
+    a whole chunk of rows as arrays with NUL between values (a NUL inside a
+    string is escaped, so every raw NUL is a separator), and one %-template
+    puts the keys back: no Python loop per value."""
+    encode = json.JSONEncoder(allow_nan=False, separators=("\0", ": ")).encode
+    row = "{" + ", ".join(json.dumps(k).replace("%", "%%") + ": %s" for k in keys) + "}"
+    whole = ",\n".join([row] * chunk)
     out.write("[")
     sep = "\n"
-    for row in rows:
-        out.write(sep + encode(row))
+    for start in range(0, len(rows), chunk):
+        part = rows[start:start + chunk]
+        template = whole if len(part) == chunk else ",\n".join([row] * len(part))
+        # [[v,v,...],[v,...]] -> v NUL v NUL ... (rows joined the same way)
+        values = encode(part)[2:-2].replace("]\0[", "\0").split("\0")
+        out.write(sep + template % tuple(values))
         sep = ",\n"
     out.write("\n]\n")
 

@@ -5,7 +5,7 @@ I/O. The kernel layer (tamebpf.kernel.flows) makes them; the pure core
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Protocol
 
 
@@ -13,6 +13,9 @@ from typing import Any, Protocol
 class Flow:
     """One TCP flow; None means the kernel does not know the value (yet)."""
 
+    # In the order of `tamebpf flows --json`: the keys that command promises
+    # (FLOW_JSON_KEYS) first. kernel/flows.py flow_row makes tuples of this
+    # order, and Flow(*row) takes them as they come.
     cookie: int
     pid: int | None
     comm: str | None
@@ -24,34 +27,45 @@ class Flow:
     remote_addr: str
     remote_port: int
     state: str
-    closed: bool
     congestion_control: str | None
     srtt_us: int | None
     rttvar_us: int | None
     min_rtt_us: int | None
     segs_out: int
-    segs_in: int
     data_segs_out: int
-    data_segs_in: int
     total_retrans: int
-    retrans_out: int
-    lost_out: int
     bytes_acked: int
     bytes_received: int
-    bytes_sent: int
-    bytes_retrans: int
     snd_cwnd: int
     snd_ssthresh: int | None
-    snd_wnd: int
     mss: int
     delivery_rate_bps: int | None
-    loss_rate: float | None  # total_retrans / data_segs_out
     age_s: float | None  # since SYN sent/received, if tamebpf saw it
+    closed: bool
+    segs_in: int
+    data_segs_in: int
+    retrans_out: int
+    lost_out: int
+    bytes_sent: int
+    bytes_retrans: int
+    snd_wnd: int
+    loss_rate: float | None  # total_retrans / data_segs_out
     netns: int
     read_monotonic_ns: int  # CLOCK_MONOTONIC when the counters were read
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+# The keys `tamebpf flows --json` promises, first in every object, and the
+# whole order (Flow's fields, which start with these; a unit test checks).
+FLOW_JSON_KEYS = (
+    "cookie", "pid", "comm", "cgroup_id", "cgroup", "family", "local_addr", "local_port",
+    "remote_addr", "remote_port", "state", "congestion_control", "srtt_us", "rttvar_us",
+    "min_rtt_us", "segs_out", "data_segs_out", "total_retrans", "bytes_acked",
+    "bytes_received", "snd_cwnd", "snd_ssthresh", "mss", "delivery_rate_bps", "age_s",
+)
+FLOW_JSON_ORDER = tuple(f.name for f in fields(Flow))
 
 
 @dataclass(frozen=True)

@@ -4,20 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import fields
 from typing import Any
 
-from tamebpf.kernel.flows import Flow, FlowReader
-from tamebpf.options import dump_json_rows
+from tamebpf.kernel.flows import FlowReader
+from tamebpf.options import dump_json_objects
 from tamebpf.present.flows import render_table
-
-# The JSON keys the issue promises, in this order, then every other field.
-JSON_KEYS = (
-    "cookie", "pid", "comm", "cgroup_id", "cgroup", "family", "local_addr", "local_port",
-    "remote_addr", "remote_port", "state", "congestion_control", "srtt_us", "rttvar_us",
-    "min_rtt_us", "segs_out", "data_segs_out", "total_retrans", "bytes_acked",
-    "bytes_received", "snd_cwnd", "snd_ssthresh", "mss", "delivery_rate_bps", "age_s",
-)
+from tamebpf.records import FLOW_JSON_ORDER
 
 
 def register(sub: Any) -> None:
@@ -42,28 +34,16 @@ def run(args: argparse.Namespace) -> int:
     with FlowReader(cgroup=args.cgroup, netns=args.netns, verbose=args.verbose) as reader:
         if args.json:
             # Straight from the records to JSON: no Flow object per flow.
-            rows = reader.snapshot_values()
+            rows = reader.snapshot_rows()
         else:
             flows = reader.snapshot()
         stats = reader.stats()
     if args.json:
-        dump_json_rows(rows, sys.stdout)
+        dump_json_objects(FLOW_JSON_ORDER, rows, sys.stdout)
     else:
         sys.stdout.write(render_table(flows))
     if stats.closed_dropped:
         print(f"tamebpf: {stats.closed_dropped} closed flows were dropped (map full)",
               file=sys.stderr)
     return 0
-
-
-# Every field, the promised ones first; read in one pass over the flow's
-# attributes, not with dataclasses.asdict, which copies recursively (seconds
-# for 100k flows).
-FIELDS = JSON_KEYS + tuple(f.name for f in fields(Flow) if f.name not in JSON_KEYS)
-
-
-def flow_json(flow: Flow) -> dict[str, Any]:
-    values = vars(flow)
-    return {k: values[k] for k in FIELDS}
-
 

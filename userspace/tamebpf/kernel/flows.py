@@ -31,7 +31,7 @@ from tamebpf.kernel.abi import (
 from tamebpf.kernel.netns import netns_path
 from tamebpf.records import Flow, FlowChanges, ReaderStats
 
-__all__ = ["Flow", "FlowReader", "ReaderStats", "flow_from_record"]
+__all__ = ["Flow", "FlowReader", "ReaderStats", "flow_from_record", "flow_row"]
 
 TCP_STATES = {
     1: "ESTABLISHED", 2: "SYN_SENT", 3: "SYN_RECV", 4: "FIN_WAIT1", 5: "FIN_WAIT2",
@@ -48,14 +48,14 @@ V4_MAPPED = bytes(10) + b"\xff\xff"
 
 # Addresses repeat (a server's own, its busy peers): each is made text once.
 _ADDR_CACHE: dict[tuple[int, bytes], tuple[str, str]] = {}
-_ADDR_CACHE_MAX = 1 << 16
+_CACHE_MAX = 1 << 16
 
 
 def _addr(family: int, raw: Any) -> tuple[str, str]:
     key = (family, bytes(raw))
     hit = _ADDR_CACHE.get(key)
     if hit is None:
-        if len(_ADDR_CACHE) >= _ADDR_CACHE_MAX:
+        if len(_ADDR_CACHE) >= _CACHE_MAX:
             _ADDR_CACHE.clear()
         hit = _ADDR_CACHE[key] = _addr_text(family, key[1])
     return hit
@@ -75,8 +75,18 @@ def _addr_text(family: int, data: bytes) -> tuple[str, str]:
     return "ipv6", socket.inet_ntop(socket.AF_INET6, data)
 
 
+# Process names and congestion controls repeat: one str each, shared by
+# every flow that has it (a view of 100k flows keeps them all).
+_TEXT_CACHE: dict[bytes, str] = {}
+
+
 def _text(raw: bytes) -> str:
-    return raw.split(b"\0", 1)[0].decode(errors="replace")
+    hit = _TEXT_CACHE.get(raw)
+    if hit is None:
+        if len(_TEXT_CACHE) >= _CACHE_MAX:
+            _TEXT_CACHE.clear()
+        hit = _TEXT_CACHE[raw] = raw.split(b"\0", 1)[0].decode(errors="replace")
+    return hit
 
 
 # One struct.unpack per record instead of a ctypes attribute read per field:
@@ -91,14 +101,13 @@ def flow_from_record(rec: TbFlow, names: CgroupNames | None, now_ns: int) -> Flo
 
 def flow_from_bytes(buf: Any, offset: int, names: CgroupNames | None, now_ns: int) -> Flow:
     """The record at `offset` of `buf` (bytes or a buffer of tb_flow) as a Flow."""
-    return Flow(**flow_values(buf, offset, names, now_ns))
+    return Flow(*flow_row(buf, offset, names, now_ns))
 
 
-def flow_values(buf: Any, offset: int, names: CgroupNames | None, now_ns: int
-                ) -> dict[str, Any]:
-    """The record at `offset` of `buf` as Flow's fields, in the order of
-    `tamebpf flows --json` (FLOW_JSON_ORDER): `flows --json` writes these
-    without making a Flow of each."""
+def flow_row(buf: Any, offset: int, names: CgroupNames | None, now_ns: int
+             ) -> tuple[Any, ...]:
+    """The record at `offset` of `buf` as Flow's values in FLOW_JSON_ORDER:
+    `flows --json` writes these tuples without a dict or a Flow for each."""
     (cookie, cgroup_id, start_ns, update_ns, bytes_acked, bytes_received, bytes_sent,
      bytes_retrans, segs_out, segs_in, data_segs_out, data_segs_in, total_retrans,
      retrans_out, lost_out, srtt_us, rttvar_us, min_rtt_us, snd_cwnd, snd_ssthresh, mss,
@@ -112,44 +121,44 @@ def flow_values(buf: Any, offset: int, names: CgroupNames | None, now_ns: int
         # As tcp_info's delivery rate: segments x MSS over the sample interval.
         rate = rate_delivered * mss * 8 * 1_000_000 // rate_interval_us
     has_rtt = srtt_us > 0
-    # `flows --json` order: the fields promised first, then the rest.
-    return dict(
-        cookie=cookie,
-        pid=pid if owner else None,
-        comm=_text(comm) if owner else None,
-        cgroup_id=cgroup_id,
-        cgroup=names.name(cgroup_id) if names else None,
-        family=family,
-        local_addr=local,
-        local_port=sport,
-        remote_addr=remote,
-        remote_port=dport,
-        state=TCP_STATES.get(state, str(state)),
-        congestion_control=_text(cc) or None,
-        srtt_us=srtt_us if has_rtt else None,
-        rttvar_us=rttvar_us if has_rtt else None,
-        min_rtt_us=min_rtt_us if min_rtt_us not in (0, NO_MIN_RTT) else None,
-        segs_out=segs_out,
-        data_segs_out=data_segs_out,
-        total_retrans=total_retrans,
-        bytes_acked=bytes_acked,
-        bytes_received=bytes_received,
-        snd_cwnd=snd_cwnd,
-        snd_ssthresh=snd_ssthresh if snd_ssthresh < INFINITE_SSTHRESH else None,
-        mss=mss,
-        delivery_rate_bps=rate,
-        age_s=(now_ns - start_ns) / 1e9 if flags & TB_FLOW_START_KNOWN else None,
-        closed=bool(flags & TB_FLOW_CLOSED),
-        segs_in=segs_in,
-        data_segs_in=data_segs_in,
-        retrans_out=retrans_out,
-        lost_out=lost_out,
-        bytes_sent=bytes_sent,
-        bytes_retrans=bytes_retrans,
-        snd_wnd=snd_wnd,
-        loss_rate=total_retrans / data_segs_out if data_segs_out else None,
-        netns=netns_ino,
-        read_monotonic_ns=update_ns,
+    # FLOW_JSON_ORDER, Flow's own order (a unit test holds the two together).
+    return (
+        cookie,
+        pid if owner else None,  # pid
+        _text(comm) if owner else None,  # comm
+        cgroup_id,
+        names.name(cgroup_id) if names else None,  # cgroup
+        family,
+        local,  # local_addr
+        sport,  # local_port
+        remote,  # remote_addr
+        dport,  # remote_port
+        TCP_STATES.get(state, str(state)),  # state
+        _text(cc) or None,  # congestion_control
+        srtt_us if has_rtt else None,  # srtt_us
+        rttvar_us if has_rtt else None,  # rttvar_us
+        min_rtt_us if min_rtt_us not in (0, NO_MIN_RTT) else None,  # min_rtt_us
+        segs_out,
+        data_segs_out,
+        total_retrans,
+        bytes_acked,
+        bytes_received,
+        snd_cwnd,
+        snd_ssthresh if snd_ssthresh < INFINITE_SSTHRESH else None,  # snd_ssthresh
+        mss,
+        rate,  # delivery_rate_bps
+        (now_ns - start_ns) / 1e9 if flags & TB_FLOW_START_KNOWN else None,  # age_s
+        bool(flags & TB_FLOW_CLOSED),  # closed
+        segs_in,
+        data_segs_in,
+        retrans_out,
+        lost_out,
+        bytes_sent,
+        bytes_retrans,
+        snd_wnd,
+        total_retrans / data_segs_out if data_segs_out else None,  # loss_rate
+        netns_ino,  # netns
+        update_ns,  # read_monotonic_ns
     )
 
 
@@ -264,11 +273,11 @@ class FlowReader:
         return [flow_from_bytes(buf, off, self.names, now)
                 for off in range(0, len(buf), RECORD_SIZE)]
 
-    def snapshot_values(self) -> list[dict[str, Any]]:
-        """snapshot() as plain dicts (flow_values), for `flows --json`."""
+    def snapshot_rows(self) -> list[tuple[Any, ...]]:
+        """snapshot() as tuples in FLOW_JSON_ORDER (flow_row), for `flows --json`."""
         buf = self._read()
         now = time.monotonic_ns()
-        return [flow_values(buf, off, self.names, now) for off in range(0, len(buf), RECORD_SIZE)]
+        return [flow_row(buf, off, self.names, now) for off in range(0, len(buf), RECORD_SIZE)]
 
     def _read(self) -> memoryview:
         """One snapshot's records as a view of the library's buffer (valid
