@@ -58,7 +58,7 @@ LIB_LDLIBS := -lbpf -lelf -lz
 
 .SECONDARY: $(BPF_OBJS)
 
-.PHONY: all compile deps test-deps run test lint unit bench eval eval-fresh cap-pace-eval probetime testbed-accuracy install deb clean cmd man
+.PHONY: all compile deps test-deps run test lint unit bench eval eval-fresh eval-fresh-staged cap-pace-eval probetime testbed-accuracy install deb clean cmd man
 
 # `make` also links the command onto PATH; every other target only builds, so
 # running the tests or a benchmark leaves /usr/local/bin as it was.
@@ -144,6 +144,17 @@ eval-fresh: deps compile
 	$(SUDO) $(PY) scripts/eval_advise.py --set fresh --plans 2+2 --truth-window 5 \
 		--rounds 3 --results docs/results/eval-fresh.json --write docs/accuracy.md \
 		--section eval_fresh --heading "Fresh cases, first run" $(EVAL_ARGS)
+
+# The fresh cases' probes measured again, as stages of one test (2:2) beside
+# two tests (2+2) in the same run, scored against the first run's ground
+# truth (about 15 min) -> docs/results/eval-fresh-staged.json, docs/accuracy.md.
+eval-fresh-staged: deps compile
+	test -e docs/results/eval-fresh-staged.json || \
+		cp docs/results/eval-fresh.json docs/results/eval-fresh-staged.json
+	$(SUDO) $(PY) scripts/eval_advise.py --set fresh --reprobe --plans 2+2 --plan 2:2 \
+		--results docs/results/eval-fresh-staged.json --write docs/accuracy.md \
+		--section eval_fresh_staged --heading "$(STAGED_HEADING)" $(EVAL_ARGS)
+STAGED_HEADING = Fresh cases: probes as stages of one test (re-measured beside two tests; first-run ground truth)
 
 # Pace-mode caps on the testbed beside no cap (issue 16) -> docs/cap.md (~3 min).
 cap-pace-eval: deps compile

@@ -37,7 +37,7 @@ from eval_score import advised_n, probe_to_dict  # noqa: E402
 from eval_truth import cross_rate, measure, settle, start_cross  # noqa: E402
 
 from tamebpf.estimate.advice import Target  # noqa: E402
-from tamebpf.kernel.probe import run_probe  # noqa: E402
+from tamebpf.kernel.probe import run_probe, run_probes  # noqa: E402
 from tamebpf.testbed import Testbed, iperf, teardown  # noqa: E402
 
 RESULTS = "docs/results/eval.json"
@@ -111,7 +111,10 @@ def fresh_cases() -> list[Case]:
 
 
 def plan_seconds(plan: str) -> tuple[float, float]:
-    d1, d10 = (float(x) for x in plan.split("+"))  # ValueError unless exactly two numbers
+    """'S1+S10': two probes, each its own iperf3 test (as advise ran them up
+    to issue 15's staged probes); 'S1:S10': the two as stages of one test,
+    as `tamebpf advise` runs them now (kernel/probe.run_probes)."""
+    d1, d10 = (float(x) for x in plan.replace(":", "+").split("+"))  # ValueError unless 2
     if not (0.5 <= d1 <= 60 and 0.5 <= d10 <= 60):
         raise ValueError(plan)
     return d1, d10
@@ -154,28 +157,46 @@ def case_path(case: Case, prefix: str) -> Iterator[tuple[Testbed, float | None, 
         teardown(name)
 
 
+def staged(plan: str) -> bool:
+    return ":" in plan
+
+
+def measure_probes(tb: Testbed, case: Case, reference: float | None, target: Target,
+                   plans: list[str], default: str) -> dict[str, list[dict[str, Any]]]:
+    """Each plan's probes, the default's first, as `tamebpf advise` runs them:
+    1 then 10 streams back to back. Every other probe starts from a settled
+    path. The default plan adds a 5-stream probe (the full order-2 baseline)."""
+    probes: dict[str, list[dict[str, Any]]] = {}
+    for plan in [default] + [p for p in plans if p != default]:
+        d1, d10 = plan_seconds(plan)
+        probes[plan] = []
+        settle(tb, case.cross, reference)
+        if staged(plan):
+            pair = run_probes(target, [(1, d1), (10, d10)])
+        else:
+            srtt_us = 0  # as run_advice did: the 1-stream probe hands its RTT on
+            pair = []
+            for n, d in [(1, d1), (10, d10)]:
+                if n == 10:
+                    iperf.wait_for(lambda: iperf.server_idle(tb, iperf.PORT_MAIN), 30.0,
+                                   "the iperf3 server to finish the previous probe")
+                pair.append(run_probe(target, n, d, srtt_us=srtt_us))
+                srtt_us = pair[0].path_srtt_us
+        extra = []
+        if plan == default:
+            settle(tb, case.cross, reference)
+            extra = [run_probe(target, 5, d10)]
+        for p in pair + extra:
+            probes[plan].append(probe_to_dict(p))
+            log(f"  probe {plan} x {p.streams}: {p.steady.goodput_mbps:.2f} Mbit/s "
+                f"(window {p.steady.end_s - p.steady.start_s:.2f} s, wall {p.duration_s:.2f} s)")
+    return probes
+
+
 def evaluate(case: Case, ns: list[int], plans: list[str], default: str, rounds: int,
              limit: float, window_s: float = 4.0) -> dict[str, Any]:
     with case_path(case, "ev") as (tb, reference, target):
-        probes: dict[str, list[dict[str, Any]]] = {}
-        # The advisor's own probes first, as `tamebpf advise` runs them: 1 then
-        # 10 streams back to back. Every other probe starts from a settled path.
-        for plan in [default] + [p for p in plans if p != default]:
-            d1, d10 = plan_seconds(plan)
-            levels = [(1, d1), (10, d10)] + ([(5, d10)] if plan == default else [])
-            probes[plan] = []
-            srtt_us = 0  # as in run_advice: the 1-stream probe hands its RTT on
-            for n, d in levels:
-                if n != 10:
-                    settle(tb, case.cross, reference)
-                else:
-                    iperf.wait_for(lambda: iperf.server_idle(tb, iperf.PORT_MAIN), 30.0,
-                                   "the iperf3 server to finish the previous probe")
-                p = run_probe(target, n, d, srtt_us=srtt_us)
-                srtt_us = p.path_srtt_us if n == 1 else srtt_us
-                probes[plan].append(probe_to_dict(p))
-                log(f"  probe {d} s x {n}: {p.steady.goodput_mbps:.2f} Mbit/s "
-                    f"(window {p.steady.end_s - p.steady.start_s:.2f} s)")
+        probes = measure_probes(tb, case, reference, target, plans, default)
         rec: dict[str, Any] = {"case": asdict(case), "key": case.key,
                                "default_plan": default, "probes": probes}
         # Measure where the default advice lands too, not only interpolate there.
@@ -189,6 +210,15 @@ def evaluate(case: Case, ns: list[int], plans: list[str], default: str, rounds: 
         rec["rounds"] = rounds
         rec["truth_window_s"] = window_s
         return rec
+
+
+def reprobe(case: Case, rec: dict[str, Any], plans: list[str], default: str) -> dict[str, Any]:
+    """The record with its probes measured again for `plans` (replacing any
+    of the same plan) and `default` as its default; its ground truth kept."""
+    with case_path(case, "ev") as (tb, reference, target):
+        probes = measure_probes(tb, case, reference, target, plans, default)
+    return {**rec, "probes": {**rec["probes"], **probes}, "default_plan": default,
+            "reprobed_plans": plans}
 
 
 def load(path: str) -> list[dict[str, Any]]:
@@ -234,6 +264,10 @@ def main() -> int:
     ap.add_argument("--only", help="run only cases whose key (name/cc/m=N) contains this")
     ap.add_argument("--append", action="store_true",
                     help=f"keep the cases already in {RESULTS} (a re-run case replaces its record)")
+    ap.add_argument("--reprobe", action="store_true",
+                    help=f"measure only the probes of --plans (and --plan, which becomes each "
+                    f"record's default) on the cases already in {RESULTS}, keeping their "
+                    "ground truth")
     ap.add_argument("--report", action="store_true",
                     help=f"measure nothing: re-score {RESULTS} and write the tables")
     ap.add_argument("--write", metavar="FILE", help="write tables into this Markdown file")
@@ -249,9 +283,22 @@ def main() -> int:
         try:
             plan_seconds(plan)
         except ValueError:
-            ap.error(f"bad probe plan {plan!r}: want S1+S10 in seconds, e.g. 2+2 or 2.5+1.5")
-    records = load(args.results) if args.append or args.report else []
-    if not args.report:
+            ap.error(f"bad probe plan {plan!r}: want S1+S10 (two tests) or S1:S10 (one "
+                     "staged test) in seconds, e.g. 2+2 or 2.5:1.5")
+    records = load(args.results) if args.append or args.report or args.reprobe else []
+    if args.reprobe and not args.report:
+        todo = cases(args.cc.split(","), [int(x) for x in args.cross.split(",")], args.only,
+                     args.which)
+        by_key = {r["key"]: r for r in records}
+        missing = [c.key for c in todo if c.key not in by_key]
+        if missing:
+            ap.error(f"--reprobe: no record in {args.results} for {', '.join(missing)}")
+        for i, case in enumerate(todo, 1):
+            log(f"case {i}/{len(todo)}: {case.key} (probes only)")
+            by_key[case.key] = reprobe(case, by_key[case.key], plans, args.plan)
+            records = list(by_key.values())
+            save(args.results, records)
+    elif not args.report:
         todo = cases(args.cc.split(","), [int(x) for x in args.cross.split(",")], args.only,
                      args.which)
         for i, case in enumerate(todo, 1):

@@ -96,9 +96,20 @@ def _target_rows(ours: dict[str, Any], anchored: dict[str, Any], walls: list[flo
     ]
 
 
+def _plan_seconds(plan: str) -> list[float]:
+    """'S1+S10' (two iperf3 tests) or 'S1:S10' (two stages of one test)."""
+    return [float(x) for x in plan.replace(":", "+").split("+")]
+
+
 def _plan_label(plan: str) -> str:
-    d1, d10 = plan.split("+")
-    return f"1 stream for {d1} s, then 10 for {d10} s"
+    d1, d10 = plan.replace(":", "+").split("+")
+    how = "two stages of one iperf3 test" if ":" in plan else "two iperf3 tests"
+    return f"1 stream for {d1} s, then 10 for {d10} s ({how})"
+
+
+def _plan_short(plan: str) -> str:
+    d1, d10 = plan.replace(":", "+").split("+")
+    return f"{d1} s : {d10} s, one test" if ":" in plan else f"{d1} s + {d10} s, two tests"
 
 
 def _probing_s(rec: dict[str, Any], d: str) -> float:
@@ -127,7 +138,9 @@ def tables(records: list[dict[str, Any]], limit: float, section: str = SECTION,
     bbr = [s for r, s in zip(records, scored, strict=True) if r["case"]["cc"] == "bbr"]
     ours = _summary([s[OURS] for s in loss_based])
     anchored = _summary([s[CAPACITY] for s in loss_based])
-    walls = [_probing_s(r, default) for r in records]
+    # ... and it refuses BBR before probing (advise.run_advice), so probing
+    # time is over the cases it probes.
+    walls = [_probing_s(r, default) for r in records if r["case"]["cc"] != "bbr"]
     caps = [capacity_estimate_score(r) for r in records]
     cap_errs = [c["err"] for r, c in zip(records, caps, strict=True) if r["case"]["cross"]]
     refused = _summary([s[OURS] for s in bbr]) if bbr else None
@@ -141,12 +154,13 @@ def tables(records: list[dict[str, Any]], limit: float, section: str = SECTION,
            "anchors the fit; the throughput fit alone when that estimate is not trusted), and "
            "with `--capacity` given the bottleneck's configured rate (the same probes).", "",
            f"Advice targets over the {len(loss_based)} cases with loss-based congestion "
-           "control (CUBIC, Reno); the capacity estimate and probing over all "
-           f"{len(records)}.", "",
+           f"control (CUBIC, Reno), and so is probing time (`advise` refuses BBR before "
+           f"probing); the capacity estimate over all {len(records)}.", "",
            "| target | default | met? | with --capacity | met? |", "|---|---|---|---|---|",
            *_target_rows(ours, anchored, walls, cap_errs), "",
            *([f"BBR ({refused['cases']} cases): `advise` gives no advice and says why "
-              "(the model describes loss-based TCP). What the fit would have said, for the "
+              "(the model describes loss-based TCP), before probing. What the fit on the "
+              "eval's probes would have said, for the "
               f"record: throughput error mean {fmt(refused['thru'], '.3f')}, impact error "
               f"p90 {fmt(refused['impact_p90'], '.3f')}, >= 95% in {refused['good']} of "
               f"{refused['cases']}.", ""] if refused else []),
@@ -207,6 +221,10 @@ _REPRODUCE = {
     "eval_fresh": "Reproduce: `make eval-fresh` (the 20 fresh cases, about 100 min); "
                   "`make eval-fresh EVAL_ARGS=--report` re-scores the raw records in "
                   "`docs/results/eval-fresh.json` without measuring.",
+    "eval_fresh_staged": "Reproduce: `make eval-fresh-staged` (the fresh cases' probes "
+                         "only, both plans side by side, about 15 min; the ground truth is "
+                         "the first run's); `make eval-fresh-staged EVAL_ARGS=--report` "
+                         "re-scores `docs/results/eval-fresh-staged.json` without measuring.",
 }
 
 
@@ -240,12 +258,13 @@ def _groups(records: list[dict[str, Any]], scored: list[dict[str, Any]]) -> list
 
 def _durations(records: list[dict[str, Any]], limit: float) -> list[str]:
     ds = sorted({d for r in records for d in r["probes"]},
-                key=lambda p: (sum(map(float, p.split("+"))), p))
+                key=lambda p: (sum(_plan_seconds(p)), p))
     out = ["", "### What shorter probes cost", "",
            "The same cases and ground truth, advised from probes of each length "
            "(tamebpf, throughput fit). Probes are run one after another on the same path, "
            "each from a settled state.", "",
-           "| probes (1 stream + 10 streams) | probing wall time | thru err mean "
+           "| probes (1 stream, 10 streams) | probing wall time: mean, median, worst "
+           "| thru err mean "
            "| impact err p90 | quality | >= 95% | over limit | default's thru err, same cases "
            "| --capacity: thru err mean | impact err p90 | >= 95% |",
            "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -255,8 +274,10 @@ def _durations(records: list[dict[str, Any]], limit: float) -> list[str]:
         s = _summary([x[OURS] for x in scored])
         cap = _summary([x[CAPACITY] for x in scored])
         base = _summary([estimators(r, limit)[OURS] for r in have])
-        wall = _mean(_probing_s(r, d) for r in have)
-        out.append(f"| {d.replace('+', ' s + ')} s | {fmt(wall, '.1f')} s "
+        walls = [_probing_s(r, d) for r in have]
+        out.append(f"| {_plan_short(d)} | {fmt(_mean(walls), '.1f')}, "
+                   f"{fmt(statistics.median(walls) if walls else None, '.1f')}, "
+                   f"{fmt(max(walls, default=None), '.1f')} s "
                    f"| {fmt(s['thru'], '.3f')} | {fmt(s['impact_p90'], '.3f')} "
                    f"| {fmt(s['quality'], '.2f')} | {s['good']}/{s['cases']} "
                    f"| {s['over']}/{s['cases']} | {fmt(base['thru'], '.3f')} "

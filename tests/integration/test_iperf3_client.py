@@ -170,3 +170,55 @@ def test_data_connections_wait_until_the_server_took_the_control_connection() ->
             thread.join(10)
         assert not thread.is_alive()
         assert errors, "the client went on although the server closed the control connection"
+
+
+def _per_stream_bytes_before(report: dict, seconds: float) -> list[int]:
+    """Bytes each stream delivered in the server's intervals that ended by
+    `seconds` into the test."""
+    totals: dict[int, int] = {}
+    for interval in report["intervals"]:
+        for s in interval["streams"]:
+            if s["end"] <= seconds + 1e-6:
+                totals[s["socket"]] = totals.get(s["socket"], 0) + int(s["bytes"])
+    return sorted(totals.values(), reverse=True)
+
+
+def test_stages_send_on_the_first_streams_then_on_all() -> None:
+    """Two probes as one test: 1 stream, then 3. The others are connected
+    but silent in the first stage (the server's own per-stream intervals
+    show it), and the stage callback names the sending streams."""
+    stages: list[tuple[int, float, tuple[int, ...]]] = []
+    with server("-1", "-J", "-i", "0.1") as (port, proc):
+        res = iperf3_client.run_stages(
+            HOST, port, [(1, 0.6), (3, 0.4)], "reno",
+            on_stage=lambda k, t, cookies: stages.append((k, t, cookies)))
+        out, _ = proc.communicate(timeout=10)
+    report = json.loads(out)
+    assert "error" not in report, report.get("error")
+    assert [(k, len(c)) for k, _, c in stages] == [(0, 1), (1, 3)], stages
+    assert stages[1][2][0] == stages[0][2][0], "the first stream goes on sending"
+    assert set(stages[1][2]) == set(res.data_cookies)
+    assert 0.55 <= stages[1][1] - stages[0][1] <= 0.8, "the first stage lasted its 0.6 s"
+    first = _per_stream_bytes_before(report, 0.5)
+    assert len(first) == 3 and first[0] > 0, first
+    assert first[1] == first[2] == 0, f"streams sent before their stage: {first}"
+    whole = sorted((int(s["receiver"]["bytes"]) for s in report["end"]["streams"]),
+                   reverse=True)
+    assert all(b > 0 for b in whole), f"a stream never sent in the second stage: {whole}"
+    assert res.received_bytes == sum(whole)
+
+
+def test_stopping_a_stage_early_ends_that_stage_only() -> None:
+    stages: list[float] = []
+    with server() as (port, _):
+        res = iperf3_client.run_stages(
+            HOST, port, [(1, 5.0), (2, 0.5)], "reno",
+            stop=lambda k: k == 0, on_stage=lambda k, t, cookies: stages.append(t))
+    assert len(stages) == 2
+    assert stages[1] - stages[0] < 0.3, "stage 0 was asked to stop at once"
+    assert 0.45 <= res.seconds <= 1.2, f"stage 1 should still run its 0.5 s: {res.seconds}"
+
+
+def test_stages_need_rising_stream_counts() -> None:
+    with pytest.raises(ValueError, match="rising"):
+        iperf3_client.run_stages(HOST, 1, [(4, 1.0), (2, 1.0)])

@@ -10,13 +10,14 @@ from collections.abc import Callable, Sequence
 
 from tamebpf.errors import TamebpfError
 from tamebpf.estimate.adaptive import Enough
-from tamebpf.estimate.advice import AdviseResult, ProbeResult, Target, build
-from tamebpf.kernel.probe import Progress, run_probe
+from tamebpf.estimate.advice import AdviseResult, Target, build, refuses_congestion
+from tamebpf.kernel.netns import default_congestion_control
+from tamebpf.kernel.probe import Progress, run_probes
 from tamebpf.model import DEFAULT_MODEL, ModelName, Settings
 
 DEFAULT_PROBES = (1, 10)
 # Seconds of traffic per probe. With the connection set-up and result
-# exchange, the pair takes under 5 s of wall time at 50 ms RTT.
+# exchange, the pair takes under 5 s of wall time at up to 100 ms RTT.
 DEFAULT_DURATIONS_S = (2.0, 2.0)
 TWO_PROBE_MODELS: tuple[ModelName, ...] = ("square", "partial", "linear")
 
@@ -30,29 +31,60 @@ def run_advice(target: Target, settings: Settings, probes: Sequence[int] = DEFAU
     """`capacity_mbps`: the bottleneck's link rate if known (estimate.advice.build).
     `max_probe_s`: probes end when they have measured enough
     (estimate/adaptive.py), each after at most this long; `durations_s` is
-    then not used."""
+    then not used.
+
+    The probes are the stages of one iperf3 test (kernel/probe.run_probes):
+    the second probe's streams connect with the first's and start sending
+    when the first probe ends, so the pair pays for one connection set-up and
+    one result exchange, not two of each."""
     if max_probe_s is None and len(durations_s) != len(probes):
         raise ValueError(f"{len(probes)} probes but {len(durations_s)} durations")
+    # Known before any traffic: no probe is sent only to be refused after.
+    reason = refuses_congestion(*probe_congestion(target))
+    if reason:
+        raise NoAdvice(reason)
     if max_probe_s is not None:
         durations_s = [max_probe_s] * len(probes)
-    results: list[ProbeResult] = []
-    for i, (n, d) in enumerate(zip(probes, durations_s, strict=True), 1):
-        # Each probe hands the path RTT it learned to the next (SYN timeout).
-        srtt_us = results[-1].path_srtt_us if results else 0
-        # The last probe's ACKs make the capacity estimate: it also waits for
-        # that to be tight, unless the capacity was given.
-        enough = None if max_probe_s is None else \
-            Enough(capacity=i == len(probes) and capacity_mbps is None)
-        results.append(run_probe(target, n, d, i, len(probes), on_progress, srtt_us,
-                                 enough=enough))
+    # The last probe's ACKs make the capacity estimate: it also waits for
+    # that to be tight, unless the capacity was given.
+    enough = None if max_probe_s is None else \
+        [Enough(capacity=i == len(probes) - 1 and capacity_mbps is None)
+         for i in range(len(probes))]
+    results = run_probes(target, list(zip(probes, durations_s, strict=True)), on_progress,
+                         enough=enough)
     return build(target, results, settings, model, capacity_mbps)
+
+
+class NoAdvice(TamebpfError):
+    """The advisor refused before probing; the message says why."""
+
+
+def probe_congestion(target: Target) -> tuple[str, str]:
+    """(the congestion control the probes will run, a phrase saying so)."""
+    if target.congestion != "system":
+        return target.congestion, f"the probes would run {target.congestion.upper()} " \
+            f"(--congestion {target.congestion})"
+    where = f"network namespace {target.netns}" if target.netns else "this host"
+    try:
+        cc = default_congestion_control(target.netns)
+    except OSError as err:
+        raise TamebpfError(f"cannot read the default congestion control of {where}: "
+                           f"{err.strerror or err}",
+                           hint="check --netns (an 'ip netns' name), or give --congestion"
+                           ) from err
+    return cc, (f"the probes would run {cc.upper()}, the default congestion control of "
+                f"{where} (net.ipv4.tcp_congestion_control)")
 
 
 def advise_target(host: str, max_impact: float, port: int = 5201,
                   congestion: str = "system") -> tuple[int, float]:
     """(advised stream count, its predicted throughput in Mbit/s): the N of a
     refuse cap and the target rate of a pace cap."""
-    result = run_advice(Target(host, port, congestion=congestion), Settings(max_impact=max_impact))
+    try:
+        result = run_advice(Target(host, port, congestion=congestion),
+                            Settings(max_impact=max_impact))
+    except NoAdvice as err:
+        raise TamebpfError(f"the advisor gave no advice for {host}:{port}: {err}") from None
     if result.refused:
         raise TamebpfError(f"the advisor gave no advice for {host}:{port}: {result.refused}")
     advice = result.prediction.advice
@@ -60,5 +92,5 @@ def advise_target(host: str, max_impact: float, port: int = 5201,
 
 
 __all__ = ["DEFAULT_DURATIONS_S",
-           "DEFAULT_MODEL", "TWO_PROBE_MODELS", "AdviseResult", "Progress", "Target",
-           "advise_target", "run_advice"]
+           "DEFAULT_MODEL", "TWO_PROBE_MODELS", "AdviseResult", "NoAdvice", "Progress", "Target",
+           "advise_target", "probe_congestion", "run_advice"]

@@ -13,6 +13,7 @@ from tamebpf.advise import (
     DEFAULT_MODEL,
     DEFAULT_PROBES,
     TWO_PROBE_MODELS,
+    NoAdvice,
     Progress,
     Target,
     run_advice,
@@ -27,7 +28,7 @@ from tamebpf.options import (
     parse_rate_mbps,
     settings_from,
 )
-from tamebpf.present.advice import render, to_json
+from tamebpf.present.advice import refusal_json, render, to_json
 from tamebpf.present.plot import check_path, write_plot
 from tamebpf.present.toolflags import FORMATS, tool_flags
 from tamebpf.words import count
@@ -172,6 +173,14 @@ def run(args: argparse.Namespace) -> int:
         result = run_advice(target, settings, (n1, n2), durations, args.model,
                             on_progress=progress, capacity_mbps=capacity,
                             max_probe_s=max_probe)
+    except NoAdvice as err:
+        # Refused before probing: the same answer as a refusal after it,
+        # without measurements.
+        if args.json:
+            dump_json(refusal_json(target, err.message), sys.stdout)
+        elif not args.format:
+            sys.stdout.write(f"ADVICE: none: {err.message}\n")
+        raise TamebpfError(f"no advice: {err.message}") from None
     finally:
         signal.signal(signal.SIGTERM, old)
         progress.clear()

@@ -38,6 +38,13 @@ class AckLog:
         keep = set(cookies)
         return AckLog({c: v for c, v in self.flows.items() if c in keep}, self.lost)
 
+    def between(self, start_ns: int, end_ns: int | None) -> AckLog:
+        """The ACKs that arrived from `start_ns` (before `end_ns`, if given):
+        one stage of a staged probe."""
+        last = end_ns if end_ns is not None else 1 << 63
+        return AckLog({c: [a for a in v if start_ns <= a[0] < last]
+                       for c, v in self.flows.items()}, self.lost)
+
 
 def pair_rates(log: AckLog, mss: int) -> list[float]:
     """Mbit/s of each pair of consecutive ACKs of one connection

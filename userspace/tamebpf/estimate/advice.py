@@ -198,17 +198,24 @@ def build(target: Target, probes: Sequence[ProbeResult], settings: Settings,
 
 
 def cannot_advise(probes: Sequence[ProbeResult]) -> str | None:
-    """Why the model cannot advise on these probes, or None. BBR: it paces to
-    its own estimate of the bottleneck and does not back off on loss, so the
-    loss curve the model fits does not describe it; on the testbed the fit's
-    predictions for BBR were far off (docs/accuracy.md, the BBR cases)."""
+    """Why the model cannot advise on these probes, or None (the check after
+    probing, on the congestion control the kernel saw on the probe sockets)."""
     ccs = sorted({cc for p in probes for cc in p.steady.congestion_control})
-    if "bbr" not in ccs:
+    return refuses_congestion("bbr", "the probes ran BBR") if "bbr" in ccs else None
+
+
+def refuses_congestion(cc: str, source: str) -> str | None:
+    """Why probes with congestion control `cc` cannot be advised on, or None;
+    `source` says where `cc` came from. BBR: it paces to its own estimate of
+    the bottleneck and does not back off on loss, so the loss curve the model
+    fits does not describe it; on the testbed the fit's predictions for BBR
+    were far off (docs/accuracy.md, the BBR cases)."""
+    if cc != "bbr":
         return None
-    return ("the probes ran BBR (--congestion bbr, or the host's default), which does not "
-            "back off on loss: the model behind the advice describes loss-based TCP, and its "
-            "predictions for BBR were far off on the testbed (docs/accuracy.md). Probe with "
-            "--congestion cubic (or reno) to advise for transfers that use it")
+    return (f"{source}, which does not back off on loss: the model behind the advice "
+            "describes loss-based TCP, and its predictions for BBR were far off on the "
+            "testbed (docs/accuracy.md). Probe with --congestion cubic (or reno) to advise "
+            "for transfers that use it")
 
 
 def _assumption_warnings(probes: Sequence[ProbeResult]) -> list[str]:

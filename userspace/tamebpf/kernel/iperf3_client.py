@@ -18,6 +18,7 @@ network order).
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import math
 import os
@@ -25,7 +26,7 @@ import select
 import socket
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -273,15 +274,18 @@ class Iperf3Client:
             s.setblocking(False)
 
     # -- the test --------------------------------------------------------------
-    def send_until(self, until: float, stop: Callable[[], bool] | None = None) -> None:
-        """Keep every stream's send buffer full until the monotonic time
-        `until`, or until `stop()` says the probe knows enough."""
+    def send_until(self, until: float, stop: Callable[[], bool] | None = None,
+                   active: int | None = None) -> None:
+        """Keep the send buffers of the first `active` streams (None: all)
+        full until the monotonic time `until`, or until `stop()` says the
+        probe knows enough. The others stay connected and silent."""
         assert self.control is not None
+        sending = self.data[:active]
         while True:
             left = until - time.monotonic()
             if left <= 0 or (stop is not None and stop()):
                 return
-            r, w, _ = select.select([self.control], self.data, [], min(left, 0.05))
+            r, w, _ = select.select([self.control], sending, [], min(left, 0.05))
             if r:  # the server speaks during a test only to stop it
                 self._state(time.monotonic() + self.timeout_s)
                 raise Iperf3Error("the server ended the test early")
@@ -353,12 +357,40 @@ def run(host: str, port: int, streams: int, seconds: float, congestion: str | No
         busy_wait_s: float = BUSY_WAIT_S,
         stop: Callable[[], bool] | None = None) -> Iperf3Result:
     """One test of at most `seconds`, ended early when `stop()` is true."""
+    return run_stages(host, port, [(streams, seconds)], congestion, timeout_s, pipelined,
+                      busy_wait_s, lambda stage: stop is not None and stop())
+
+
+# Called as each stage begins: (stage index from 0, monotonic time, socket
+# cookies of the streams that send in it).
+StageStart = Callable[[int, float, tuple[int, ...]], None]
+
+
+def run_stages(host: str, port: int, stages: Sequence[tuple[int, float]],
+               congestion: str | None = None, timeout_s: float = 3.0,
+               pipelined: bool = True, busy_wait_s: float = BUSY_WAIT_S,
+               stop: Callable[[int], bool] | None = None,
+               on_stage: StageStart | None = None) -> Iperf3Result:
+    """One test in stages of (streams, seconds), stream counts rising: all
+    the streams connect at the start, and stage k sends on the first n_k of
+    them. Two probes of 1 and 10 streams so cost one set-up and one result
+    exchange instead of two each. `stop(k)` true ends stage k early."""
+    counts = [n for n, _ in stages]
+    if not stages or counts != sorted(counts) or counts[0] < 1:
+        raise ValueError(f"stages need rising stream counts from 1 up, got {counts}")
+    total_s = sum(s for _, s in stages)
     give_up = time.monotonic() + busy_wait_s
     while True:
-        client = Iperf3Client(host, port, streams, seconds, congestion, timeout_s, pipelined)
+        client = Iperf3Client(host, port, counts[-1], total_s, congestion, timeout_s, pipelined)
         try:
             client.connect()
-            client.send_until(client.started + seconds, stop)
+            begin = client.started
+            for k, (n, seconds) in enumerate(stages):
+                if on_stage is not None:
+                    on_stage(k, begin, tuple(socket_cookie(s) for s in client.data[:n]))
+                client.send_until(begin + seconds,
+                                  None if stop is None else functools.partial(stop, k), n)
+                begin = time.monotonic()
             return client.finish()
         except ServerBusy:
             if time.monotonic() + BUSY_RETRY_S > give_up:

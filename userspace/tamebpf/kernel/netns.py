@@ -1,9 +1,11 @@
-"""Network namespaces by name: where `ip netns` keeps them, and entering one."""
+"""Network namespaces by name: where `ip netns` keeps them, entering one, and
+reading the settings a namespace has of its own."""
 
 from __future__ import annotations
 
 import ctypes
 import os
+import threading
 
 CLONE_NEWNET = 0x40000000
 
@@ -24,3 +26,34 @@ def enter_netns(name: str) -> None:
             raise OSError(ctypes.get_errno(), f"setns {name}")
     finally:
         os.close(fd)
+
+
+def read_in_netns(name: str | None, path: str) -> str:
+    """A /proc/sys/net file as seen from inside a namespace (None: ours).
+    Those files show the namespace of whoever opens them, so a short-lived
+    thread enters it and reads; this process's own threads stay where they
+    are."""
+    if name is None:
+        with open(path, encoding="ascii") as f:
+            return f.read().strip()
+    out: list[str | BaseException] = []
+
+    def read() -> None:
+        try:
+            enter_netns(name)
+            with open(path, encoding="ascii") as f:
+                out.append(f.read().strip())
+        except BaseException as err:  # noqa: BLE001 - handed to the caller
+            out.append(err)
+
+    reader = threading.Thread(target=read, name="read_in_netns")
+    reader.start()
+    reader.join()
+    if isinstance(out[0], BaseException):
+        raise out[0]
+    return out[0]
+
+
+def default_congestion_control(name: str | None) -> str:
+    """The congestion control a new TCP socket gets in this namespace."""
+    return read_in_netns(name, "/proc/sys/net/ipv4/tcp_congestion_control")

@@ -16,7 +16,7 @@ import os
 import select
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,31 +88,44 @@ def _empty_and_remove(path: str) -> None:
     raise TamebpfError(f"could not remove probe cgroup {path}", "remove it with rmdir")
 
 
-def _child(target: Target, streams: int, seconds: float, cgroup: str, out_fd: int,
-           fast_start: bool) -> None:
+class _StopRequests:
+    """The child's side of the parent's "stage k has measured enough": one
+    byte per request on a pipe, so a request for a stage that has already
+    ended can never cut the next one short."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd, self.asked = fd, set[int]()
+        os.set_blocking(fd, False)
+
+    def __call__(self, stage: int) -> bool:
+        with contextlib.suppress(BlockingIOError):
+            self.asked.update(os.read(self.fd, 64))
+        return stage in self.asked
+
+
+def _child(target: Target, stages: Sequence[tuple[int, float]], cgroup: str, out_fd: int,
+           stop_fd: int, fast_start: bool) -> None:
     """The probe's traffic, in a forked child: it joins the probe's cgroup
     (sockets belong to the cgroup of the task that creates them) and, when
-    asked, the network namespace; it reports one JSON line and exits without
-    running any of the parent's clean-up."""
+    asked, the network namespace. It writes a JSON line as each stage begins
+    and a last one with the test's report, and exits without running any of
+    the parent's clean-up."""
     code = 1
-    enough = [False]
 
-    def knows_enough(signum: int, frame: object) -> None:
-        enough[0] = True
+    def stage_begins(k: int, t: float, cookies: tuple[int, ...]) -> None:
+        os.write(out_fd, json.dumps({"stage": k, "t": t, "cookies": cookies}).encode() + b"\n")
 
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        # The parent's measurement is tight enough: end the test now, cleanly.
-        signal.signal(signal.SIGUSR1, knows_enough)
         with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
             f.write(str(os.getpid()))
         if target.netns:
             enter_netns(target.netns)
         cc = None if target.congestion == "system" else target.congestion
-        r = iperf3_client.run(target.host, target.port, streams, seconds, cc,
-                              CONNECT_TIMEOUT_MS / 1000, pipelined=fast_start,
-                              stop=lambda: enough[0])
+        r = iperf3_client.run_stages(target.host, target.port, stages, cc,
+                                     CONNECT_TIMEOUT_MS / 1000, pipelined=fast_start,
+                                     stop=_StopRequests(stop_fd), on_stage=stage_begins)
         msg: dict[str, Any] = {"received_mbps": r.received_mbps, "seconds": r.seconds,
                                "data_cookies": list(r.data_cookies),
                                "setup_s": r.setup_s, "finish_s": r.finish_s}
@@ -127,27 +140,44 @@ def _child(target: Target, streams: int, seconds: float, cgroup: str, out_fd: in
         os._exit(code)
 
 
-def _spawn(target: Target, streams: int, seconds: float, cgroup: str,
-           fast_start: bool) -> tuple[int, int]:
-    """Fork the traffic child; returns (pid, read end of its report pipe)."""
+@dataclass
+class _Child:
+    pid: int
+    report_fd: int  # its JSON lines
+    stop_fd: int  # our stop requests
+    pending: bytes = b""
+
+    def lines(self) -> list[dict[str, Any]]:
+        """The complete lines written so far (never blocks; [] at end of file)."""
+        while select.select([self.report_fd], [], [], 0)[0]:
+            chunk = os.read(self.report_fd, 65536)
+            if not chunk:
+                break
+            self.pending += chunk
+        *done, self.pending = self.pending.split(b"\n")
+        out = []
+        for line in done:
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                obj = {"error": f"unreadable probe report {line[:80]!r}"}
+            out.append(obj if isinstance(obj, dict) else {})
+        return out
+
+
+def _spawn(target: Target, stages: Sequence[tuple[int, float]], cgroup: str,
+           fast_start: bool) -> _Child:
+    """Fork the traffic child, with a pipe each way."""
     r, w = os.pipe()
+    stop_r, stop_w = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(r)
-        _child(target, streams, seconds, cgroup, w, fast_start)
+        os.close(stop_w)
+        _child(target, stages, cgroup, w, stop_r, fast_start)
     os.close(w)
-    return pid, r
-
-
-def _read_report(fd: int) -> dict[str, Any]:
-    data = b""
-    while chunk := os.read(fd, 4096):
-        data += chunk
-    try:
-        report = json.loads(data or b"{}")
-    except json.JSONDecodeError:
-        report = {}
-    return report if isinstance(report, dict) else {}
+    os.close(stop_r)
+    return _Child(pid, r, stop_w)
 
 
 def _point(f: Flow, t: float) -> FlowPoint:
@@ -165,24 +195,80 @@ def _point(f: Flow, t: float) -> FlowPoint:
     )
 
 
-def _ack_rates(ack_train: AckTrain, mss: int | None) -> list[float]:
-    return pair_rates(ack_train.read(), mss or 0)
+def _ack_rates(ack_train: AckTrain, mss: int | None, stage: _Stage) -> list[float]:
+    return pair_rates(ack_train.read().only(stage.cookies).between(stage.begin_ns, None),
+                      mss or 0)
+
+
+@dataclass
+class _Stage:
+    first: bool
+    streams: int
+    seconds: float
+    begin: float = 0.0  # monotonic seconds; set when the child says it began
+    cookies: tuple[int, ...] = ()
+    end: float | None = None
+
+    @property
+    def since(self) -> float:
+        """Where its measurement starts: the first stage's at the connections'
+        first samples, as a probe of its own is measured; a later one's when
+        its new streams begin to send."""
+        return 0.0 if self.first else self.begin
+
+    @property
+    def begin_ns(self) -> int:
+        return int(self.since * 1e9)
+
+    def points(self, series: dict[int, list[FlowPoint]]) -> dict[int, list[FlowPoint]]:
+        """Its streams' samples while it ran (the next stage's first sample
+        closes its last interval)."""
+        if not self.cookies:  # it never began
+            return {}
+        out = {}
+        for c, all_pts in only_data_flows(series, self.cookies).items():
+            pts = [p for p in all_pts if p.t >= self.since]
+            if self.end is not None:
+                after = [p for p in pts if p.t > self.end][:1]
+                pts = [p for p in pts if p.t <= self.end] + after
+            if pts:
+                out[c] = pts
+        return out
 
 
 def run_probe(target: Target, streams: int, seconds: float, index: int = 1, total: int = 1,
               on_progress: Callable[[Progress], None] | None = None,
               srtt_us: int = 0, fast_start: bool = True,
               enough: StopRule | None = None) -> ProbeResult:
-    """`srtt_us`: the path's RTT from an earlier probe (0: unknown), so that
-    this probe's first SYN already gets the short timeout (kernel/synrto.py).
+    """One probe of `streams` for `seconds` (run_probes with one stage).
+    `index`/`total`: its place in the progress shown."""
+    return run_probes(target, [(streams, seconds)], on_progress, srtt_us, fast_start,
+                      [enough], index - 1, total)[0]
+
+
+def run_probes(target: Target, stages: Sequence[tuple[int, float]],
+               on_progress: Callable[[Progress], None] | None = None,
+               srtt_us: int = 0, fast_start: bool = True,
+               enough: Sequence[StopRule | None] | None = None,
+               first_index: int = 0, total: int | None = None) -> list[ProbeResult]:
+    """Probes as the stages of one iperf3 test (kernel/iperf3_client.run_stages):
+    (streams, seconds) each, stream counts rising; one ProbeResult per stage,
+    measured on that stage's streams while it ran.
+    `srtt_us`: the path's RTT from an earlier probe (0: unknown), so that the
+    first SYN already gets the short timeout (kernel/synrto.py).
     `fast_start=False` leaves SYN timeouts to the kernel and has the client
     wait for each server state, as iperf3 does (for make probetime only).
-    `enough`: end the probe before `seconds` of traffic once it says the
-    measurement so far is tight enough (estimate/adaptive.py); None: always
-    `seconds`."""
+    `enough[k]`: end stage k before its `seconds` once it says the measurement
+    so far is tight enough (estimate/adaptive.py); None: always `seconds`."""
+    plan = [_Stage(k == 0, n, d) for k, (n, d) in enumerate(stages)]
+    rules = list(enough) if enough is not None else [None] * len(plan)
+    total = len(plan) if total is None else total
+    streams = plan[-1].streams
     series: dict[int, list[FlowPoint]] = {}
-    stopping = False
+    current = -1  # the stage the child said it is in
+    stop_asked = -1
     last_check = 0.0
+    report: dict[str, Any] = {}
     with contextlib.ExitStack() as stack:
         cg = stack.enter_context(probe_cgroup(streams))
         reader = stack.enter_context(FlowReader(
@@ -192,15 +278,23 @@ def run_probe(target: Target, streams: int, seconds: float, index: int = 1, tota
         # Every ACK of the probe's connections, for the capacity estimate.
         ack_train = stack.enter_context(AckTrain(cg))
         t_start = time.monotonic()
-        pid, report_fd = _spawn(target, streams, seconds, cg, fast_start)
-        status: int | None = None
+        child = _spawn(target, stages, cg, fast_start)
+        finished = False
         try:
-            deadline = t_start + seconds + 2 * CONNECT_TIMEOUT_MS / 1000 + 2
+            deadline = t_start + sum(d for _, d in stages) + 2 * CONNECT_TIMEOUT_MS / 1000 + 2
             last_total, last_t = 0, t_start
-            while True:
+            while not finished:
                 # The child writes its report as its last act: wake up for it
                 # at once rather than at the next sample.
-                done = bool(select.select([report_fd], [], [], 0)[0])
+                for msg in child.lines():
+                    if "stage" in msg:
+                        current = int(msg["stage"])
+                        plan[current].begin = float(msg["t"])
+                        plan[current].cookies = tuple(msg["cookies"])
+                        if current > 0:
+                            plan[current - 1].end = plan[current].begin
+                    else:
+                        report, finished = msg, True
                 now = time.monotonic()
                 flows = reader.snapshot()
                 # One time per snapshot: the steady window compares flows at the
@@ -209,49 +303,66 @@ def run_probe(target: Target, streams: int, seconds: float, index: int = 1, tota
                         default=time.monotonic_ns()) / 1e9
                 for f in flows:
                     series.setdefault(f.cookie, []).append(_point(f, t))
-                acked = sum(pts[-1].bytes_acked for pts in series.values())
+                stage = plan[max(current, 0)]
+                acked = sum(pts[-1].bytes_acked for c, pts in series.items()
+                            if c in stage.cookies)
                 if on_progress:
-                    rate = (acked - last_total) * 8 / (now - last_t) / 1e6 if now > last_t else None
-                    on_progress(Progress(index, total, streams, now - t_start, seconds, rate))
+                    rate = (acked - last_total) * 8 / (now - last_t) / 1e6 \
+                        if now > last_t and acked >= last_total else None
+                    began = stage.begin if current >= 0 else t_start
+                    on_progress(Progress(first_index + max(current, 0) + 1, total,
+                                         stage.streams, now - began, stage.seconds, rate))
                 last_total, last_t = acked, now
-                if enough is not None and not stopping and not done and \
+                rule = rules[current] if current >= 0 else None
+                if rule is not None and stop_asked < current and not finished and \
                         now - last_check >= CHECK_INTERVAL_S:
                     last_check = now
-                    so_far = steady(series, streams)
-                    if so_far is not None and enough(
-                            so_far, functools.partial(_ack_rates, ack_train, so_far.mss)):
-                        # The child ends the test as iperf3 would at its end.
-                        os.kill(pid, signal.SIGUSR1)
-                        stopping = True
-                if done:
-                    report = _read_report(report_fd)
-                    os.waitpid(pid, 0)
-                    status = 0
+                    so_far = steady(stage.points(series), stage.streams)
+                    if so_far is not None and rule(so_far, functools.partial(
+                            _ack_rates, ack_train, so_far.mss, stage)):
+                        # The child ends this stage as if its time were up.
+                        os.write(child.stop_fd, bytes([current]))
+                        stop_asked = current
+                if finished:
+                    os.waitpid(child.pid, 0)
                     break
                 if now > deadline:
                     raise TamebpfError(
                         f"probe with {streams} streams to {target.host}:{target.port} did not "
                         f"finish in {deadline - t_start:.0f} s", "is the path still up?")
-                select.select([report_fd], [], [], SAMPLE_INTERVAL_S)
+                select.select([child.report_fd], [], [], SAMPLE_INTERVAL_S)
         finally:
-            if status is None:  # interrupted or timed out: stop the traffic now
+            if not finished:  # interrupted or timed out: stop the traffic now
                 with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-            os.close(report_fd)
+                    os.kill(child.pid, signal.SIGKILL)
+                os.waitpid(child.pid, 0)
+            os.close(child.report_fd)
+            os.close(child.stop_fd)
         learned_srtt_us = syn_rto.state().srtt_us if syn_rto else 0
         acks = ack_train.read()
-    duration = time.monotonic() - t_start
+    t_end = time.monotonic()
     if "error" in report or "received_mbps" not in report:
         raise TamebpfError(
             f"iperf3 probe to {target.host}:{target.port} failed: "
             f"{report.get('error', 'no report from the probe')}",
             f"is 'iperf3 -s -p {target.port}' running there, reachable and idle?")
-    measured = steady(only_data_flows(series, report.get("data_cookies")), streams)
-    if measured is None or measured.goodput_mbps <= 0:
-        raise TamebpfError(
-            f"probe with {streams} streams to {target.host}:{target.port} moved no data",
-            "check the path and the server")
-    return ProbeResult(streams, duration, measured, report["received_mbps"], learned_srtt_us,
-                       report.get("setup_s"), report.get("finish_s"),
-                       tuple(pair_rates(acks.only(report.get("data_cookies")), measured.mss or 0)))
+    results = []
+    for k, stage in enumerate(plan):
+        last = k == len(plan) - 1
+        measured = steady(stage.points(series), stage.streams)
+        if measured is None or measured.goodput_mbps <= 0:
+            raise TamebpfError(
+                f"probe with {stage.streams} streams to {target.host}:{target.port} "
+                "moved no data", "check the path and the server")
+        # Wall time: the first stage from the start (set-up included), the last
+        # to the end (result exchange included), so the stages add up.
+        began = t_start if k == 0 else stage.begin
+        ended = t_end if last else plan[k + 1].begin
+        results.append(ProbeResult(
+            stage.streams, ended - began, measured,
+            report["received_mbps"] if last else None, learned_srtt_us,
+            report.get("setup_s") if k == 0 else 0.0,
+            report.get("finish_s") if last else 0.0,
+            tuple(pair_rates(acks.only(stage.cookies).between(stage.begin_ns, None),
+                             measured.mss or 0))))
+    return results

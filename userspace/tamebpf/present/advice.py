@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tamebpf.estimate.advice import AdviseResult, ProbeResult
+from tamebpf.estimate.advice import AdviseResult, ProbeResult, Target
 from tamebpf.model.confidence import Z_90, ImpactRange
 from tamebpf.present.prediction import prediction_to_json, render_prediction_table
 from tamebpf.words import count
@@ -66,10 +66,19 @@ def to_json(result: AdviseResult) -> dict[str, Any]:
         # No second answer: the fit's numbers stay under "estimators" only.
         out["advice"] = None
         out["curve"] = []
-    t = result.target
-    out["target"] = {"host": t.host, "port": t.port, "netns": t.netns,
-                     "congestion": t.congestion}
+    out["target"] = _target_json(result.target)
     return out
+
+
+def refusal_json(target: Target, reason: str) -> dict[str, Any]:
+    """A refusal before any probe ran: the keys a script checks first
+    (`advice` null, `refused` the reason), nothing measured."""
+    return {"advice": None, "refused": reason, "measurements": [], "curve": [],
+            "target": _target_json(target)}
+
+
+def _target_json(t: Target) -> dict[str, Any]:
+    return {"host": t.host, "port": t.port, "netns": t.netns, "congestion": t.congestion}
 
 
 def _advised_range(result: AdviseResult) -> ImpactRange | None:
