@@ -33,8 +33,8 @@ from eval_truth import settle  # noqa: E402
 from tamebpf.advise import DEFAULT_DURATIONS_S, DEFAULT_PROBES  # noqa: E402
 from tamebpf.errors import TamebpfError  # noqa: E402
 from tamebpf.estimate.advice import Target  # noqa: E402
-from tamebpf.kernel.probe import run_probe  # noqa: E402
-from tamebpf.testbed import Testbed, iperf  # noqa: E402
+from tamebpf.kernel.probe import run_probes  # noqa: E402
+from tamebpf.testbed import Testbed  # noqa: E402
 
 START, END = markers("probetime")
 TARGET_S = 5.0
@@ -42,18 +42,12 @@ TARGET_S = 5.0
 
 def pair(tb: Testbed, target: Target, case: Case, reference: float | None,
          fast: bool) -> float:
-    """One default probe pair, as run_advice runs it; its wall time."""
-    total, srtt_us = 0.0, 0
-    for i, (n, d) in enumerate(zip(DEFAULT_PROBES, DEFAULT_DURATIONS_S, strict=True)):
-        if i == 0:
-            settle(tb, case.cross, reference)
-        else:  # back to back, as the advisor runs them
-            iperf.wait_for(lambda: iperf.server_idle(tb, iperf.PORT_MAIN), 30.0,
-                           "the iperf3 server to finish the previous probe")
-        p = run_probe(target, n, d, srtt_us=srtt_us, fast_start=fast)
-        srtt_us = p.path_srtt_us
-        total += p.duration_s
-    return total
+    """One default probe pair, as run_advice runs it (two stages of one
+    test); its wall time."""
+    settle(tb, case.cross, reference)
+    probes = run_probes(target, list(zip(DEFAULT_PROBES, DEFAULT_DURATIONS_S, strict=True)),
+                        fast_start=fast)
+    return sum(p.duration_s for p in probes)
 
 
 def measure(case: Case, rounds: int) -> dict[str, Any]:

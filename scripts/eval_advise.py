@@ -194,7 +194,7 @@ def measure_probes(tb: Testbed, case: Case, reference: float | None, target: Tar
 
 
 def evaluate(case: Case, ns: list[int], plans: list[str], default: str, rounds: int,
-             limit: float, window_s: float = 4.0) -> dict[str, Any]:
+             limit: float, window_s: float = 4.0, warmup_s: float = 2.0) -> dict[str, Any]:
     with case_path(case, "ev") as (tb, reference, target):
         probes = measure_probes(tb, case, reference, target, plans, default)
         rec: dict[str, Any] = {"case": asdict(case), "key": case.key,
@@ -202,13 +202,15 @@ def evaluate(case: Case, ns: list[int], plans: list[str], default: str, rounds: 
         # Measure where the default advice lands too, not only interpolate there.
         wanted = sorted(set(ns) | {advised_n(rec, limit, default)})
         truth = measure(tb, wanted, case.cc, case.cross, rounds, reference,
-                        window_s=window_s, progress=lambda s: log("  " + s))
+                        window_s=window_s, warmup_s=warmup_s,
+                        progress=lambda s: log("  " + s))
         rec["truth"] = {str(n): {"mbit": p.mbit, "cross_with": p.cross_with}
                         for n, p in truth.points.items()}
         rec["cross_alone"] = truth.cross_alone
         rec["cross_reference"] = reference
         rec["rounds"] = rounds
         rec["truth_window_s"] = window_s
+        rec["truth_warmup_s"] = warmup_s
         return rec
 
 
@@ -253,6 +255,9 @@ def main() -> int:
     ap.add_argument("--truth-window", type=float, default=4.0, metavar="SECONDS",
                     help="ground-truth measuring window per point and round (default "
                     "%(default)s; the report's 'truth spread' column says whether rounds agree)")
+    ap.add_argument("--truth-warmup", type=float, default=2.0, metavar="SECONDS",
+                    help="seconds our streams run before the window opens (default "
+                    "%(default)s): time for their share of the path to settle")
     ap.add_argument("--max-impact", type=float, default=0.5)
     ap.add_argument("--plans", default="1+1,2.5+1.5,3+2",
                     help="probe lengths to compare, 'S1+S10': seconds of the 1-stream and the "
@@ -304,7 +309,8 @@ def main() -> int:
         for i, case in enumerate(todo, 1):
             log(f"case {i}/{len(todo)}: {case.key}")
             rec = evaluate(case, [int(x) for x in args.streams.split(",")], plans,
-                           args.plan, args.rounds, args.max_impact, args.truth_window)
+                           args.plan, args.rounds, args.max_impact, args.truth_window,
+                           args.truth_warmup)
             records = [r for r in records if r["key"] != case.key] + [rec]
             save(args.results, records)  # a long run that dies keeps what it measured
     text = tables(records, args.max_impact, args.section, args.heading)

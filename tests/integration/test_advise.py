@@ -240,7 +240,8 @@ def test_busy_server_and_server_gone_mid_probe_are_clear_errors() -> None:
             # The server dies one second into the first probe.
             proc = subprocess.Popen(
                 [sys.executable, "-m", "tamebpf", "advise", f"{tb.addresses['receiver']}",
-                 "--max-impact", "10%", "--netns", tb.namespaces["sender"], "--duration", "4"],
+                 "--max-impact", "10%", "--netns", tb.namespaces["sender"], "--duration", "4",
+                 "--congestion", "cubic"],
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             time.sleep(1.5)
             server.kill()
