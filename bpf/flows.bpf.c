@@ -94,6 +94,7 @@ static __always_inline void fill_flow(struct tb_flow *f, struct tcp_sock *tp,
 	f->rate_delivered = tp->rate_delivered;
 	f->rate_interval_us = tp->rate_interval_us;
 	f->snd_wnd = tp->snd_wnd;
+	f->delivered = tp->delivered;
 	f->netns_ino = BPF_CORE_READ(skc, skc_net.net, ns.inum);
 	f->family = skc->skc_family;
 	f->sport = skc->skc_num;

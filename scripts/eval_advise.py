@@ -223,6 +223,16 @@ def reprobe(case: Case, rec: dict[str, Any], plans: list[str], default: str) -> 
             "reprobed_plans": plans}
 
 
+def with_acked_goodput(rec: dict[str, Any]) -> dict[str, Any]:
+    """The record with each probe's goodput taken from bytes acked over the
+    same steady window (where the probe recorded it): the two counts scored
+    on the very same probes."""
+    def probe(p: dict[str, Any]) -> dict[str, Any]:
+        acked = p["steady"].get("goodput_acked_mbps")
+        return p if acked is None else {**p, "steady": {**p["steady"], "goodput_mbps": acked}}
+    return {**rec, "probes": {plan: [probe(p) for p in ps] for plan, ps in rec["probes"].items()}}
+
+
 def load(path: str) -> list[dict[str, Any]]:
     try:
         with open(path) as f:
@@ -275,6 +285,9 @@ def main() -> int:
                     "ground truth")
     ap.add_argument("--report", action="store_true",
                     help=f"measure nothing: re-score {RESULTS} and write the tables")
+    ap.add_argument("--goodput-from", choices=("delivered", "acked"), default="delivered",
+                    help="probe goodput to score: segments delivered (the advisor's, default) "
+                    "or bytes acked in the same window (as measured before), where recorded")
     ap.add_argument("--write", metavar="FILE", help="write tables into this Markdown file")
     ap.add_argument("--results", default=RESULTS, metavar="FILE",
                     help="raw records (default %(default)s)")
@@ -313,6 +326,8 @@ def main() -> int:
                            args.truth_warmup)
             records = [r for r in records if r["key"] != case.key] + [rec]
             save(args.results, records)  # a long run that dies keeps what it measured
+    if args.goodput_from == "acked":
+        records = [with_acked_goodput(r) for r in records]
     text = tables(records, args.max_impact, args.section, args.heading)
     sys.stdout.write(text)
     if args.write:

@@ -225,6 +225,13 @@ _REPRODUCE = {
                          "only, both plans side by side, about 15 min; the ground truth is "
                          "the first run's); `make eval-fresh-staged EVAL_ARGS=--report` "
                          "re-scores `docs/results/eval-fresh-staged.json` without measuring.",
+    "eval_fresh_delivered": "Reproduce: `make eval-fresh-delivered` (the fresh cases' "
+                            "default probes only, about 12 min; the ground truth is the "
+                            "first run's); `make eval-fresh-delivered EVAL_ARGS=--report` "
+                            "re-scores `docs/results/eval-fresh-delivered.json`, and "
+                            "`scripts/eval_advise.py --set fresh --report --goodput-from acked "
+                            "--results docs/results/eval-fresh-delivered.json` scores the "
+                            "same probes with the goodput from bytes acked.",
 }
 
 

@@ -147,6 +147,7 @@ class SsFlow:
     data_segs_out: int
     total_retrans: int
     bytes_acked: int
+    delivered: int
 
 
 _NUM = r"(\d+(?:\.\d+)?)"
@@ -178,6 +179,7 @@ def ss_flows(port: int, netns: str | None = None) -> dict[int, SsFlow]:
             data_segs_out=int(num("data_segs_out")),
             total_retrans=int(retrans.group(1)) if retrans else 0,
             bytes_acked=int(num("bytes_acked")),
+            delivered=int(num("delivered")),
         )
     return flows
 

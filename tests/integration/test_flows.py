@@ -48,7 +48,7 @@ def check_against_ss(flows: Sequence[Flow], before: dict[int, SsFlow],
         assert f.srtt_us is not None, f"{tag}: srtt unknown"
         assert _within(f.srtt_us, min(b.srtt_us, a.srtt_us), max(b.srtt_us, a.srtt_us),
                        0.20, 200), f"{tag}: srtt {f.srtt_us} us vs ss {b.srtt_us}..{a.srtt_us}"
-        for key in ("segs_out", "data_segs_out", "total_retrans", "bytes_acked"):
+        for key in ("segs_out", "data_segs_out", "total_retrans", "bytes_acked", "delivered"):
             ours, lo, hi = getattr(f, key), getattr(b, key), getattr(a, key)
             assert _within(ours, lo, hi, 0.02, 2 if key == "total_retrans" else 0), (
                 f"{tag}: {key} {ours} outside ss {lo}..{hi} (+-2%)")

@@ -109,3 +109,30 @@ def test_too_little_data_gives_none() -> None:
     assert steady({}, 1) is None
     one = flow(10.0, 0.1, 0.1)[:2]
     assert steady({1: one}, 1) is None
+
+
+def test_goodput_counts_delivered_segments_not_cumulative_ack_jumps() -> None:
+    """A hole filled late makes bytes_acked jump by everything SACKed behind
+    it; the delivered count grew smoothly all along. The goodput follows the
+    delivered count (the link's 40 Mbit/s), and the bytes-acked reading of
+    the same window, kept for comparison, shows the jump."""
+    pts = flow(40.0, slow_start_until=0.5, stop_at=3.0)
+    held = 500_000  # bytes SACKed but not cumulatively acked from 0.6 s to 2 s
+    jumped = []
+    for p in pts:
+        acked = p.bytes_acked - held if 0.6 < p.t < 2.0 else p.bytes_acked
+        jumped.append(FlowPoint(p.t, max(acked, 0), p.data_segs_out, p.total_retrans,
+                                p.srtt_us, p.slow_start, False, "cubic", MSS,
+                                delivered_bytes=p.bytes_acked))
+    s = steady({1: jumped}, 1, recovery_skip=0.0)
+    assert s is not None
+    assert s.goodput_mbps == pytest.approx(40.0, rel=0.01)
+    # The window opens while the hole is open and closes after the jump:
+    # bytes acked read more than the link carried.
+    assert s.start_s < 2.0 and s.goodput_acked_mbps is not None
+    assert s.goodput_acked_mbps > 41.0
+    # Without a delivered count (an older record), bytes acked is the goodput.
+    plain = [FlowPoint(p.t, p.bytes_acked, p.data_segs_out, p.total_retrans, p.srtt_us,
+                       p.slow_start, False, "cubic") for p in jumped]
+    old = steady({1: plain}, 1, recovery_skip=0.0)
+    assert old is not None and old.goodput_mbps == pytest.approx(s.goodput_acked_mbps)

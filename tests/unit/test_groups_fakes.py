@@ -20,7 +20,8 @@ def make_flow(cookie: int, **kw: Any) -> Flow:
         srtt_us=20_000, rttvar_us=1000, min_rtt_us=19_000, segs_out=0, segs_in=0,
         data_segs_out=0, data_segs_in=0, total_retrans=0, retrans_out=0, lost_out=0,
         bytes_acked=0, bytes_received=0, bytes_sent=0, bytes_retrans=0, snd_cwnd=10,
-        snd_ssthresh=None, snd_wnd=65535, mss=1448, delivery_rate_bps=None, loss_rate=None,
+        snd_ssthresh=None, snd_wnd=65535, delivered=0, mss=1448, delivery_rate_bps=None,
+        loss_rate=None,
         age_s=None, netns=4026531840, read_monotonic_ns=0,
     )
     base.update(kw)

@@ -49,6 +49,7 @@ class Flow:
     bytes_sent: int
     bytes_retrans: int
     snd_wnd: int
+    delivered: int  # segments the peer got (ACKed or SACKed), whole life
     loss_rate: float | None  # total_retrans / data_segs_out
     netns: int
     read_monotonic_ns: int  # CLOCK_MONOTONIC when the counters were read

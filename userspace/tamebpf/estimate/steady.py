@@ -29,6 +29,16 @@ class FlowPoint:
     congestion_control: str | None
     mss: int = 0  # payload bytes per full segment (advise --capacity)
     ipv6: bool = False
+    # Segments the peer got, ACKed or SACKed, x MSS (None: not known). Unlike
+    # bytes_acked it does not jump when a retransmission fills a hole and the
+    # cumulative ACK passes everything SACKed behind it: over a window of a
+    # few RTTs such a jump read as more than the link's rate (docs/advise.md).
+    delivered_bytes: int | None = None
+
+    @property
+    def carried(self) -> int:
+        """Bytes the peer has received, as well as the sender knows."""
+        return self.bytes_acked if self.delivered_bytes is None else self.delivered_bytes
 
 
 @dataclass(frozen=True)
@@ -52,13 +62,16 @@ class Steady:
     rwnd_limited: float  # fraction of samples limited by the receive window
     flows: tuple[FlowSteady, ...]
     congestion_control: tuple[str, ...]
-    # (seconds since the first sample, bytes acked by the data flows) at every
-    # sample: kept so that make eval can compare windows after the fact.
+    # (seconds since the first sample, bytes the data flows delivered) at
+    # every sample: kept so that make eval can compare windows after the fact.
     series: tuple[tuple[float, int], ...] = ()
     # The data flows' largest MSS and their family: the header overhead that
     # turns a link rate into TCP goodput (advise --capacity).
     mss: int | None = None
     ipv6: bool = False
+    # The window's goodput from bytes acked, as it was measured before the
+    # delivered count (FlowPoint.delivered_bytes): make eval scores both.
+    goodput_acked_mbps: float | None = None
 
 
 def only_data_flows(series: Mapping[int, Sequence[FlowPoint]],
@@ -106,7 +119,7 @@ def steady(series: Mapping[int, Sequence[FlowPoint]], streams: int,
     t0 = times[0]
 
     def total(t: float) -> int:
-        return sum(_at(pts, t).bytes_acked for pts in flows)
+        return sum(_at(pts, t).carried for pts in flows)
 
     # End: the last sample before the aggregate reached its final value. The
     # interval after it holds the end of the transfer (the sender stopped at
@@ -144,7 +157,7 @@ def steady(series: Mapping[int, Sequence[FlowPoint]], streams: int,
         rtts = [p.srtt_us for p in pts if ws <= p.t <= we and p.srtt_us]
         per_flow.append(FlowSteady(
             cookie=c,
-            goodput_mbps=delta(pts, "bytes_acked") * 8 / dt / 1e6,
+            goodput_mbps=delta(pts, "carried") * 8 / dt / 1e6,
             loss_rate=delta(pts, "total_retrans") / segs if segs > 0 else None,
             srtt_ms=statistics.fmean(rtts) / 1000 if rtts else None,
         ))
@@ -174,6 +187,7 @@ def steady(series: Mapping[int, Sequence[FlowPoint]], streams: int,
         series=tuple((round(t - t0, 4), total(t)) for t in times),
         mss=max((p.mss for p in in_window if p.mss), default=None),
         ipv6=any(p.ipv6 for p in in_window),
+        goodput_acked_mbps=sum(delta(pts, "bytes_acked") for pts in flows) * 8 / dt / 1e6,
     )
 
 

@@ -46,6 +46,8 @@ class TbFlow(ctypes.Structure):
         ("rate_delivered", u32),
         ("rate_interval_us", u32),
         ("snd_wnd", u32),
+        ("delivered", u32),
+        ("reserved", u32),
         ("pid", u32),
         ("netns_ino", u32),
         ("family", u16),

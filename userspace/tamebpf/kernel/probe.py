@@ -192,6 +192,7 @@ def _point(f: Flow, t: float) -> FlowPoint:
         congestion_control=f.congestion_control,
         mss=f.mss,
         ipv6=f.family == "ipv6",
+        delivered_bytes=f.delivered * f.mss,
     )
 
 
