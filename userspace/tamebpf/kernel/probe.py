@@ -305,7 +305,7 @@ def run_probes(target: Target, stages: Sequence[tuple[int, float]],
                 for f in flows:
                     series.setdefault(f.cookie, []).append(_point(f, t))
                 stage = plan[max(current, 0)]
-                acked = sum(pts[-1].bytes_acked for c, pts in series.items()
+                acked = sum(pts[-1].carried for c, pts in series.items()
                             if c in stage.cookies)
                 if on_progress:
                     rate = (acked - last_total) * 8 / (now - last_t) / 1e6 \
