@@ -17,7 +17,8 @@ from tamebpf.model import DEFAULT_MODEL, ModelName, Settings
 
 DEFAULT_PROBES = (1, 10)
 # Seconds of traffic per probe. With the connection set-up and result
-# exchange, the pair takes under 5 s of wall time at up to 100 ms RTT.
+# exchange, the pair took a median 4.7 s of wall time (at most 5.4 s) on the
+# fresh eval cases, 20-120 ms RTT (docs/accuracy.md, make eval-fresh-delivered).
 DEFAULT_DURATIONS_S = (2.0, 2.0)
 TWO_PROBE_MODELS: tuple[ModelName, ...] = ("square", "partial", "linear")
 
@@ -83,10 +84,11 @@ def advise_target(host: str, max_impact: float, port: int = 5201,
     try:
         result = run_advice(Target(host, port, congestion=congestion),
                             Settings(max_impact=max_impact))
-    except NoAdvice as err:
-        raise TamebpfError(f"the advisor gave no advice for {host}:{port}: {err}") from None
-    if result.refused:
-        raise TamebpfError(f"the advisor gave no advice for {host}:{port}: {result.refused}")
+        refused = result.refused
+    except NoAdvice as err:  # before probing
+        refused = err.message
+    if refused:
+        raise TamebpfError(f"the advisor gave no advice for {host}:{port}: {refused}")
     advice = result.prediction.advice
     return advice.num_flows, advice.max_nondisruptive_thru
 

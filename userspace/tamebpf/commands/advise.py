@@ -28,7 +28,7 @@ from tamebpf.options import (
     parse_rate_mbps,
     settings_from,
 )
-from tamebpf.present.advice import refusal_json, render, to_json
+from tamebpf.present.advice import refusal_json, render, render_refusal, to_json
 from tamebpf.present.plot import check_path, write_plot
 from tamebpf.present.toolflags import FORMATS, tool_flags
 from tamebpf.words import count
@@ -179,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             dump_json(refusal_json(target, err.message), sys.stdout)
         elif not args.format:
-            sys.stdout.write(f"ADVICE: none: {err.message}\n")
+            sys.stdout.write(render_refusal(err.message))
         raise TamebpfError(f"no advice: {err.message}") from None
     finally:
         signal.signal(signal.SIGTERM, old)

@@ -125,6 +125,11 @@ def _estimate_lines(result: AdviseResult) -> list[str]:
     return [line]
 
 
+def render_refusal(reason: str) -> str:
+    """The answer when there is no advice, with or without probes above it."""
+    return f"ADVICE: none: {reason}\n"
+
+
 def render(result: AdviseResult) -> str:
     t = result.target
     lines = [f"advice for {t.host}:{t.port}"
@@ -138,7 +143,7 @@ def render(result: AdviseResult) -> str:
             f"  {_opt(None if s.loss_rate is None else s.loss_rate * 100, '.3f'):>6}%"
             f"  {_opt(s.srtt_ms, '8.2f'):>8}  {','.join(s.congestion_control) or '-'}")
     if result.refused:
-        return "\n".join(lines + ["", f"ADVICE: none: {result.refused}"]) + "\n"
+        return "\n".join(lines) + "\n\n" + render_refusal(result.refused)
     lines += ["", render_prediction_table(result.prediction).rstrip("\n"), ""]
     a = result.prediction.advice
     if result.loss_prediction is not None:
