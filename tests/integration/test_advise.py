@@ -31,8 +31,9 @@ def advise(tb: Testbed, *extra: str, port: int = 5201) -> subprocess.CompletedPr
 
 
 def goodput(tb: Testbed, role: str, streams: int, seconds: int = 4, port: int = 5201,
-            ) -> subprocess.Popen[bytes]:
-    argv = iperf.client_argv(tb.addresses["receiver"], port, streams, seconds, "cubic", omit=1)
+            omit: int = 1) -> subprocess.Popen[bytes]:
+    argv = iperf.client_argv(tb.addresses["receiver"], port, streams, seconds, "cubic",
+                             omit=omit)
     return tb.popen(role, argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
 
 
@@ -142,12 +143,19 @@ def test_capacity_estimate_and_advice_on_a_shared_path() -> None:
             n = out["advice"]["num_flows"]
             predicted = {c["streams"]: c for c in out["curve"]}[n]["throughput_mbps"]
 
-            # The advised n, measured beside the same cross traffic.
-            ours = mbps(goodput(tb, "sender", n, seconds=6))
+            # The advised n, measured beside the same cross traffic. New CUBIC
+            # streams take a few seconds to settle among established ones and
+            # a second's goodput swings by a quarter around their share
+            # (1-s intervals of 4 streams here: 12.5 to 21.8 Mbit/s), so the
+            # truth skips 3 s and averages 10. The bound is loose because
+            # the 2-s probes' new streams sit below their long-run share: 8
+            # runs put 3.8 to 8.0 competing flows on the path for its 4
+            # (at 4 streams, predictions from 3% high to 33% low; issue 15).
+            ours = mbps(goodput(tb, "sender", n, seconds=10, omit=3))
             err = (predicted - ours) / ours
-            assert abs(err) <= 0.35, (
+            assert abs(err) <= 0.45, (
                 f"{n} streams (advised): predicted {predicted:.2f}, measured {ours:.2f} "
-                f"Mbit/s beside {SHARED_CROSS} cross flows (error {err:+.0%}, bound 35%)")
+                f"Mbit/s beside {SHARED_CROSS} cross flows (error {err:+.0%}, bound 45%)")
     assert not probe_cgroups(), f"probe cgroups left: {probe_cgroups()}"
 
 
