@@ -174,9 +174,13 @@ DELIVERED_HEADING = Fresh cases: probe goodput from segments delivered (default 
 # and 16 streams and the advised count, 3 rounds. About 17 min a case, 6 h
 # for all 20, so it keeps what earlier parts measured: run it in parts with
 # EVAL_ARGS='--only fresh0', '--only fresh1', '--only fresh20'
+# The advisor's probes (2-s stages) beside stages that run on, up to 4.5 s,
+# until past start-up. EVAL_ARGS='--reprobe --only fresh20' measures a case's
+# probes again and keeps its ground truth.
 # -> docs/results/eval-fresh-settled.json, docs/accuracy.md.
 eval-fresh-settled: deps compile
-	$(SUDO) $(PY) scripts/eval_advise.py --set fresh --append --plans 2:2 --plan 2:2 \
+	$(SUDO) $(PY) scripts/eval_advise.py --set fresh --append --plans 2:2,2:2~4.5 \
+		--plan 2:2 \
 		--truth-warmup 30 --truth-window 30 --rounds 3 --streams 1,4,16 \
 		--results docs/results/eval-fresh-settled.json --write docs/accuracy.md \
 		--section eval_fresh_settled --heading "Fresh cases against a settled ground truth" \

@@ -36,6 +36,7 @@ from eval_report import SECTION, tables  # noqa: E402
 from eval_score import advised_n, probe_to_dict  # noqa: E402
 from eval_truth import cross_rate, measure, settle, start_cross  # noqa: E402
 
+from tamebpf.estimate.adaptive import PastStartUp  # noqa: E402
 from tamebpf.estimate.advice import Target  # noqa: E402
 from tamebpf.kernel.probe import run_probe, run_probes  # noqa: E402
 from tamebpf.testbed import Testbed, iperf, teardown  # noqa: E402
@@ -112,12 +113,23 @@ def fresh_cases() -> list[Case]:
 
 def plan_seconds(plan: str) -> tuple[float, float]:
     """'S1+S10': two probes, each its own iperf3 test (as advise ran them up
-    to issue 15's staged probes); 'S1:S10': the two as stages of one test,
-    as `tamebpf advise` runs them now (kernel/probe.run_probes)."""
-    d1, d10 = (float(x) for x in plan.replace(":", "+").split("+"))  # ValueError unless 2
+    to issue 15's staged probes); 'S1:S10': the two as stages of one test
+    (kernel/probe.run_probes); 'S1:S10~L': stages that run on, up to L
+    seconds each, until their streams are past start-up, as `tamebpf advise`
+    runs them now (advise.run_advice)."""
+    head, _, limit = plan.partition("~")
+    d1, d10 = (float(x) for x in head.replace(":", "+").split("+"))  # ValueError unless 2
     if not (0.5 <= d1 <= 60 and 0.5 <= d10 <= 60):
         raise ValueError(plan)
+    if limit and not (staged(plan) and max(d1, d10) <= float(limit) <= 60):
+        raise ValueError(plan)
     return d1, d10
+
+
+def plan_limit(plan: str) -> float | None:
+    """A 'S1:S10~L' plan's L (None: the stages run exactly S1 and S10)."""
+    limit = plan.partition("~")[2]
+    return float(limit) if limit else None
 
 
 def cases(ccs: list[str], crosses: list[int], only: str | None,
@@ -171,7 +183,11 @@ def measure_probes(tb: Testbed, case: Case, reference: float | None, target: Tar
         d1, d10 = plan_seconds(plan)
         probes[plan] = []
         settle(tb, case.cross, reference)
-        if staged(plan):
+        limit = plan_limit(plan)
+        if limit is not None:
+            pair = run_probes(target, [(1, max(d1, limit)), (10, max(d10, limit))],
+                              enough=[PastStartUp(), PastStartUp()], at_least=[d1, d10])
+        elif staged(plan):
             pair = run_probes(target, [(1, d1), (10, d10)])
         else:
             srtt_us = 0  # as run_advice did: the 1-stream probe hands its RTT on
@@ -301,8 +317,9 @@ def main() -> int:
         try:
             plan_seconds(plan)
         except ValueError:
-            ap.error(f"bad probe plan {plan!r}: want S1+S10 (two tests) or S1:S10 (one "
-                     "staged test) in seconds, e.g. 2+2 or 2.5:1.5")
+            ap.error(f"bad probe plan {plan!r}: want S1+S10 (two tests), S1:S10 (one "
+                     "staged test) or S1:S10~L (stages run on up to L s until past "
+                     "start-up), in seconds, e.g. 2+2, 2.5:1.5 or 2:2~4.5")
     records = load(args.results) if args.append or args.report or args.reprobe else []
     if args.reprobe and not args.report:
         todo = cases(args.cc.split(","), [int(x) for x in args.cross.split(",")], args.only,

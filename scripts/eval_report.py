@@ -96,19 +96,40 @@ def _target_rows(ours: dict[str, Any], anchored: dict[str, Any], walls: list[flo
     ]
 
 
+def _plan_parts(plan: str) -> tuple[str, str, str]:
+    """(S1, S10, L): 'S1+S10' (two iperf3 tests), 'S1:S10' (two stages of one
+    test), 'S1:S10~L' (stages that run on up to L s until past start-up)."""
+    head, _, limit = plan.partition("~")
+    d1, d10 = head.replace(":", "+").split("+")
+    return d1, d10, limit
+
+
 def _plan_seconds(plan: str) -> list[float]:
-    """'S1+S10' (two iperf3 tests) or 'S1:S10' (two stages of one test)."""
-    return [float(x) for x in plan.replace(":", "+").split("+")]
+    d1, d10, limit = _plan_parts(plan)
+    return [float(limit or d1), float(limit or d10)]
 
 
 def _plan_label(plan: str) -> str:
-    d1, d10 = plan.replace(":", "+").split("+")
+    d1, d10, limit = _plan_parts(plan)
     how = "two stages of one iperf3 test" if ":" in plan else "two iperf3 tests"
-    return f"1 stream for {d1} s, then 10 for {d10} s ({how})"
+    more = f", each running on, up to {limit} s, until past slow start" if limit else ""
+    return f"1 stream for {d1} s, then 10 for {d10} s{more} ({how})"
+
+
+def _plans_label(records: list[dict[str, Any]]) -> str:
+    """The advisor's probes: one plan, or each plan with its cases (a run
+    in parts may mix them)."""
+    plans = sorted({r["default_plan"] for r in records})
+    if len(plans) == 1:
+        return _plan_label(plans[0])
+    return "; ".join(f"{_plan_label(d)} in "
+                     f"{sum(r['default_plan'] == d for r in records)} cases" for d in plans)
 
 
 def _plan_short(plan: str) -> str:
-    d1, d10 = plan.replace(":", "+").split("+")
+    d1, d10, limit = _plan_parts(plan)
+    if limit:
+        return f"{d1} s : {d10} s, up to {limit} s past start-up, one test"
     return f"{d1} s : {d10} s, one test" if ":" in plan else f"{d1} s + {d10} s, two tests"
 
 
@@ -129,7 +150,6 @@ def tables(records: list[dict[str, Any]], limit: float, section: str = SECTION,
         return f"{start}\n## {heading}\n\nNo cases measured yet.\n{end}\n"
     records = sorted(records, key=lambda r: (r["case"]["cross"], r["case"]["cc"],
                                              r["case"]["name"]))
-    default = records[0]["default_plan"]
     scored = [estimators(r, limit) for r in records]
     labels = list(dict.fromkeys(label for s in scored for label in s))
     # advise gives no advice on BBR probes (estimate/advice.py, cannot_advise):
@@ -140,13 +160,13 @@ def tables(records: list[dict[str, Any]], limit: float, section: str = SECTION,
     anchored = _summary([s[CAPACITY] for s in loss_based])
     # ... and it refuses BBR before probing (advise.run_advice), so probing
     # time is over the cases it probes.
-    walls = [_probing_s(r, default) for r in records if r["case"]["cc"] != "bbr"]
+    walls = [_probing_s(r, r["default_plan"]) for r in records if r["case"]["cc"] != "bbr"]
     caps = [capacity_estimate_score(r) for r in records]
     cap_errs = [c["err"] for r, c in zip(records, caps, strict=True) if r["case"]["cross"]]
     refused = _summary([s[OURS] for s in bbr]) if bbr else None
     out = [start, f"## {heading}", "",
            f"{len(records)} cases; impact limit {limit:.0%}; the advisor's probes: "
-           f"{_plan_label(default)}; ground truth is the median of "
+           f"{_plans_label(records)}; ground truth is the median of "
            f"{records[0]['rounds']} rounds per point, with the cross traffic running "
            "throughout.", "",
            "### Against the targets", "",
@@ -186,7 +206,8 @@ def tables(records: list[dict[str, Any]], limit: float, section: str = SECTION,
     for rec, sc, cap in zip(records, scored, caps, strict=True):
         s, c = sc[OURS], sc[CAPACITY]
         spread = max((t["spread"] or 0.0) for t in truth_table(rec).values())
-        got = {p["streams"]: p["steady"]["goodput_mbps"] for p in rec["probes"][default]}
+        got = {p["streams"]: p["steady"]["goodput_mbps"]
+               for p in rec["probes"][rec["default_plan"]]}
         one = truth_table(rec).get(1, {}).get("mbit")
         est = (f"{cap['estimate']:.1f} ({cap['err']:+.1%})"
                + ("" if cap["trusted"] else ", not trusted")) if cap["estimate"] else "-"
@@ -194,7 +215,7 @@ def tables(records: list[dict[str, Any]], limit: float, section: str = SECTION,
                    f"| {est} | {s['advised']} | {fmt(s['thru_err_mean'], '.3f')} "
                    f"| {fmt(s['thru_err_p90'], '.3f')} | {fmt(s['impact_err_p90'], '.3f')} "
                    f"| {fmt(s['quality'], '.2f')} | {'yes' if s['exceeds'] else 'no'} "
-                   f"| {spread:.2f} | {_probing_s(rec, default):.1f} s "
+                   f"| {spread:.2f} | {_probing_s(rec, rec['default_plan']):.1f} s "
                    f"| {fmt(c['competing_flows'], '.1f')} | {c['advised']} "
                    f"| {fmt(c['thru_err_mean'], '.3f')} | {fmt(c['impact_err_p90'], '.3f')} "
                    f"| {fmt(c['quality'], '.2f')} |")

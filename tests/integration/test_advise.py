@@ -184,6 +184,53 @@ def test_probes_that_know_enough_end_early() -> None:
     assert not probe_cgroups(), f"probe cgroups left: {probe_cgroups()}"
 
 
+# A long, deep path: 100 ms and a queue of 2 BDP. One stream alone leaves
+# slow start when the queue overflows (or HyStart sees it fill), after a
+# second or so, and its RTT is then up to 3 times the base: 10 RTTs of
+# window after that need more than the 2 s a probe sends by default.
+DEEP_RATE, DEEP_RTT = 40.0, 100.0
+DEEP_QUEUE = int(2 * DEEP_RATE * 1e6 * DEEP_RTT / 1000 / (1514 * 8))
+
+
+def test_probes_that_end_in_start_up_say_so() -> None:
+    """On a long path with a deep queue, the default 2-s probes end before
+    the 1-stream probe is past start-up (estimate/adaptive.PastStartUp): the
+    JSON says so and the advice carries a warning naming the probe, and only
+    for probes that were not past it. --max-probe-time waits for start-up
+    to pass: a probe that ends before its limit was past it."""
+    limit = 5.0
+    with tbfix.running_testbed(rate_mbit=DEEP_RATE, rtt_ms=DEEP_RTT, queue_pkts=DEEP_QUEUE,
+                               cc="cubic") as tb:
+        server = iperf.start_server(tb, 5201)
+        with tbfix.killed_on_exit(server):
+            def probes(*extra: str) -> tuple[list[dict[str, Any]], list[str]]:
+                iperf.wait_for(lambda: iperf.server_idle(tb, 5201), 30.0, "the iperf3 server")
+                res = advise(tb, "--json", *extra)
+                assert res.returncode == 0, res.stderr
+                out = json.loads(res.stdout)
+                return out["measurements"], out["warnings"]
+
+            def past(x: dict[str, Any]) -> bool:
+                return bool(x["past_slow_start"]) and x["steady_window_rtts"] >= 10
+
+            def warned(x: dict[str, Any], warnings: list[str]) -> bool:
+                return any(w.startswith(f"the {x['streams']}-stream probe ended")
+                           for w in warnings)
+
+            m, warnings = probes()
+            assert not past(m[0]), f"2 s on a {DEEP_RTT:g}-ms path with a deep queue: {m[0]}"
+            for x in m:
+                assert warned(x, warnings) is not past(x), (x, warnings)
+            m, warnings = probes("--max-probe-time", f"{limit:g}")
+            for x in m:
+                traffic = x["duration_s"] - x["setup_s"] - x["finish_s"]
+                assert past(x) or traffic > limit - 0.5, (
+                    f"{x['streams']}-stream probe ended after {traffic:.2f} s of at most "
+                    f"{limit:g} while not past start-up", x)
+                assert warned(x, warnings) is not past(x), (x, warnings)
+    assert not probe_cgroups(), f"probe cgroups left: {probe_cgroups()}"
+
+
 def test_bbr_is_refused_before_any_probe_and_says_why() -> None:
     """The model describes loss-based TCP, so BBR gets no advice, and that is
     known before probing: with no iperf3 server on the port, the answer is

@@ -6,15 +6,17 @@ from collections.abc import Callable
 
 import pytest
 
-from tamebpf.estimate.adaptive import Enough
+from tamebpf.estimate.adaptive import MIN_WINDOW_RTTS, Enough, PastStartUp
 from tamebpf.estimate.steady import Steady
 
 
-def steady(window_s: float, noise: float | None, mbps: float = 50.0) -> Steady:
+def steady(window_s: float, noise: float | None, mbps: float = 50.0, start_s: float = 0.5,
+           srtt_ms: float = 20.0, after_slow_start: bool = True) -> Steady:
     series = tuple((0.1 * i, int(mbps * 1e6 / 8 * 0.1 * i)) for i in range(31))
-    return Steady(start_s=0.5, end_s=0.5 + window_s, goodput_mbps=mbps, loss_rate=0.001,
-                  retrans=1, data_segs=1000, srtt_ms=20.0, noise=noise, rwnd_limited=0.0,
-                  flows=(), congestion_control=("cubic",), series=series, mss=1448)
+    return Steady(start_s=start_s, end_s=start_s + window_s, goodput_mbps=mbps,
+                  loss_rate=0.001, retrans=1, data_segs=1000, srtt_ms=srtt_ms, noise=noise,
+                  rwnd_limited=0.0, flows=(), congestion_control=("cubic",), series=series,
+                  mss=1448, after_slow_start=after_slow_start)
 
 
 def rates(values: list[float]) -> Callable[[], list[float]]:
@@ -54,3 +56,31 @@ def test_the_capacity_probe_waits_for_a_trusted_tight_estimate() -> None:
     read = rates(link(100.0))
     assert not Enough(capacity=True)(steady(1.5, 0.5), read)
     assert not read.calls  # type: ignore[attr-defined]
+
+
+def test_a_tight_goodput_in_slow_start_is_not_enough() -> None:
+    """Steady and tight, but some stream never lost a packet yet, or left
+    slow start too recently: the share is a start-up share."""
+    assert not Enough()(steady(1.5, 0.05, after_slow_start=False), rates([]))
+    assert not Enough()(steady(1.5, 0.05, srtt_ms=200.0), rates([]))  # 7.5 RTTs
+
+
+@pytest.mark.parametrize(("window", "srtt", "past", "want"), [
+    (0.8, 20.0, True, True),     # 40 RTTs past slow start
+    (0.8, 150.0, True, False),   # 5 RTTs of a deep queue: runs on
+    (1.6, 150.0, True, True),    # ... until 10 RTTs
+    (3.0, 20.0, False, False),   # a stream still in slow start
+])
+def test_past_start_up(window: float, srtt: float, past: bool, want: bool) -> None:
+    s = steady(window, 0.05, start_s=1.2, srtt_ms=srtt, after_slow_start=past)
+    read = rates([])
+    assert PastStartUp()(s, read) is want
+    assert not read.calls  # type: ignore[attr-defined]
+
+
+def test_window_rtts_counts_the_flows_rtts() -> None:
+    assert steady(1.0, 0.05, srtt_ms=100.0).window_rtts == pytest.approx(10.0)
+    assert PastStartUp(min_rtts=MIN_WINDOW_RTTS)(steady(1.0, 0.05, srtt_ms=100.0), rates([]))
+    assert not PastStartUp(min_rtts=11)(steady(1.0, 0.05, srtt_ms=100.0), rates([]))
+    no_rtt = steady(1.0, 0.05, srtt_ms=0.0)
+    assert no_rtt.window_rtts is None and not PastStartUp()(no_rtt, rates([]))

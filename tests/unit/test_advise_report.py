@@ -17,12 +17,14 @@ from tamebpf.present.advice import render, to_json
 
 def probe(n: int, mbps: float, loss: float | None = 0.001, rtt_ms: float = 20.0,
           cc: str = "cubic", rwnd: float = 0.0, noise: float = 0.02,
-          retrans: int = 10, mss: int | None = 1448, ipv6: bool = False) -> ProbeResult:
+          retrans: int = 10, mss: int | None = 1448, ipv6: bool = False,
+          past: bool = True) -> ProbeResult:
     series = tuple((0.1 * i, int(mbps * 1e6 / 8 * 0.1 * i)) for i in range(21))  # 2 s, 0.1 s
     s = Steady(start_s=0.5, end_s=2.0, goodput_mbps=mbps, loss_rate=loss, retrans=retrans,
                data_segs=10_000, srtt_ms=rtt_ms, noise=noise, rwnd_limited=rwnd,
                flows=tuple(FlowSteady(i, mbps / n, loss, rtt_ms) for i in range(n)),
-               congestion_control=(cc,), series=series, mss=mss, ipv6=ipv6)
+               congestion_control=(cc,), series=series, mss=mss, ipv6=ipv6,
+               after_slow_start=past)
     return ProbeResult(n, 2.2, s, mbps * 0.97)
 
 
@@ -60,11 +62,15 @@ def test_json_has_predict_shape_and_measurements() -> None:
                 "congestion_control", "duration_s"} <= x.keys()
     assert out["estimators"]["used"] == "throughput"
     assert out["estimators"]["loss_rtt"] is not None
+    assert [(x["past_slow_start"], x["steady_window_rtts"]) for x in m] == [(True, 75.0)] * 2
+    assert not [w for w in r.warnings if "slow start" in w], r.warnings
 
 
 @pytest.mark.parametrize(("kwargs", "needle"), [
     ({"rwnd": 0.9}, "receiver's window"),
     ({"noise": 0.6}, "noisy"),
+    ({"past": False}, "ended still in slow start"),
+    ({"rtt_ms": 200.0}, "ended only 8 RTTs past slow start"),  # a 1.5-s window
 ])
 def test_assumption_warnings(kwargs: dict[str, object], needle: str) -> None:
     r = build(TARGET, [probe(1, 50.0, **kwargs), probe(10, 200.0, **kwargs)],  # type: ignore[arg-type]

@@ -35,6 +35,8 @@ def test_window_excludes_slow_start_and_tail() -> None:
     assert s.goodput_mbps == pytest.approx(40.0, rel=0.01), f"steady goodput {s.goodput_mbps}"
     assert s.start_s >= 0.8 - 1e-9, f"window starts in slow start at {s.start_s}"
     assert s.end_s <= 3.0 + 1e-9, f"window runs into the idle tail, ends {s.end_s}"
+    assert s.after_slow_start
+    assert s.window_rtts == pytest.approx((s.end_s - s.start_s) / 0.020)
 
 
 def test_window_skips_the_recovery_after_slow_start() -> None:
@@ -97,6 +99,16 @@ def test_window_bounded_when_slow_start_never_ends() -> None:
     assert s is not None
     assert s.start_s <= 0.6 * 2.0 + 0.1, f"window start {s.start_s} past 60% of the run"
     assert s.goodput_mbps == pytest.approx(30.0, rel=0.01)
+    assert not s.after_slow_start, "the window saw slow start and says so"
+
+
+def test_one_stream_still_in_slow_start_is_not_after_it() -> None:
+    """The window is only past start-up when every stream is: a late stream
+    leaving slow start after the window's cap on its start keeps it short."""
+    series = {1: flow(30.0, slow_start_until=0.3, stop_at=2.0),
+              2: flow(30.0, slow_start_until=1.9, stop_at=2.0)}
+    s = steady(series, 2)
+    assert s is not None and not s.after_slow_start, s
 
 
 def test_rwnd_and_congestion_control_reported() -> None:

@@ -19,6 +19,10 @@ DEFAULT_PROBES = (1, 10)
 # Seconds of traffic per probe. With the connection set-up and result
 # exchange, the pair took a median 4.7 s of wall time (at most 5.4 s) on the
 # fresh eval cases, 20-120 ms RTT (docs/accuracy.md, make eval-fresh-delivered).
+# Not longer on long paths, where 2 s can end before the streams are past
+# slow start (the advice then says so): running on until past start-up, up
+# to 4.5 s, was no more accurate against the settled ground truth and made
+# the pair take a median 7.5 s (docs/accuracy.md, make eval-fresh-settled).
 DEFAULT_DURATIONS_S = (2.0, 2.0)
 TWO_PROBE_MODELS: tuple[ModelName, ...] = ("square", "partial", "linear")
 
@@ -31,8 +35,8 @@ def run_advice(target: Target, settings: Settings, probes: Sequence[int] = DEFAU
                max_probe_s: float | None = None) -> AdviseResult:
     """`capacity_mbps`: the bottleneck's link rate if known (estimate.advice.build).
     `max_probe_s`: probes end when they have measured enough
-    (estimate/adaptive.py), each after at most this long; `durations_s` is
-    then not used.
+    (estimate/adaptive.Enough), each after at most this long; `durations_s`
+    is then not used.
 
     The probes are the stages of one iperf3 test (kernel/probe.run_probes):
     the second probe's streams connect with the first's and start sending

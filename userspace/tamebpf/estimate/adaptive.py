@@ -2,12 +2,22 @@
 
 A probe of fixed length is too long where the path is steady and too short
 where it is not. With a time limit instead, a probe ends as soon as
-- its steady window is at least MIN_WINDOW_S long,
+- its steady window is at least MIN_WINDOW_S long and past start-up
+  (PastStartUp below),
 - its goodput's standard error (per-sample variation over the window's
   samples, model/confidence.py) is within `rse` of the goodput, and
 - when the capacity is to be estimated from this probe's ACKs, that estimate
   is trusted and its 90% interval within `capacity_halfwidth` either side,
 and otherwise runs to the limit.
+
+`PastStartUp`: a probe is past start-up when its steady window began after
+every stream left slow start and spans enough RTTs. A fixed 2 s is 25 RTTs
+at 80 ms of queueing-free RTT but a dozen once a deep queue fills; there the
+streams were still in slow start, or just out of it, when the probe ended,
+and the competing flows came out between a 27th of and 4 times the settled
+truth's count. The advice warns when a probe ended before that
+(estimate/advice.py). Running the default probes on until past start-up
+(make eval's 'S1:S10~L' plans) was no more accurate (docs/accuracy.md).
 """
 
 from __future__ import annotations
@@ -33,6 +43,8 @@ class Enough:
         samples = window_samples(s)
         if s.end_s - s.start_s < MIN_WINDOW_S or samples < MIN_SAMPLES or s.noise is None:
             return False
+        if not PastStartUp()(s, ack_rates):
+            return False
         if relative_standard_error(s.noise, samples) > self.rse:
             return False
         if not self.capacity:
@@ -41,3 +53,22 @@ class Enough:
         if not e.trusted or e.goodput_mbps is None or e.low_mbps is None or e.high_mbps is None:
             return False
         return (e.high_mbps - e.low_mbps) / 2 <= self.capacity_halfwidth * e.goodput_mbps
+
+
+# The steady window starts half-way from the end of slow start to the probe's
+# end (estimate/steady.py), so a window of this many RTTs has the flows about
+# twice as long in congestion avoidance: a few rounds of loss and recovery.
+MIN_WINDOW_RTTS = 10.0
+
+
+@dataclass(frozen=True)
+class PastStartUp:
+    """End a probe once its steady window began after every stream left slow
+    start and spans `min_rtts` smoothed RTTs (run_probes' `at_least` keeps
+    it to its set length first)."""
+
+    min_rtts: float = MIN_WINDOW_RTTS
+
+    def __call__(self, s: Steady, ack_rates: Callable[[], list[float]]) -> bool:
+        rtts = s.window_rtts
+        return s.after_slow_start and rtts is not None and rtts >= self.min_rtts

@@ -72,6 +72,18 @@ class Steady:
     # The window's goodput from bytes acked, as it was measured before the
     # delivered count (FlowPoint.delivered_bytes): make eval scores both.
     goodput_acked_mbps: float | None = None
+    # Every data flow had left slow start (ssthresh set) when the window
+    # began. When not, the window saw start-up: on long-RTT paths a 2-s probe
+    # ends before its first loss and reads far from its long-run share
+    # (docs/accuracy.md, "Probes that end in slow start").
+    after_slow_start: bool = False
+
+    @property
+    def window_rtts(self) -> float | None:
+        """The window's length in the flows' smoothed RTTs (None: no RTT)."""
+        if not self.srtt_ms:
+            return None
+        return (self.end_s - self.start_s) / (self.srtt_ms / 1000)
 
 
 def only_data_flows(series: Mapping[int, Sequence[FlowPoint]],
@@ -188,6 +200,7 @@ def steady(series: Mapping[int, Sequence[FlowPoint]], streams: int,
         mss=max((p.mss for p in in_window if p.mss), default=None),
         ipv6=any(p.ipv6 for p in in_window),
         goodput_acked_mbps=sum(delta(pts, "bytes_acked") for pts in flows) * 8 / dt / 1e6,
+        after_slow_start=bool(left) and left[0] <= ws,
     )
 
 

@@ -251,7 +251,8 @@ def run_probes(target: Target, stages: Sequence[tuple[int, float]],
                on_progress: Callable[[Progress], None] | None = None,
                srtt_us: int = 0, fast_start: bool = True,
                enough: Sequence[StopRule | None] | None = None,
-               first_index: int = 0, total: int | None = None) -> list[ProbeResult]:
+               first_index: int = 0, total: int | None = None,
+               at_least: Sequence[float] | None = None) -> list[ProbeResult]:
     """Probes as the stages of one iperf3 test (kernel/iperf3_client.run_stages):
     (streams, seconds) each, stream counts rising; one ProbeResult per stage,
     measured on that stage's streams while it ran.
@@ -260,9 +261,11 @@ def run_probes(target: Target, stages: Sequence[tuple[int, float]],
     `fast_start=False` leaves SYN timeouts to the kernel and has the client
     wait for each server state, as iperf3 does (for make probetime only).
     `enough[k]`: end stage k before its `seconds` once it says the measurement
-    so far is tight enough (estimate/adaptive.py); None: always `seconds`."""
+    so far is tight enough (estimate/adaptive.py); None: always `seconds`.
+    `at_least[k]`: seconds stage k sends before `enough[k]` is asked."""
     plan = [_Stage(k == 0, n, d) for k, (n, d) in enumerate(stages)]
     rules = list(enough) if enough is not None else [None] * len(plan)
+    minimum = list(at_least) if at_least is not None else [0.0] * len(plan)
     total = len(plan) if total is None else total
     streams = plan[-1].streams
     series: dict[int, list[FlowPoint]] = {}
@@ -316,7 +319,8 @@ def run_probes(target: Target, stages: Sequence[tuple[int, float]],
                 last_total, last_t = acked, now
                 rule = rules[current] if current >= 0 else None
                 if rule is not None and stop_asked < current and not finished and \
-                        now - last_check >= CHECK_INTERVAL_S:
+                        now - last_check >= CHECK_INTERVAL_S and \
+                        now - stage.begin >= minimum[current]:
                     last_check = now
                     so_far = steady(stage.points(series), stage.streams)
                     if so_far is not None and rule(so_far, functools.partial(

@@ -25,6 +25,10 @@ def _measurement(p: ProbeResult) -> dict[str, Any]:
         "setup_s": p.setup_s,
         "finish_s": p.finish_s,
         "steady_window_s": [s.start_s, s.end_s],
+        # Whether every stream had left slow start when the window began, and
+        # its length in smoothed RTTs (estimate/adaptive.PastStartUp).
+        "past_slow_start": s.after_slow_start,
+        "steady_window_rtts": s.window_rtts,
         "retransmits": s.retrans,
         "data_segments": s.data_segs,
         "goodput_cv": s.noise,
