@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from docsection import markers
+from eval_competing import competing_table
 from eval_score import (
     CAPACITY,
     EQ7,
@@ -222,6 +223,7 @@ def tables(records: list[dict[str, Any]], limit: float, section: str = SECTION,
     out += _groups(records, scored)
     out += _durations(records, limit)
     out += _capacity_errors(records, limit)
+    out += competing_table(records)
     out += ["", "### Measured ground truth", "",
             "Our aggregate goodput in Mbit/s (measured impact in brackets).", ""]
     for rec in records:

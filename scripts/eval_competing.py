@@ -1,0 +1,58 @@
+"""The competing flows each probe implies, against the settled truth's
+(a table for eval_report.py).
+
+With the bottleneck's TCP goodput C known, a probe of n streams that got T
+implies m = n (C / T - 1) competing flows (model/capacity.py), and so does
+a ground-truth point. A probe whose streams are still in start-up reads a
+share far from their long-run one, and its m with it: the table shows each
+probe's m beside whether its steady window was past start-up (estimate/
+adaptive.PastStartUp) and how many RTTs it spanned.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eval_score import truth_table
+
+from tamebpf.estimate.adaptive import MIN_WINDOW_RTTS
+from tamebpf.estimate.capacity import tcp_goodput_mbps
+
+
+def implied_m(streams: int, mbps: float, capacity: float) -> float | None:
+    return streams * (capacity / mbps - 1) if mbps > 0 else None
+
+
+def _probe_cell(p: dict[str, Any], capacity: float) -> str:
+    s = p["steady"]
+    m = implied_m(p["streams"], s["goodput_mbps"], capacity)
+    rtts = (s["end_s"] - s["start_s"]) / (s["srtt_ms"] / 1000) if s["srtt_ms"] else None
+    past = bool(s.get("after_slow_start")) and rtts is not None and rtts >= MIN_WINDOW_RTTS
+    where = "past" if past else ("slow start" if not s.get("after_slow_start") else "short")
+    return f"{m:.1f} ({where}, {rtts:.0f} RTTs)" if m is not None and rtts else "-"
+
+
+def competing_table(records: list[dict[str, Any]]) -> list[str]:
+    plans = sorted({d for r in records for d in r["probes"]})
+    out = ["", "### Competing flows each probe implies", "",
+           "m = n (C / T - 1) with C the bottleneck's TCP goodput, for the ground truth's "
+           "points and each probe; beside each probe: its steady window past start-up "
+           f"(every stream out of slow start and at least {MIN_WINDOW_RTTS:g} RTTs), still "
+           "in slow start, or too short, and its length in RTTs.", "",
+           "| case | truth: m at each n | " + " | ".join(
+               f"{d}: 1 stream | {d}: 10 streams" for d in plans) + " |",
+           "|---|---|" + "---|---|" * len(plans)]
+    for rec in records:
+        probes = rec["probes"][rec["default_plan"]]
+        mss = next((p["steady"].get("mss") for p in probes if p["steady"].get("mss")), None)
+        capacity = tcp_goodput_mbps(rec["case"]["rate"], mss, False)
+        truth = ", ".join(f"{n}: {implied_m(n, v['mbit'] or 0.0, capacity) or 0.0:.1f}"
+                          for n, v in truth_table(rec).items())
+        cells = []
+        for d in plans:
+            by_n = {p["streams"]: p for p in rec["probes"].get(d, [])}
+            cells += [_probe_cell(by_n[n], capacity) if n in by_n else "-" for n in (1, 10)]
+        c = rec["case"]
+        out.append(f"| {c['name']} {c['cc']} x{c['cross']} | {truth} | " + " | ".join(cells)
+                   + " |")
+    return out
