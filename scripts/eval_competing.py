@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from eval_score import truth_table
+from eval_score import OURS, estimators, truth_table
 
 from tamebpf.estimate.adaptive import MIN_WINDOW_RTTS
 from tamebpf.estimate.capacity import tcp_goodput_mbps
@@ -32,16 +32,17 @@ def _probe_cell(p: dict[str, Any], capacity: float) -> str:
     return f"{m:.1f} ({where}, {rtts:.0f} RTTs)" if m is not None and rtts else "-"
 
 
-def competing_table(records: list[dict[str, Any]]) -> list[str]:
+def competing_table(records: list[dict[str, Any]], limit: float) -> list[str]:
     plans = sorted({d for r in records for d in r["probes"]})
     out = ["", "### Competing flows each probe implies", "",
            "m = n (C / T - 1) with C the bottleneck's TCP goodput, for the ground truth's "
            "points and each probe; beside each probe: its steady window past start-up "
            f"(every stream out of slow start and at least {MIN_WINDOW_RTTS:g} RTTs), still "
-           "in slow start, or too short, and its length in RTTs.", "",
+           "in slow start, or too short, and its length in RTTs; and the mean throughput "
+           "error of the advice from each plan's probes.", "",
            "| case | truth: m at each n | " + " | ".join(
-               f"{d}: 1 stream | {d}: 10 streams" for d in plans) + " |",
-           "|---|---|" + "---|---|" * len(plans)]
+               f"{d}: 1 stream | {d}: 10 streams | {d}: thru err" for d in plans) + " |",
+           "|---|---|" + "---|---|---|" * len(plans)]
     for rec in records:
         probes = rec["probes"][rec["default_plan"]]
         mss = next((p["steady"].get("mss") for p in probes if p["steady"].get("mss")), None)
@@ -52,6 +53,8 @@ def competing_table(records: list[dict[str, Any]]) -> list[str]:
         for d in plans:
             by_n = {p["streams"]: p for p in rec["probes"].get(d, [])}
             cells += [_probe_cell(by_n[n], capacity) if n in by_n else "-" for n in (1, 10)]
+            err = estimators(rec, limit, d)[OURS]["thru_err_mean"] if by_n else None
+            cells.append(f"{err:.3f}" if err is not None else "-")
         c = rec["case"]
         out.append(f"| {c['name']} {c['cc']} x{c['cross']} | {truth} | " + " | ".join(cells)
                    + " |")
