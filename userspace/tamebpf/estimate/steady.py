@@ -73,9 +73,9 @@ class Steady:
     # delivered count (FlowPoint.delivered_bytes): make eval scores both.
     goodput_acked_mbps: float | None = None
     # Every data flow had left slow start (ssthresh set) when the window
-    # began. When not, the window saw start-up: on long-RTT paths a 2-s probe
-    # ends before its first loss and reads far from its long-run share
-    # (docs/accuracy.md, "Probes that end in slow start").
+    # began. When not, the window saw start-up: on long-RTT paths with deep
+    # queues 2 s can end with a stream still in slow start, far from its
+    # long-run share (docs/accuracy.md, "Probes that end in start-up").
     after_slow_start: bool = False
 
     @property
