@@ -50,6 +50,7 @@ def probe_from_dict(d: dict[str, Any]) -> ProbeResult:
     s["flows"] = tuple(FlowSteady(**f) for f in s["flows"])
     s["congestion_control"] = tuple(s["congestion_control"])
     s["series"] = tuple(tuple(x) for x in s.get("series", ()))
+    s["rtt_series"] = tuple(tuple(x) for x in s.get("rtt_series", ()))
     return ProbeResult(d["streams"], d["duration_s"], Steady(**s), d["iperf3_mbps"],
                        ack_pair_mbps=tuple(d.get("ack_pair_mbps") or ()))
 

@@ -37,6 +37,8 @@ def test_window_excludes_slow_start_and_tail() -> None:
     assert s.end_s <= 3.0 + 1e-9, f"window runs into the idle tail, ends {s.end_s}"
     assert s.after_slow_start
     assert s.window_rtts == pytest.approx((s.end_s - s.start_s) / 0.020)
+    assert len(s.rtt_series) == len(s.series)
+    assert {rtt for _, rtt, _ in s.rtt_series} == {20.0}
 
 
 def test_window_skips_the_recovery_after_slow_start() -> None:
@@ -68,6 +70,9 @@ def test_aggregate_and_control_connection() -> None:
     assert {f.cookie for f in s.flows} == {1, 2, 3}
     assert s.goodput_mbps == pytest.approx(60.0, rel=0.02)
     assert s.loss_rate == pytest.approx(0.01, abs=0.002)
+    # The RTT series counts the data flows' retransmissions, not the control's.
+    last = s.rtt_series[-1]
+    assert last[2] == sum(series[c][-1].total_retrans for c in (1, 2, 3)) > 0
     assert s.srtt_ms == pytest.approx(20.0)
     assert s.noise is not None and s.noise < 0.05, f"steady flows reported noisy: {s.noise}"
 

@@ -77,6 +77,11 @@ class Steady:
     # queues 2 s can end with a stream still in slow start, far from its
     # long-run share (docs/accuracy.md, "Probes that end in start-up").
     after_slow_start: bool = False
+    # (seconds since the first sample, the data flows' mean smoothed RTT in
+    # ms, their retransmissions so far) at every sample: how fast the queue
+    # fills between losses, kept for make eval to study (docs/accuracy.md,
+    # "Probes that end in start-up": a lead for counting competing flows).
+    rtt_series: tuple[tuple[float, float, int], ...] = ()
 
     @property
     def window_rtts(self) -> float | None:
@@ -201,7 +206,16 @@ def steady(series: Mapping[int, Sequence[FlowPoint]], streams: int,
         ipv6=any(p.ipv6 for p in in_window),
         goodput_acked_mbps=sum(delta(pts, "bytes_acked") for pts in flows) * 8 / dt / 1e6,
         after_slow_start=bool(left) and left[0] <= ws,
+        rtt_series=tuple(_rtt_sample(flows, t, t0) for t in times),
     )
+
+
+def _rtt_sample(flows: Sequence[Sequence[FlowPoint]], t: float,
+                t0: float) -> tuple[float, float, int]:
+    at = [_at(pts, t) for pts in flows]
+    rtts = [p.srtt_us for p in at if p.srtt_us]
+    return (round(t - t0, 4), round(statistics.fmean(rtts) / 1000, 3) if rtts else 0.0,
+            sum(p.total_retrans for p in at))
 
 
 def window_samples(s: Steady) -> int:
