@@ -7,10 +7,19 @@ a ground-truth point. A probe whose streams are still in start-up reads a
 share far from their long-run one, and its m with it: the table shows each
 probe's m beside whether its steady window was past start-up (estimate/
 adaptive.PastStartUp) and how many RTTs it spanned.
+
+It also shows a lead checked on the same probes: competing flows from how
+fast the queue fills between losses. Under Reno in congestion avoidance
+every flow adds a segment per RTT, so with the link busy the queueing
+delay rises by N * MSS * 8 / (C * R) per second for N flows at RTT R; each
+rising run of the probes' mean smoothed RTT in the steady window (Steady.
+rtt_series; a fall of the RTT ends a run: a loss, ours or the cross
+traffic's) gives an N, and the cell shows m = N - n for each run.
 """
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 from eval_score import OURS, estimators, truth_table
@@ -23,13 +32,41 @@ def implied_m(streams: int, mbps: float, capacity: float) -> float | None:
     return streams * (capacity / mbps - 1) if mbps > 0 else None
 
 
+def _slope(pts: list[tuple[float, float]]) -> float | None:
+    mt, my = statistics.fmean(t for t, _ in pts), statistics.fmean(y for _, y in pts)
+    den = sum((t - mt) ** 2 for t, _ in pts)
+    return sum((t - mt) * (y - my) for t, y in pts) / den if den else None
+
+
+def queue_fill_m(p: dict[str, Any], capacity: float) -> list[float]:
+    """m from each rising run (at least 3 samples) of the RTT in the window."""
+    s = p["steady"]
+    runs: list[list[tuple[float, float]]] = [[]]
+    for t, rtt, _ in s.get("rtt_series") or ():
+        if t < s["start_s"] or t > s["end_s"] or not rtt:
+            continue
+        if runs[-1] and rtt < runs[-1][-1][1] - 0.5:  # ms: a fall ends the run
+            runs.append([])
+        runs[-1].append((t, rtt))
+    out = []
+    for run in (r for r in runs if len(r) >= 3):
+        k = _slope(run)  # ms per s
+        rtt_s = statistics.fmean(y for _, y in run) / 1000
+        if k is not None:
+            mss = s.get("mss") or 1448
+            out.append(k / 1000 * capacity * 1e6 * rtt_s / (mss * 8) - p["streams"])
+    return out
+
+
 def _probe_cell(p: dict[str, Any], capacity: float) -> str:
     s = p["steady"]
     m = implied_m(p["streams"], s["goodput_mbps"], capacity)
     rtts = (s["end_s"] - s["start_s"]) / (s["srtt_ms"] / 1000) if s["srtt_ms"] else None
     past = bool(s.get("after_slow_start")) and rtts is not None and rtts >= MIN_WINDOW_RTTS
     where = "past" if past else ("slow start" if not s.get("after_slow_start") else "short")
-    return f"{m:.1f} ({where}, {rtts:.0f} RTTs)" if m is not None and rtts else "-"
+    fill = ", ".join(f"{x:.1f}" for x in queue_fill_m(p, capacity)) or "-"
+    return f"{m:.1f} ({where}, {rtts:.0f} RTTs; queue fill: {fill})" \
+        if m is not None and rtts else "-"
 
 
 def competing_table(records: list[dict[str, Any]], limit: float) -> list[str]:
@@ -38,8 +75,10 @@ def competing_table(records: list[dict[str, Any]], limit: float) -> list[str]:
            "m = n (C / T - 1) with C the bottleneck's TCP goodput, for the ground truth's "
            "points and each probe; beside each probe: its steady window past start-up "
            f"(every stream out of slow start and at least {MIN_WINDOW_RTTS:g} RTTs), still "
-           "in slow start, or too short, and its length in RTTs; and the mean throughput "
-           "error of the advice from each plan's probes.", "",
+           "in slow start, or too short, its length in RTTs, and the m each rising run of "
+           "its RTT implies (queue fill: the lead above, - where no RTT series was "
+           "recorded); and the mean throughput error of the advice from each plan's "
+           "probes.", "",
            "| case | truth: m at each n | " + " | ".join(
                f"{d}: 1 stream | {d}: 10 streams | {d}: thru err" for d in plans) + " |",
            "|---|---|" + "---|---|---|" * len(plans)]
