@@ -225,11 +225,13 @@ def tables(records: list[dict[str, Any]], limit: float, section: str = SECTION,
     out += _capacity_errors(records, limit)
     out += competing_table(records, limit)
     out += ["", "### Measured ground truth", "",
-            "Our aggregate goodput in Mbit/s (measured impact in brackets).", ""]
+            "Our aggregate goodput in Mbit/s (in brackets: the measured impact, and the "
+            "spread of the rounds, (max - min) / median).", ""]
     for rec in records:
         t = truth_table(rec)
         out.append(f"- {_case_label(rec).replace(' | ', ', ')} cross: " + ", ".join(
-            f"n={n} {v['mbit']:.1f} ({fmt(v['impact'], '.2f')})" for n, v in t.items()))
+            f"n={n} {v['mbit']:.1f} ({fmt(v['impact'], '.2f')}; {fmt(v['spread'], '.2f')})"
+            for n, v in t.items()))
     out += ["", _REPRODUCE.get(section, _REPRODUCE[SECTION]), end]
     return "\n".join(out) + "\n"
 
