@@ -252,8 +252,10 @@ _REPRODUCE = {
                          "re-scores `docs/results/eval-fresh-staged.json` without measuring.",
     "eval_fresh_settled": "Reproduce: `make eval-fresh-settled` in parts (`EVAL_ARGS="
                           "'--only fresh0'`, `'--only fresh1'`, `'--only fresh20'`; about "
-                          "17 min a case); `make eval-fresh-settled EVAL_ARGS=--report` "
-                          "re-scores `docs/results/eval-fresh-settled.json` without measuring.",
+                          "17 min a case); `EVAL_ARGS='--reprobe --only CASE'` measures a "
+                          "case's probes again, both plans, keeping its ground truth (about "
+                          "30 s); `make eval-fresh-settled EVAL_ARGS=--report` re-scores "
+                          "`docs/results/eval-fresh-settled.json` without measuring.",
     "eval_fresh_delivered": "Reproduce: `make eval-fresh-delivered` (the fresh cases' "
                             "default probes only, about 12 min; the ground truth is the "
                             "first run's); `make eval-fresh-delivered EVAL_ARGS=--report` "
