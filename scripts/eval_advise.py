@@ -114,9 +114,10 @@ def fresh_cases() -> list[Case]:
 def plan_seconds(plan: str) -> tuple[float, float]:
     """'S1+S10': two probes, each its own iperf3 test (as advise ran them up
     to issue 15's staged probes); 'S1:S10': the two as stages of one test
-    (kernel/probe.run_probes); 'S1:S10~L': stages that run on, up to L
-    seconds each, until their streams are past start-up, as `tamebpf advise`
-    runs them now (advise.run_advice)."""
+    (kernel/probe.run_probes), as `tamebpf advise` runs them; 'S1:S10~L':
+    stages that run on after S1 and S10, up to L seconds each, until their
+    streams are past start-up (estimate/adaptive.PastStartUp; measured
+    beside the default, not kept: docs/accuracy.md)."""
     head, _, limit = plan.partition("~")
     d1, d10 = (float(x) for x in head.replace(":", "+").split("+"))  # ValueError unless 2
     if not (0.5 <= d1 <= 60 and 0.5 <= d10 <= 60):

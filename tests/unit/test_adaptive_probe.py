@@ -59,8 +59,8 @@ def test_the_capacity_probe_waits_for_a_trusted_tight_estimate() -> None:
 
 
 def test_a_tight_goodput_in_slow_start_is_not_enough() -> None:
-    """Steady and tight, but some stream never lost a packet yet, or left
-    slow start too recently: the share is a start-up share."""
+    """Steady and tight, but a stream has not left slow start yet, or left
+    it too recently: the share is a start-up share."""
     assert not Enough()(steady(1.5, 0.05, after_slow_start=False), rates([]))
     assert not Enough()(steady(1.5, 0.05, srtt_ms=200.0), rates([]))  # 7.5 RTTs
 
