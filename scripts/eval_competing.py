@@ -26,6 +26,7 @@ from eval_score import OURS, estimators, truth_table
 
 from tamebpf.estimate.adaptive import MIN_WINDOW_RTTS
 from tamebpf.estimate.capacity import tcp_goodput_mbps
+from tamebpf.model.linalg import least_squares
 
 
 def implied_m(streams: int, mbps: float, capacity: float) -> float | None:
@@ -33,9 +34,10 @@ def implied_m(streams: int, mbps: float, capacity: float) -> float | None:
 
 
 def _slope(pts: list[tuple[float, float]]) -> float | None:
-    mt, my = statistics.fmean(t for t, _ in pts), statistics.fmean(y for _, y in pts)
-    den = sum((t - mt) ** 2 for t, _ in pts)
-    return sum((t - mt) * (y - my) for t, y in pts) / den if den else None
+    """Least-squares slope of y over t (None when every t is the same)."""
+    if len({t for t, _ in pts}) < 2:
+        return None
+    return least_squares([[t, 1.0] for t, _ in pts], [y for _, y in pts])[0]
 
 
 def queue_fill_m(p: dict[str, Any], capacity: float) -> list[float]:
@@ -97,4 +99,48 @@ def competing_table(records: list[dict[str, Any]], limit: float) -> list[str]:
         c = rec["case"]
         out.append(f"| {c['name']} {c['cc']} x{c['cross']} | {truth} | " + " | ".join(cells)
                    + " |")
+    return out + _summary(records, plans, limit)
+
+
+def _past(rec: dict[str, Any]) -> bool:
+    """Both of the default plan's probes were past start-up."""
+    return all(_probe_past(p) for p in rec["probes"][rec["default_plan"]]
+               if p["streams"] in (1, 10))
+
+
+def _probe_past(p: dict[str, Any]) -> bool:
+    s = p["steady"]
+    rtts = (s["end_s"] - s["start_s"]) / (s["srtt_ms"] / 1000) if s["srtt_ms"] else 0.0
+    return bool(s.get("after_slow_start")) and rtts >= MIN_WINDOW_RTTS
+
+
+def _summary(records: list[dict[str, Any]], plans: list[str], limit: float) -> list[str]:
+    """Mean and median throughput error per plan: over all cases, and split
+    by whether the default plan's probes were past start-up; and each plan
+    case by case against the default."""
+    def errs(d: str, recs: list[dict[str, Any]]) -> list[float]:
+        return [e for r in recs if d in r["probes"]
+                for e in [estimators(r, limit, d)[OURS]["thru_err_mean"]] if e is not None]
+
+    def cell(xs: list[float]) -> str:
+        if not xs:
+            return "-"
+        return f"{statistics.fmean(xs):.3f} / {statistics.median(xs):.3f} ({len(xs)})"
+
+    groups = [("all cases", records),
+              ("default probes past start-up", [r for r in records if _past(r)]),
+              ("default probes not past start-up", [r for r in records if not _past(r)])]
+    out = ["", "Throughput error per plan, mean / median (cases):", "",
+           "| cases | " + " | ".join(plans) + " |", "|---|" + "---|" * len(plans)]
+    for label, recs in groups:
+        out.append(f"| {label} | " + " | ".join(cell(errs(d, recs)) for d in plans) + " |")
+    for d in plans:
+        pairs = [(estimators(r, limit, d)[OURS]["thru_err_mean"],
+                  estimators(r, limit, r["default_plan"])[OURS]["thru_err_mean"])
+                 for r in records if d in r["probes"] and d != r["default_plan"]]
+        pairs = [(a, b) for a, b in pairs if a is not None and b is not None]
+        if pairs:
+            out.append(f"\n{d} against each case's default: lower error in "
+                       f"{sum(a < b for a, b in pairs)}, higher in {sum(a > b for a, b in pairs)},"
+                       f" the same in {sum(a == b for a, b in pairs)} of {len(pairs)} cases.")
     return out
