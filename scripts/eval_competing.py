@@ -22,9 +22,9 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from eval_score import OURS, estimators, truth_table
+from eval_score import OURS, estimators, probe_from_dict, truth_table
 
-from tamebpf.estimate.adaptive import MIN_WINDOW_RTTS
+from tamebpf.estimate.adaptive import MIN_WINDOW_RTTS, past_start_up
 from tamebpf.estimate.capacity import tcp_goodput_mbps
 from tamebpf.model.linalg import least_squares
 
@@ -61,11 +61,10 @@ def queue_fill_m(p: dict[str, Any], capacity: float) -> list[float]:
 
 
 def _probe_cell(p: dict[str, Any], capacity: float) -> str:
-    s = p["steady"]
-    m = implied_m(p["streams"], s["goodput_mbps"], capacity)
-    rtts = (s["end_s"] - s["start_s"]) / (s["srtt_ms"] / 1000) if s["srtt_ms"] else None
-    past = bool(s.get("after_slow_start")) and rtts is not None and rtts >= MIN_WINDOW_RTTS
-    where = "past" if past else ("slow start" if not s.get("after_slow_start") else "short")
+    s = probe_from_dict(p).steady
+    m = implied_m(p["streams"], s.goodput_mbps, capacity)
+    rtts = s.window_rtts
+    where = "past" if past_start_up(s) else ("slow start" if not s.after_slow_start else "short")
     fill = ", ".join(f"{x:.1f}" for x in queue_fill_m(p, capacity)) or "-"
     return f"{m:.1f} ({where}, {rtts:.0f} RTTs; queue fill: {fill})" \
         if m is not None and rtts else "-"
@@ -104,14 +103,8 @@ def competing_table(records: list[dict[str, Any]], limit: float) -> list[str]:
 
 def _past(rec: dict[str, Any]) -> bool:
     """Both of the default plan's probes were past start-up."""
-    return all(_probe_past(p) for p in rec["probes"][rec["default_plan"]]
-               if p["streams"] in (1, 10))
-
-
-def _probe_past(p: dict[str, Any]) -> bool:
-    s = p["steady"]
-    rtts = (s["end_s"] - s["start_s"]) / (s["srtt_ms"] / 1000) if s["srtt_ms"] else 0.0
-    return bool(s.get("after_slow_start")) and rtts >= MIN_WINDOW_RTTS
+    return all(past_start_up(probe_from_dict(p).steady)
+               for p in rec["probes"][rec["default_plan"]] if p["streams"] in (1, 10))
 
 
 def _summary(records: list[dict[str, Any]], plans: list[str], limit: float) -> list[str]:

@@ -44,7 +44,7 @@ class Enough:
         samples = window_samples(s)
         if s.end_s - s.start_s < MIN_WINDOW_S or samples < MIN_SAMPLES or s.noise is None:
             return False
-        if not PastStartUp()(s, ack_rates):
+        if not past_start_up(s):
             return False
         if relative_standard_error(s.noise, samples) > self.rse:
             return False
@@ -62,14 +62,19 @@ class Enough:
 MIN_WINDOW_RTTS = 10.0
 
 
+def past_start_up(s: Steady, min_rtts: float = MIN_WINDOW_RTTS) -> bool:
+    """The steady window began after every stream left slow start and spans
+    `min_rtts` smoothed RTTs."""
+    rtts = s.window_rtts
+    return s.after_slow_start and rtts is not None and rtts >= min_rtts
+
+
 @dataclass(frozen=True)
 class PastStartUp:
-    """End a probe once its steady window began after every stream left slow
-    start and spans `min_rtts` smoothed RTTs (run_probes' `at_least` keeps
-    it to its set length first)."""
+    """End a probe once it is past start-up (run_probes' `at_least` keeps it
+    to its set length first)."""
 
     min_rtts: float = MIN_WINDOW_RTTS
 
     def __call__(self, s: Steady, ack_rates: Callable[[], list[float]]) -> bool:
-        rtts = s.window_rtts
-        return s.after_slow_start and rtts is not None and rtts >= self.min_rtts
+        return past_start_up(s, self.min_rtts)

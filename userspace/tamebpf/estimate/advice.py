@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tamebpf.estimate.acktrain import CapacityEstimate, estimate_capacity
-from tamebpf.estimate.adaptive import MIN_WINDOW_RTTS
+from tamebpf.estimate.adaptive import past_start_up
 from tamebpf.estimate.capacity import tcp_goodput_mbps
 from tamebpf.estimate.steady import Steady, window_samples
 from tamebpf.model import (
@@ -226,10 +226,9 @@ def _assumption_warnings(probes: Sequence[ProbeResult]) -> list[str]:
                    f"{max(p.streams for p in probes)} streams, so the loss-RTT fit has "
                    "nothing to fit and the impact estimate rests on throughput alone")
     for p in probes:
-        rtts = p.steady.window_rtts
-        if not p.steady.after_slow_start or (rtts is not None and rtts < MIN_WINDOW_RTTS):
+        if not past_start_up(p.steady):
             where = "still in slow start" if not p.steady.after_slow_start else \
-                f"only {rtts:.0f} RTTs past slow start"
+                f"only {p.steady.window_rtts or 0:.0f} RTTs past slow start"
             out.append(f"the {p.streams}-stream probe ended {where}: its share of the path "
                        "was its start-up share, which on long-RTT paths was far from the "
                        "long-run one (docs/accuracy.md); the advice may be far off")
