@@ -32,7 +32,7 @@ from typing import Any
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "userspace"))
 
 from docsection import write_section  # noqa: E402
-from eval_report import SECTION, tables  # noqa: E402
+from eval_report import SECTION, plan_parts, tables  # noqa: E402
 from eval_score import advised_n, probe_to_dict  # noqa: E402
 from eval_truth import cross_rate, measure, settle, start_cross  # noqa: E402
 
@@ -118,8 +118,8 @@ def plan_seconds(plan: str) -> tuple[float, float]:
     stages that run on after S1 and S10, up to L seconds each, until their
     streams are past start-up (estimate/adaptive.PastStartUp; measured
     beside the default, not kept: docs/accuracy.md)."""
-    head, _, limit = plan.partition("~")
-    d1, d10 = (float(x) for x in head.replace(":", "+").split("+"))  # ValueError unless 2
+    s1, s10, limit = plan_parts(plan)  # ValueError unless two lengths
+    d1, d10 = float(s1), float(s10)
     if not (0.5 <= d1 <= 60 and 0.5 <= d10 <= 60):
         raise ValueError(plan)
     if limit and not (staged(plan) and max(d1, d10) <= float(limit) <= 60):
@@ -129,7 +129,7 @@ def plan_seconds(plan: str) -> tuple[float, float]:
 
 def plan_limit(plan: str) -> float | None:
     """A 'S1:S10~L' plan's L (None: the stages run exactly S1 and S10)."""
-    limit = plan.partition("~")[2]
+    limit = plan_parts(plan)[2]
     return float(limit) if limit else None
 
 

@@ -97,7 +97,7 @@ def _target_rows(ours: dict[str, Any], anchored: dict[str, Any], walls: list[flo
     ]
 
 
-def _plan_parts(plan: str) -> tuple[str, str, str]:
+def plan_parts(plan: str) -> tuple[str, str, str]:
     """(S1, S10, L): 'S1+S10' (two iperf3 tests), 'S1:S10' (two stages of one
     test), 'S1:S10~L' (stages that run on up to L s until past start-up)."""
     head, _, limit = plan.partition("~")
@@ -106,12 +106,12 @@ def _plan_parts(plan: str) -> tuple[str, str, str]:
 
 
 def _plan_seconds(plan: str) -> list[float]:
-    d1, d10, limit = _plan_parts(plan)
+    d1, d10, limit = plan_parts(plan)
     return [float(limit or d1), float(limit or d10)]
 
 
 def _plan_label(plan: str) -> str:
-    d1, d10, limit = _plan_parts(plan)
+    d1, d10, limit = plan_parts(plan)
     how = "two stages of one iperf3 test" if ":" in plan else "two iperf3 tests"
     more = f", each running on, up to {limit} s, until past slow start" if limit else ""
     return f"1 stream for {d1} s, then 10 for {d10} s{more} ({how})"
@@ -128,7 +128,7 @@ def _plans_label(records: list[dict[str, Any]]) -> str:
 
 
 def _plan_short(plan: str) -> str:
-    d1, d10, limit = _plan_parts(plan)
+    d1, d10, limit = plan_parts(plan)
     if limit:
         return f"{d1} s : {d10} s, up to {limit} s past start-up, one test"
     return f"{d1} s : {d10} s, one test" if ":" in plan else f"{d1} s + {d10} s, two tests"
