@@ -58,7 +58,7 @@ LIB_LDLIBS := -lbpf -lelf -lz
 
 .SECONDARY: $(BPF_OBJS)
 
-.PHONY: all compile deps test-deps run test lint unit bench eval eval-fresh eval-fresh-staged eval-fresh-delivered eval-fresh-settled cap-pace-eval probetime testbed-accuracy install deb clean cmd man
+.PHONY: all compile deps test-deps run test lint unit bench eval eval-fresh eval-fresh-staged eval-fresh-delivered eval-fresh-settled eval-convergence cap-pace-eval probetime testbed-accuracy install deb clean cmd man
 
 # `make` also links the command onto PATH; every other target only builds, so
 # running the tests or a benchmark leaves /usr/local/bin as it was.
@@ -185,6 +185,12 @@ eval-fresh-settled: deps compile
 		--results docs/results/eval-fresh-settled.json --write docs/accuracy.md \
 		--section eval_fresh_settled --heading "Fresh cases against a settled ground truth" \
 		$(EVAL_ARGS)
+
+# How long a probe must run before its share of a shared path is the long
+# run's: 10 streams for a minute on each loss-based case of the second fresh
+# draw (about 10 min) -> docs/results/convergence.json, docs/accuracy.md.
+eval-convergence: deps compile
+	$(SUDO) $(PY) scripts/eval_convergence.py --write docs/accuracy.md $(CONVERGENCE_ARGS)
 
 # Pace-mode caps on the testbed beside no cap (issue 16) -> docs/cap.md (~3 min).
 cap-pace-eval: deps compile

@@ -1,0 +1,59 @@
+"""make eval-convergence's reading of a run (scripts/eval_convergence.py)
+and the second fresh draw (scripts/eval_advise.draw_cases)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "scripts"))
+
+from eval_advise import FRESH2_SEED, draw_cases  # noqa: E402
+from eval_convergence import goodput, implied_m, settles_at  # noqa: E402
+
+
+def _series(rate_at, seconds: float = 60.0, step: float = 0.1) -> list[list[float]]:
+    """(t, bytes delivered) sampled every `step` for a rate (Mbit/s) of t."""
+    out, total, t = [], 0.0, 0.0
+    while t <= seconds + 1e-9:
+        out.append([round(t, 6), int(total)])
+        total += rate_at(t) * 1e6 / 8 * step
+        t += step
+    return out
+
+
+def test_goodput_reads_the_rate_between_two_instants() -> None:
+    s = _series(lambda t: 40.0)
+    g = goodput(s, 10.0, 20.0)
+    assert g is not None and abs(g - 40.0) < 0.01
+    assert goodput(s, 70.0, 80.0) is None  # no samples there
+
+
+def test_implied_m_is_zero_at_capacity_and_grows_as_the_share_falls() -> None:
+    assert implied_m(10, 100.0, 100.0) == 0.0
+    assert implied_m(10, 50.0, 100.0) == 10.0
+    assert implied_m(1, None, 100.0) is None
+
+
+def test_a_run_that_reaches_its_long_run_rate_at_6_s_settles_at_11() -> None:
+    # 20 Mbit/s until 6 s, then 60: a probe of e s reads its later half
+    # [e/2, e]; at 11 s that is 0.5 s at 20 and 5 s at 60 (56.4, within
+    # 10%), at 10 s 1 s at 20 and 4 s at 60 (52, 13% off).
+    s = _series(lambda t: 20.0 if t < 6.0 else 60.0)
+    assert settles_at(s, 60.0, 30.0) == 11.0
+
+
+def test_a_run_that_never_reaches_its_long_run_rate_never_settles() -> None:
+    s = _series(lambda t: 20.0 if t < 31.0 else 60.0)
+    assert settles_at(s, 60.0, 30.0) is None
+
+
+def test_the_second_draw_is_fixed_and_in_issue_15s_ranges() -> None:
+    a, b = draw_cases(FRESH2_SEED, 12), draw_cases(FRESH2_SEED, 12)
+    assert a == b and len({c.key for c in a}) == 12
+    for c in a:
+        assert 20 <= c.rate <= 150 and 20 <= c.rtt <= 120 and 1 <= c.cross <= 30
+        assert c.aqm in ("droptail", "red") and c.cc in ("cubic", "reno", "bbr")
+        bdp_frames = c.rate * 1e6 * c.rtt / 1000 / 8 / 1514
+        assert 0.2 * bdp_frames - 1 <= c.queue <= 2 * bdp_frames + 1
+        assert c.cross_rtt in (None, c.rtt / 2, c.rtt * 2)
