@@ -21,8 +21,8 @@ DEFAULT_PROBES = (1, 10)
 # fresh eval cases, 20-120 ms RTT (docs/accuracy.md, make eval-fresh-delivered).
 # Not longer on long paths, where 2 s can end before the streams are past
 # slow start (the advice then says so): running on until past start-up, up
-# to 4.5 s, had a lower error in 7 of 13 cases against the settled ground
-# truth and a higher one in 6, and the pair took a median 7.1 s, worst 10.5 s
+# to 4.5 s, had a lower error in 9 of 15 cases against the settled ground
+# truth and a higher one in 6, and the pair took a median 6.0 s, worst 10.5 s
 # (docs/accuracy.md, make eval-fresh-settled).
 DEFAULT_DURATIONS_S = (2.0, 2.0)
 TWO_PROBE_MODELS: tuple[ModelName, ...] = ("square", "partial", "linear")
