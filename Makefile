@@ -58,7 +58,7 @@ LIB_LDLIBS := -lbpf -lelf -lz
 
 .SECONDARY: $(BPF_OBJS)
 
-.PHONY: all compile deps test-deps run test lint unit bench eval eval-fresh eval-fresh-staged eval-fresh-delivered eval-fresh-settled eval-convergence cap-pace-eval probetime testbed-accuracy install deb clean cmd man
+.PHONY: all compile deps test-deps run test lint unit bench eval eval-fresh eval-fresh-staged eval-fresh-delivered eval-fresh-settled eval-fresh2-settled eval-convergence cap-pace-eval probetime testbed-accuracy install deb clean cmd man
 
 # `make` also links the command onto PATH; every other target only builds, so
 # running the tests or a benchmark leaves /usr/local/bin as it was.
@@ -185,6 +185,19 @@ eval-fresh-settled: deps compile
 		--results docs/results/eval-fresh-settled.json --write docs/accuracy.md \
 		--section eval_fresh_settled --heading "Fresh cases against a settled ground truth" \
 		$(EVAL_ARGS)
+
+# The second fresh draw (--set fresh2), drawn after the first set was
+# studied: the default probes beside 1 s + 3 s, 1 s + 4 s and the run-on
+# stages, against
+# the settled ground truth (about 16 min a case; EVAL_ARGS='--only fresh2-05')
+# -> docs/results/eval-fresh2-settled.json, docs/accuracy.md.
+eval-fresh2-settled: deps compile
+	$(SUDO) $(PY) scripts/eval_advise.py --set fresh2 --append --plans 2:2,1:3,1:4,2:2~4.5 \
+		--plan 2:2 \
+		--truth-warmup 30 --truth-window 30 --rounds 3 --streams 1,4,16 \
+		--results docs/results/eval-fresh2-settled.json --write docs/accuracy.md \
+		--section eval_fresh2_settled \
+		--heading "Second fresh draw against a settled ground truth" $(EVAL_ARGS)
 
 # How long a probe must run before its share of a shared path is the long
 # run's: 10 streams for a minute on each loss-based case of the second fresh

@@ -53,10 +53,11 @@ def measure(case: Any, streams: list[int], seconds: float) -> dict[str, Any]:
             p = run_probe(target, n, seconds)
             s = p.steady
             out["runs"].append({"streams": n, "series": s.series, "rtt_series": s.rtt_series,
-                                "slow_start_end_s": s.start_s if s.after_slow_start else None,
+                                "slow_start_end_s": s.slow_start_end_s,
                                 "mss": s.mss, "ipv6": s.ipv6})
-            log(f"  {n} streams for {seconds:g} s: {s.goodput_mbps:.2f} Mbit/s "
-                f"(steady from {s.start_s:.1f} s)")
+            log(f"  {n} streams for {seconds:g} s: {s.goodput_mbps:.2f} Mbit/s"
+                + ("" if s.slow_start_end_s is None
+                   else f" (out of slow start at {s.slow_start_end_s:.1f} s)"))
     return out
 
 

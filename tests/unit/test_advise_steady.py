@@ -36,6 +36,7 @@ def test_window_excludes_slow_start_and_tail() -> None:
     assert s.start_s >= 0.8 - 1e-9, f"window starts in slow start at {s.start_s}"
     assert s.end_s <= 3.0 + 1e-9, f"window runs into the idle tail, ends {s.end_s}"
     assert s.after_slow_start
+    assert s.slow_start_end_s == pytest.approx(0.8, abs=0.1 + 1e-9)
     assert s.window_rtts == pytest.approx((s.end_s - s.start_s) / 0.020)
     assert len(s.rtt_series) == len(s.series)
     assert {rtt for _, rtt, _ in s.rtt_series} == {20.0}

@@ -82,6 +82,10 @@ class Steady:
     # fills between losses, kept for make eval to study (docs/accuracy.md,
     # "Probes that end in start-up": a lead for counting competing flows).
     rtt_series: tuple[tuple[float, float, int], ...] = ()
+    # When every data flow had left slow start, in seconds since the first
+    # sample (None: one never did): how long start-up took (make
+    # eval-convergence).
+    slow_start_end_s: float | None = None
 
     @property
     def window_rtts(self) -> float | None:
@@ -207,6 +211,7 @@ def steady(series: Mapping[int, Sequence[FlowPoint]], streams: int,
         goodput_acked_mbps=sum(delta(pts, "bytes_acked") for pts in flows) * 8 / dt / 1e6,
         after_slow_start=bool(left) and left[0] <= ws,
         rtt_series=tuple(_rtt_sample(flows, t, t0) for t in times),
+        slow_start_end_s=round(left[0] - t0, 4) if left else None,
     )
 
 
