@@ -187,12 +187,12 @@ eval-fresh-settled: deps compile
 		$(EVAL_ARGS)
 
 # The second fresh draw (--set fresh2), drawn after the first set was
-# studied: the default probes beside 1 s + 3 s, 1 s + 4 s and the run-on
-# stages, against
-# the settled ground truth (about 16 min a case; EVAL_ARGS='--only fresh2-05')
+# studied: the default probes beside 1 s + 3 s, 1 s + 4 s, 2 s + 10 s and the
+# run-on stages, against the settled ground truth (about 16 min a case;
+# EVAL_ARGS='--only fresh2-05')
 # -> docs/results/eval-fresh2-settled.json, docs/accuracy.md.
 eval-fresh2-settled: deps compile
-	$(SUDO) $(PY) scripts/eval_advise.py --set fresh2 --append --plans 2:2,1:3,1:4,2:2~4.5 \
+	$(SUDO) $(PY) scripts/eval_advise.py --set fresh2 --append --plans 2:2,1:3,1:4,2:10,2:2~4.5 \
 		--plan 2:2 \
 		--truth-warmup 30 --truth-window 30 --rounds 3 --streams 1,4,16 \
 		--results docs/results/eval-fresh2-settled.json --write docs/accuracy.md \
