@@ -32,6 +32,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "userspace"))
 
 from docsection import write_section  # noqa: E402
 from eval_advise import case_path, cases, log  # noqa: E402
+from eval_competing import implied_m  # noqa: E402
 from eval_truth import settle  # noqa: E402
 
 from tamebpf.estimate.capacity import tcp_goodput_mbps  # noqa: E402
@@ -70,10 +71,6 @@ def goodput(series: list[list[float]], start: float, end: float) -> float | None
     return (b1 - b0) * 8 / (t1 - t0) / 1e6
 
 
-def implied_m(streams: int, mbps: float | None, capacity: float) -> float | None:
-    return streams * (capacity / mbps - 1) if mbps else None
-
-
 def settles_at(series: list[list[float]], long_run: float, until: float) -> float | None:
     """The shortest probe length (whole seconds) from which every longer one,
     up to `until`, reads within CLOSE of the long run (None: none does)."""
@@ -110,10 +107,11 @@ def table(records: list[dict[str, Any]]) -> str:
             c = tcp_goodput_mbps(case["rate"], run["mss"], run["ipv6"])
             half = rec["seconds"] / 2
             long_run = goodput(series, half, rec["seconds"])
-            m_long = implied_m(n, long_run, c)
+            m_long = implied_m(n, long_run, c) if long_run else None
             cells = []
             for e in LENGTHS:
-                m = implied_m(n, goodput(series, e / 2, e), c)
+                g = goodput(series, e / 2, e)
+                m = implied_m(n, g, c) if g else None
                 cells.append("-" if m is None else f"{m:.1f}")
             ss = run["slow_start_end_s"]
             at = settles_at(series, long_run, half) if long_run else None

@@ -9,7 +9,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "scripts"))
 
 from eval_advise import FRESH2_SEED, draw_cases  # noqa: E402
-from eval_convergence import goodput, implied_m, settles_at  # noqa: E402
+from eval_convergence import goodput, settles_at  # noqa: E402
 
 
 def _series(rate_at, seconds: float = 60.0, step: float = 0.1) -> list[list[float]]:
@@ -27,12 +27,6 @@ def test_goodput_reads_the_rate_between_two_instants() -> None:
     g = goodput(s, 10.0, 20.0)
     assert g is not None and abs(g - 40.0) < 0.01
     assert goodput(s, 70.0, 80.0) is None  # no samples there
-
-
-def test_implied_m_is_zero_at_capacity_and_grows_as_the_share_falls() -> None:
-    assert implied_m(10, 100.0, 100.0) == 0.0
-    assert implied_m(10, 50.0, 100.0) == 10.0
-    assert implied_m(1, None, 100.0) is None
 
 
 def test_a_run_that_reaches_its_long_run_rate_at_6_s_settles_at_11() -> None:
