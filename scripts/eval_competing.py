@@ -133,7 +133,13 @@ def _summary(records: list[dict[str, Any]], plans: list[str], limit: float) -> l
                  for r in records if d in r["probes"] and d != r["default_plan"]]
         pairs = [(a, b) for a, b in pairs if a is not None and b is not None]
         if pairs:
+            # The medians over these cases alone: a plan that some records
+            # lack is compared with the default on the same cases.
+            mine, default = [a for a, _ in pairs], [b for _, b in pairs]
             out.append(f"\n{d} against each case's default: lower error in "
                        f"{sum(a < b for a, b in pairs)}, higher in {sum(a > b for a, b in pairs)},"
-                       f" the same in {sum(a == b for a, b in pairs)} of {len(pairs)} cases.")
+                       f" the same in {sum(a == b for a, b in pairs)} of {len(pairs)} cases "
+                       f"(mean / median {statistics.fmean(mine):.3f} / "
+                       f"{statistics.median(mine):.3f}, the default's "
+                       f"{statistics.fmean(default):.3f} / {statistics.median(default):.3f}).")
     return out
