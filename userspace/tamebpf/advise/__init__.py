@@ -23,7 +23,9 @@ DEFAULT_PROBES = (1, 10)
 # slow start (the advice then says so): running on until past start-up, up
 # to 4.5 s, had a lower error in 9 of 15 cases against the settled ground
 # truth and a higher one in 6, and the pair took a median 6.0 s, worst 10.5 s
-# (docs/accuracy.md, make eval-fresh-settled).
+# (docs/accuracy.md, make eval-fresh-settled). Nor shorter to reach longer
+# 10-stream probes within the time: 1 s + 3 s had a higher error in all 7
+# loss-based cases of a second fresh draw (make eval-fresh2-settled).
 DEFAULT_DURATIONS_S = (2.0, 2.0)
 TWO_PROBE_MODELS: tuple[ModelName, ...] = ("square", "partial", "linear")
 
