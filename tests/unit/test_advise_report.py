@@ -71,6 +71,7 @@ def test_json_has_predict_shape_and_measurements() -> None:
     ({"noise": 0.6}, "noisy"),
     ({"past": False}, "ended still in slow start"),
     ({"rtt_ms": 200.0}, "ended only 8 RTTs past slow start"),  # a 1.5-s window
+    ({"rtt_ms": 0.0}, "ended past slow start but with no RTT measured"),
 ])
 def test_assumption_warnings(kwargs: dict[str, object], needle: str) -> None:
     r = build(TARGET, [probe(1, 50.0, **kwargs), probe(10, 200.0, **kwargs)],  # type: ignore[arg-type]

@@ -227,8 +227,10 @@ def _assumption_warnings(probes: Sequence[ProbeResult]) -> list[str]:
                    "nothing to fit and the impact estimate rests on throughput alone")
     for p in probes:
         if not past_start_up(p.steady):
-            where = "still in slow start" if not p.steady.after_slow_start else \
-                f"only {p.steady.window_rtts or 0:.0f} RTTs past slow start"
+            rtts = p.steady.window_rtts
+            where = ("still in slow start" if not p.steady.after_slow_start else
+                     "past slow start but with no RTT measured" if rtts is None else
+                     f"only {rtts:.0f} RTTs past slow start")
             out.append(f"the {p.streams}-stream probe ended {where}: its share of the path "
                        "was its start-up share, which on long-RTT paths was far from the "
                        "long-run one (docs/accuracy.md); the advice may be far off")
