@@ -9,7 +9,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "scripts"))
 
 from eval_advise import FRESH2_SEED, draw_cases  # noqa: E402
-from eval_convergence import goodput, settles_at  # noqa: E402
+from eval_convergence import goodput, settles_at, table  # noqa: E402
 
 
 def _series(rate_at, seconds: float = 60.0, step: float = 0.1) -> list[list[float]]:
@@ -51,3 +51,15 @@ def test_the_second_draw_is_fixed_and_in_issue_15s_ranges() -> None:
         bdp_frames = c.rate * 1e6 * c.rtt / 1000 / 8 / 1514
         assert 0.2 * bdp_frames - 1 <= c.queue <= 2 * bdp_frames + 1
         assert c.cross_rtt in (None, c.rtt / 2, c.rtt * 2)
+
+
+def test_the_table_counts_the_runs_within_reach_of_their_long_run_at_each_length() -> None:
+    # 20 Mbit/s until 6 s, then 60: probes of 2-10 s read the slow start-up
+    # (10 s: 52, 13% off), 15 s and longer read 60.
+    run = {"streams": 10, "series": _series(lambda t: 20.0 if t < 6.0 else 60.0),
+           "slow_start_end_s": 0.5, "mss": 1448, "ipv6": False}
+    rec = {"case": {"rate": 100.0}, "key": "k", "seconds": 60.0, "runs": [run]}
+    rows = {cells[0]: cells for line in table([rec]).splitlines() if line.startswith("| ")
+            for cells in [[x.strip() for x in line.split("|")[1:-1]]]}
+    counts = rows["throughput within 10% of the long run's"][3:10]
+    assert counts == ["0 of 1"] * 4 + ["1 of 1"] * 3
