@@ -22,7 +22,6 @@ docs/accuracy.md (section `convergence`).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from dataclasses import asdict
@@ -31,7 +30,7 @@ from typing import Any
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "userspace"))
 
 from docsection import write_section  # noqa: E402
-from eval_advise import case_path, cases, log  # noqa: E402
+from eval_advise import case_path, cases, load, log, save  # noqa: E402
 from eval_competing import implied_m  # noqa: E402
 from eval_truth import settle  # noqa: E402
 
@@ -168,10 +167,7 @@ def main() -> int:
         ap.error(f"--seconds {args.seconds:g}: the table reads probes of up to "
                  f"{max(LENGTHS)} s against the run's second half, so give at least "
                  f"{2 * max(LENGTHS)}")
-    records: list[dict[str, Any]] = []
-    if (args.append or args.report) and os.path.exists(args.results):
-        with open(args.results) as f:
-            records = json.load(f)
+    records = load(args.results) if args.append or args.report else []
     if not args.report:
         skip = set(args.skip_cc.split(",")) if args.skip_cc else set()
         todo = [c for c in cases(["cubic"], [0], args.only, args.which) if c.cc not in skip]
@@ -179,9 +175,7 @@ def main() -> int:
             log(f"case {i}/{len(todo)}: {case.key}")
             rec = measure(case, [int(x) for x in args.streams.split(",")], args.seconds)
             records = [r for r in records if r["key"] != rec["key"]] + [rec]
-            os.makedirs(os.path.dirname(args.results) or ".", exist_ok=True)
-            with open(args.results, "w") as f:
-                json.dump(records, f)
+            save(args.results, records)  # a run that dies keeps what it measured
     text = table(records, args.section, args.heading)
     sys.stdout.write(text)
     if args.write:
