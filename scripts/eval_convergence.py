@@ -84,6 +84,20 @@ def settles_at(series: list[list[float]], long_run: float, until: float) -> floa
     return answer
 
 
+def halves_agree_at(series: list[list[float]], tolerance: float = CLOSE,
+                    step: float = 0.5, until: float = 30.0) -> float | None:
+    """When a stop rule that looks only at the probe would end it: the first
+    length e (from 2 s, in `step`s) whose window [e/2, e] has halves whose
+    goodputs agree within `tolerance` (None: none up to `until`)."""
+    e = 2.0
+    while e <= until + 1e-9:
+        a, b = goodput(series, e / 2, 3 * e / 4), goodput(series, 3 * e / 4, e)
+        if a and b and abs(a / b - 1) <= tolerance:
+            return e
+        e += step
+    return None
+
+
 def table(records: list[dict[str, Any]], section: str = SECTION,
           heading: str = HEADING) -> str:
     lines = [
@@ -96,11 +110,14 @@ def table(records: list[dict[str, Any]], section: str = SECTION,
         "(the minute's second half), C the bottleneck's TCP goodput. "
         f"'Within {CLOSE:.0%} from': the shortest probe whose throughput, and every "
         "longer one's up to 30 s, is within "
-        f"{CLOSE:.0%} of the long run's; 'slow start ends': when every stream had left it.",
+        f"{CLOSE:.0%} of the long run's; 'slow start ends': when every stream had left it; "
+        f"'halves agree at': when a stop rule that sees only the probe would end it (the "
+        f"two halves of its window within {CLOSE:.0%} of each other), and the m it "
+        "implies then.",
         "",
         "| case | n | slow start ends | " + " | ".join(f"m at {e} s" for e in LENGTHS)
-        + " | long run: m (Mbit/s) | within 10% from |",
-        "|---|---|---|" + "---|" * len(LENGTHS) + "---|---|",
+        + " | long run: m (Mbit/s) | within 10% from | halves agree at: m |",
+        "|---|---|---|" + "---|" * len(LENGTHS) + "---|---|---|",
     ]
     # Per probe length: runs whose throughput was within CLOSE of the long
     # run's, and whose implied m was within M_CLOSE of the long run's.
@@ -127,17 +144,22 @@ def table(records: list[dict[str, Any]], section: str = SECTION,
                     close_m[e] += abs(m / m_long - 1) <= M_CLOSE
             ss = run["slow_start_end_s"]
             at = settles_at(series, long_run, half) if long_run else None
+            stop = halves_agree_at(series)
+            g_stop = goodput(series, stop / 2, stop) if stop else None
+            m_stop = implied_m(n, g_stop, c) if g_stop else None
+            stop_cell = "never" if stop is None else \
+                f"{stop:g} s: {'-' if m_stop is None else f'{m_stop:.1f}'}"
             lines.append(
                 f"| {rec['key']} | {n} | {'-' if ss is None else f'{ss:.1f} s'} | "
                 + " | ".join(cells)
                 + f" | {'-' if m_long is None else f'{m_long:.1f}'} "
                 f"({'-' if long_run is None else f'{long_run:.1f}'}) | "
-                f"{'never' if at is None else f'{at:g} s'} |")
+                f"{'never' if at is None else f'{at:g} s'} | {stop_cell} |")
     lines += [
         f"| throughput within {CLOSE:.0%} of the long run's | | | "
-        + " | ".join(f"{close_t[e]} of {runs}" for e in LENGTHS) + " | | |",
+        + " | ".join(f"{close_t[e]} of {runs}" for e in LENGTHS) + " | | | |",
         f"| m within {M_CLOSE:.0%} of the long run's | | | "
-        + " | ".join(f"{close_m[e]} of {runs}" for e in LENGTHS) + " | | |",
+        + " | ".join(f"{close_m[e]} of {runs}" for e in LENGTHS) + " | | | |",
         "", f"<!-- {section}:end -->", ""]
     return "\n".join(lines)
 

@@ -9,7 +9,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "scripts"))
 
 from eval_advise import FRESH2_SEED, draw_cases  # noqa: E402
-from eval_convergence import goodput, settles_at, table  # noqa: E402
+from eval_convergence import goodput, halves_agree_at, settles_at, table  # noqa: E402
 
 
 def _series(rate_at, seconds: float = 60.0, step: float = 0.1) -> list[list[float]]:
@@ -63,3 +63,13 @@ def test_the_table_counts_the_runs_within_reach_of_their_long_run_at_each_length
             for cells in [[x.strip() for x in line.split("|")[1:-1]]]}
     counts = rows["throughput within 10% of the long run's"][3:10]
     assert counts == ["0 of 1"] * 4 + ["1 of 1"] * 3
+
+
+def test_a_probe_only_stop_rule_ends_a_slowly_climbing_run_early() -> None:
+    # A share that climbs 2% a second: the halves of a 2-s window differ by
+    # about 1%, so the rule stops at once, far from the long run.
+    assert halves_agree_at(_series(lambda t: 20.0 * (1 + 0.02 * t))) == 2.0
+    # A jump at 1.5 s from 10 to 40: windows [e/2, e] straddle it until
+    # e = 3, whose halves both read 40.
+    assert halves_agree_at(_series(lambda t: 10.0 if t < 1.5 else 40.0)) == 3.0
+    assert halves_agree_at(_series(lambda t: 40.0), until=1.5) is None  # not before 2 s
