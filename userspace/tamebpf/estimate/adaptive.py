@@ -15,7 +15,8 @@ every stream left slow start and spans enough RTTs. A fixed 2 s is 25 RTTs
 at 80 ms of queueing-free RTT but a dozen once a deep queue fills; there the
 streams were still in slow start, or just out of it, when the probe ended,
 and the competing flows came out between a 37th of and 4 times the settled
-truth's count. The advice warns when a probe ended before that
+truth's count (each probe against the truth's point nearest its stream
+count). The advice warns when a probe ended before that
 (estimate/advice.py). Running the default probes on until past start-up
 (make eval's 'S1:S10~L' plans) was not clearly more accurate, and slower
 (docs/accuracy.md, "Probes that end in start-up").
