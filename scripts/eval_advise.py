@@ -275,6 +275,13 @@ def reprobe(case: Case, rec: dict[str, Any], plans: list[str], default: str) -> 
             "reprobed_plans": plans}
 
 
+def truth_only(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """By key, each record's case and ground truth with none of its probes:
+    what `--reprobe --truth-from` measures every plan on afresh, so the plans
+    it reports were all run side by side."""
+    return {r["key"]: {**r, "probes": {}} for r in records}
+
+
 def with_acked_goodput(rec: dict[str, Any]) -> dict[str, Any]:
     """The record with each probe's goodput taken from bytes acked over the
     same steady window (where the probe recorded it): the two counts scored
@@ -337,6 +344,10 @@ def main() -> int:
                     help=f"measure only the probes of --plans (and --plan, which becomes each "
                     f"record's default) on the cases already in {RESULTS}, keeping their "
                     "ground truth")
+    ap.add_argument("--truth-from", metavar="FILE",
+                    help="with --reprobe: take each case's ground truth from this results "
+                    "file and keep none of its probes, so every plan in --results is "
+                    "measured side by side in this run")
     ap.add_argument("--report", action="store_true",
                     help=f"measure nothing: re-score {RESULTS} and write the tables")
     ap.add_argument("--goodput-from", choices=("delivered", "acked"), default="delivered",
@@ -358,17 +369,25 @@ def main() -> int:
             ap.error(f"bad probe plan {plan!r}: want S1+S10 (two tests), S1:S10 (one "
                      "staged test) or S1:S10~L (stages run on up to L s until past "
                      "start-up), in seconds, e.g. 2+2, 2.5:1.5 or 2:2~4.5")
+    if args.truth_from and not args.reprobe:
+        ap.error("--truth-from goes with --reprobe (it names where the ground truth is kept)")
     records = load(args.results) if args.append or args.report or args.reprobe else []
     if args.reprobe and not args.report:
         todo = cases(args.cc.split(","), [int(x) for x in args.cross.split(",")], args.only,
                      args.which)
         by_key = {r["key"]: r for r in records}
-        missing = [c.key for c in todo if c.key not in by_key]
+        source = args.truth_from or args.results
+        truths = truth_only(load(args.truth_from)) if args.truth_from else by_key
+        if args.truth_from:  # its cases, of those selected (advise refuses BBR: no truth)
+            todo = [c for c in todo if c.key in truths]
+            if not todo:
+                ap.error(f"--truth-from: {args.truth_from} has none of the cases selected")
+        missing = [c.key for c in todo if c.key not in truths]
         if missing:
-            ap.error(f"--reprobe: no record in {args.results} for {', '.join(missing)}")
+            ap.error(f"--reprobe: no record in {source} for {', '.join(missing)}")
         for i, case in enumerate(todo, 1):
             log(f"case {i}/{len(todo)}: {case.key} (probes only)")
-            by_key[case.key] = reprobe(case, by_key[case.key], plans, args.plan)
+            by_key[case.key] = reprobe(case, truths[case.key], plans, args.plan)
             records = list(by_key.values())
             save(args.results, records)
     elif not args.report:
