@@ -110,6 +110,23 @@ def test_estimators_disagreeing_are_flagged() -> None:
     assert any("disagree" in w for w in r.warnings), r.warnings
 
 
+def test_disagreement_points_at_other_warnings_only_when_there_are_some() -> None:
+    # Clean probes (past start-up, with retransmissions): the disagreement is
+    # the only warning, so it must not send the reader to "the other warnings".
+    r = build(TARGET, [probe(1, 50.0, loss=0.001), probe(10, 200.0, loss=0.0011)],
+              Settings(max_impact=0.10))
+    assert len(r.warnings) == 1 and "disagree" in r.warnings[0], r.warnings
+    assert "the advice follows the throughput fit" in r.warnings[0]
+    assert "see the other warnings" not in r.warnings[0]
+    assert "at 1 stream at" in r.warnings[0]
+    # A probe that ended in start-up: now there is another warning to see.
+    r = build(TARGET, [probe(1, 50.0, loss=0.001, past=False), probe(10, 200.0, loss=0.0011)],
+              Settings(max_impact=0.10))
+    disagree = [w for w in r.warnings if "disagree" in w]
+    assert len(r.warnings) > 1 and disagree, r.warnings
+    assert "see the other warnings" in disagree[0]
+
+
 @pytest.mark.parametrize(("text", "want"), [
     ("host", ("host", 5201)), ("host:5301", ("host", 5301)), ("[fd00::1]:7", ("fd00::1", 7)),
     ("fd00::1", ("fd00::1", 5201)),

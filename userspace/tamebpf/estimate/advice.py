@@ -184,11 +184,16 @@ def build(target: Target, probes: Sequence[ProbeResult], settings: Settings,
         lo, hi = sorted((a.num_flows, b.num_flows))
         far_apart = hi >= 2 * lo and hi - lo >= 2
         if far_apart or (lo != hi and abs(a.cross_traffic_impact - other) > DISAGREE_IMPACT):
+            # Point at the other warnings only when there are some: a user
+            # told to "see" warnings that are not there has nowhere to go.
+            why = ("; an assumption of the model does not hold on this path (see the other "
+                   "warnings)" if warnings else "")
             warnings.append(
                 f"the estimators disagree: the {used} fit advises {count(a.num_flows, 'stream')} "
                 f"(impact {a.cross_traffic_impact:.1%}), the loss-RTT fit {b.num_flows} "
-                f"(it puts the impact at {n} streams at {other:.1%}); an assumption of the "
-                "model does not hold on this path (see the other warnings)")
+                f"(it puts the impact at {count(n, 'stream')} at {other:.1%}); the advice "
+                f"follows the {used} fit, whose advice was the better of the two on the "
+                "testbed (docs/accuracy.md)" + why)
     confidence = impact_ranges(
         refit, measured, [relative_standard_error(p.steady.noise, window_samples(p.steady))
                           for p in probes],
