@@ -306,3 +306,18 @@ def test_max_probe_time_is_checked_and_excludes_duration() -> None:
     assert parse_max_probe(3.0) == 3.0
     with pytest.raises(UsageError, match="--max-probe-time 0.1"):
         parse_max_probe(0.1)
+
+
+def test_iperf3s_count_is_said_to_be_over_its_whole_test() -> None:
+    # Staged probes are one iperf3 test: the server's count arrives with the
+    # last probe and covers both, so it must not sit in that probe's row.
+    staged = [ProbeResult(1, 2.2, probe(1, 50.0).steady, None),
+              ProbeResult(10, 2.2, probe(10, 200.0).steady, 120.0)]
+    text = render(build(TARGET, staged, Settings(max_impact=0.10)))
+    assert "iperf3 Mbit/s" not in text
+    assert "iperf3's own count over its test (probes 1-2, start-up included): 120.00" in text
+    # Two tests, one count each.
+    separate = [probe(1, 50.0), probe(10, 200.0)]
+    text = render(build(TARGET, separate, Settings(max_impact=0.10)))
+    assert "(probe 1, start-up included): 48.50" in text
+    assert "(probe 2, start-up included): 194.00" in text

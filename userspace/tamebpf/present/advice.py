@@ -138,14 +138,25 @@ def render(result: AdviseResult) -> str:
     t = result.target
     lines = [f"advice for {t.host}:{t.port}"
              + (f" (from netns {t.netns})" if t.netns else ""), "",
-             "probe  streams  kernel Mbit/s  iperf3 Mbit/s   loss    srtt ms  cc",
+             "probe  streams  kernel Mbit/s   loss    srtt ms  cc",
              ]
     for i, p in enumerate(result.probes, 1):
         s = p.steady
         lines.append(
-            f"{i:>5}  {p.streams:>7}  {s.goodput_mbps:>13.2f}  {_opt(p.iperf3_mbps, '13.2f'):>13}"
+            f"{i:>5}  {p.streams:>7}  {s.goodput_mbps:>13.2f}"
             f"  {_opt(None if s.loss_rate is None else s.loss_rate * 100, '.3f'):>6}%"
             f"  {_opt(s.srtt_ms, '8.2f'):>8}  {','.join(s.congestion_control) or '-'}")
+    # iperf3's server counts one test, and the probes are stages of one test:
+    # its figure averages both, slow start included, so it is not a column
+    # beside the kernel's per-probe steady goodput (it read half of it).
+    first = 1
+    for i, p in enumerate(result.probes, 1):
+        if p.iperf3_mbps is None:
+            continue
+        which = f"probe {i}" if first == i else f"probes {first}-{i}"
+        lines.append(f"iperf3's own count over its test ({which}, start-up included): "
+                     f"{p.iperf3_mbps:.2f} Mbit/s")
+        first = i + 1
     if result.refused:
         return "\n".join(lines) + "\n\n" + render_refusal(result.refused)
     lines += ["", render_prediction_table(result.prediction).rstrip("\n"), ""]
