@@ -47,6 +47,7 @@ COOKIE_CHARS = b"abcdefghijklmnopqrstuvwxyz234567"
 BLOCK = 128 * 1024  # iperf3's default TCP block
 MULTISEND = 10
 MAX_JSON = 1 << 20
+UNRESOLVED = "cannot resolve"  # the error's start: kernel/probe.py words its hint by it
 SO_COOKIE = getattr(socket, "SO_COOKIE", 57)  # Linux's value; older Pythons lack the name
 
 
@@ -147,7 +148,7 @@ class Iperf3Client:
         try:
             info = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
         except socket.gaierror as err:
-            raise Iperf3Error(f"cannot resolve {self.host}: {err.strerror}") from None
+            raise Iperf3Error(f"{UNRESOLVED} {self.host}: {err.strerror}") from None
         family, _, _, _, addr = info[0]
         return family, addr
 

@@ -237,6 +237,16 @@ class _Stage:
         return out
 
 
+def probe_failure_hint(error: str, target: Target) -> str:
+    """What to do about a failed probe: a name that does not resolve is a
+    typo or a DNS matter, not a server to start."""
+    if error.startswith(iperf3_client.UNRESOLVED):
+        where = f" in netns {target.netns}" if target.netns else ""
+        return (f"check the host name {target.host!r} (it must resolve{where}), "
+                "or give its address")
+    return f"is 'iperf3 -s -p {target.port}' running there, reachable and idle?"
+
+
 def run_probe(target: Target, streams: int, seconds: float, index: int = 1, total: int = 1,
               on_progress: Callable[[Progress], None] | None = None,
               srtt_us: int = 0, fast_start: bool = True,
@@ -347,10 +357,10 @@ def run_probes(target: Target, stages: Sequence[tuple[int, float]],
         acks = ack_train.read()
     t_end = time.monotonic()
     if "error" in report or "received_mbps" not in report:
+        error = report.get("error", "no report from the probe")
         raise TamebpfError(
-            f"iperf3 probe to {target.host}:{target.port} failed: "
-            f"{report.get('error', 'no report from the probe')}",
-            f"is 'iperf3 -s -p {target.port}' running there, reachable and idle?")
+            f"iperf3 probe to {target.host}:{target.port} failed: {error}",
+            probe_failure_hint(error, target))
     results = []
     for k, stage in enumerate(plan):
         last = k == len(plan) - 1
