@@ -268,6 +268,11 @@ _REPRODUCE = {
                            "draw is `draw_cases(FRESH2_SEED, 12)` in scripts/eval_advise.py); "
                            "`make eval-fresh2-settled EVAL_ARGS=--report` re-scores "
                            "`docs/results/eval-fresh2-settled.json` without measuring.",
+    "eval_fresh_long": "Reproduce: `make eval-fresh-long` (the 15 loss-based cases of the "
+                       "first draw, probes only, about 20 min; the ground truth is "
+                       "`docs/results/eval-fresh-settled.json`'s); `make eval-fresh-long "
+                       "EVAL_ARGS=--report` re-scores `docs/results/eval-fresh-long.json` "
+                       "without measuring.",
     "eval_fresh2_long": "Reproduce: `make eval-fresh2-long` (the 7 loss-based cases of "
                         "the second draw, probes only, about 12 min; the ground truth is "
                         "`docs/results/eval-fresh2-settled.json`'s); `make eval-fresh2-long "
