@@ -66,6 +66,17 @@ def test_json_has_predict_shape_and_measurements() -> None:
     assert not [w for w in r.warnings if "slow start" in w], r.warnings
 
 
+def test_a_probe_ended_in_start_up_is_told_how_to_come_closer() -> None:
+    r = build(TARGET, [probe(1, 50.0, past=False), probe(10, 200.0)], Settings(max_impact=0.10))
+    start_up = [w for w in r.warnings if "1-stream probe ended still in slow start" in w]
+    assert start_up and "--duration 15 came closer" in start_up[0], r.warnings
+    # A probe already that long is not told to run as long again.
+    long = ProbeResult(1, 16.0, probe(1, 50.0, past=False).steady, None)
+    r = build(TARGET, [long, probe(10, 200.0)], Settings(max_impact=0.10))
+    start_up = [w for w in r.warnings if "1-stream probe ended still in slow start" in w]
+    assert start_up and "--duration" not in start_up[0], r.warnings
+
+
 @pytest.mark.parametrize(("kwargs", "needle"), [
     ({"rwnd": 0.9}, "receiver's window"),
     ({"noise": 0.6}, "noisy"),

@@ -43,6 +43,10 @@ RWND_LIMITED = 0.5  # fraction of samples bounded by the receive window
 # --capacity and the ACK-spacing estimate differ by more than this: say so.
 CAPACITY_DISAGREE = 0.10
 DISAGREE_IMPACT = 0.10  # estimators' impact at the advised n differ by more
+# Seconds per probe to name when a probe ended in start-up: 15 s + 15 s came
+# closer than 2 s + 2 s on both fresh draws (docs/accuracy.md, "Longer
+# probes"; the rule that chose it: docs/results/fresh-long-decision-rules.md).
+LONGER_PROBE_S = 15
 # ... or their stream counts differ by a factor of two or more (and by >= 2).
 
 
@@ -236,9 +240,12 @@ def _assumption_warnings(probes: Sequence[ProbeResult]) -> list[str]:
             where = ("still in slow start" if not p.steady.after_slow_start else
                      "past slow start but with no RTT measured" if rtts is None else
                      f"only {rtts:.0f} RTTs past slow start")
+            longer = (f"; probes of --duration {LONGER_PROBE_S} came closer on such paths "
+                      "(docs/accuracy.md, \"Longer probes\")"
+                      if p.duration_s < LONGER_PROBE_S else "")
             out.append(f"the {p.streams}-stream probe ended {where}: its share of the path "
                        "was its start-up share, which on long-RTT paths was far from the "
-                       "long-run one (docs/accuracy.md); the advice may be far off")
+                       "long-run one (docs/accuracy.md); the advice may be far off" + longer)
         if p.steady.rwnd_limited > RWND_LIMITED:
             out.append(f"the {p.streams}-stream probe was limited by the receiver's window "
                        f"{p.steady.rwnd_limited:.0%} of the time, not by the network: "
