@@ -70,6 +70,11 @@ def test_a_probe_ended_in_start_up_is_told_how_to_come_closer() -> None:
     r = build(TARGET, [probe(1, 50.0, past=False), probe(10, 200.0)], Settings(max_impact=0.10))
     start_up = [w for w in r.warnings if "1-stream probe ended still in slow start" in w]
     assert start_up and "--duration 15 came closer" in start_up[0], r.warnings
+    # Both probes in start-up: two warnings, the remedy said once.
+    r = build(TARGET, [probe(1, 50.0, past=False), probe(10, 200.0, past=False)],
+              Settings(max_impact=0.10))
+    start_up = [w for w in r.warnings if "ended still in slow start" in w]
+    assert len(start_up) == 2 and sum("--duration 15" in w for w in start_up) == 1, r.warnings
     # A probe already that long is not told to run as long again.
     long = ProbeResult(1, 16.0, probe(1, 50.0, past=False).steady, None)
     r = build(TARGET, [long, probe(10, 200.0)], Settings(max_impact=0.10))

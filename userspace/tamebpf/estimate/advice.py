@@ -234,18 +234,19 @@ def _assumption_warnings(probes: Sequence[ProbeResult]) -> list[str]:
         out.append("no retransmissions in any probe: the path showed no congestion up to "
                    f"{max(p.streams for p in probes)} streams, so the loss-RTT fit has "
                    "nothing to fit and the impact estimate rests on throughput alone")
+    start_up = None  # where the last start-up warning is, to say once what to do
+    shorter = False
     for p in probes:
         if not past_start_up(p.steady):
             rtts = p.steady.window_rtts
             where = ("still in slow start" if not p.steady.after_slow_start else
                      "past slow start but with no RTT measured" if rtts is None else
                      f"only {rtts:.0f} RTTs past slow start")
-            longer = (f"; probes of --duration {LONGER_PROBE_S} came closer on such paths "
-                      "(docs/accuracy.md, \"Longer probes\")"
-                      if p.duration_s < LONGER_PROBE_S else "")
+            start_up = len(out)
+            shorter = shorter or p.duration_s < LONGER_PROBE_S
             out.append(f"the {p.streams}-stream probe ended {where}: its share of the path "
                        "was its start-up share, which on long-RTT paths was far from the "
-                       "long-run one (docs/accuracy.md); the advice may be far off" + longer)
+                       "long-run one (docs/accuracy.md); the advice may be far off")
         if p.steady.rwnd_limited > RWND_LIMITED:
             out.append(f"the {p.streams}-stream probe was limited by the receiver's window "
                        f"{p.steady.rwnd_limited:.0%} of the time, not by the network: "
@@ -253,6 +254,9 @@ def _assumption_warnings(probes: Sequence[ProbeResult]) -> list[str]:
         if p.steady.noise is not None and p.steady.noise > NOISY_CV:
             out.append(f"the {p.streams}-stream probe was noisy (goodput varied by "
                        f"{p.steady.noise:.0%} between samples): try a longer --duration")
+    if start_up is not None and shorter:
+        out[start_up] += (f"; probes of --duration {LONGER_PROBE_S} came closer on such paths "
+                          "(docs/accuracy.md, \"Longer probes\")")
     return out
 
 
