@@ -53,7 +53,8 @@ def register(sub: Any) -> None:
                    metavar="S[,S2]",
                    help="seconds of traffic per probe: one value for both, or one each "
                    "(default " + ",".join(f"{d:g}" for d in DEFAULT_DURATIONS_S)
-                   + "; docs/accuracy.md shows what shorter probes cost)")
+                   + "; where the probes end in start-up, as on long paths with full "
+                   "queues, 15 came closer: docs/accuracy.md)")
     p.add_argument("--max-probe-time", type=float, metavar="S",
                    help="instead of --duration: each probe ends once its goodput and, for "
                    "the last, the capacity estimate are measured tightly enough (docs/advise.md),"
