@@ -70,7 +70,8 @@ def _probe_cell(p: dict[str, Any], capacity: float) -> str:
         if m is not None and rtts else "-"
 
 
-def competing_table(records: list[dict[str, Any]], limit: float) -> list[str]:
+def competing_table(records: list[dict[str, Any]], limit: float, quality: float = 0.95,
+                    over_by: float = 0.05) -> list[str]:
     plans = sorted({d for r in records for d in r["probes"]})
     out = ["", "### Competing flows each probe implies", "",
            "m = n (C / T - 1) with C the bottleneck's TCP goodput, for the ground truth's "
@@ -98,7 +99,8 @@ def competing_table(records: list[dict[str, Any]], limit: float) -> list[str]:
         c = rec["case"]
         out.append(f"| {c['name']} {c['cc']} x{c['cross']} | {truth} | " + " | ".join(cells)
                    + " |")
-    return out + _summary(records, plans, limit)
+    return out + _summary(records, plans, limit) + fallback_lines(records, plans, limit,
+                                                                   quality, over_by)
 
 
 def _past(rec: dict[str, Any]) -> bool:
@@ -142,4 +144,52 @@ def _summary(records: list[dict[str, Any]], plans: list[str], limit: float) -> l
                        f"(mean / median {statistics.fmean(mine):.3f} / "
                        f"{statistics.median(mine):.3f}, the default's "
                        f"{statistics.fmean(default):.3f} / {statistics.median(default):.3f}).")
+    return out
+
+
+def _wall_s(rec: dict[str, Any], d: str) -> float:
+    return sum(p["duration_s"] for p in rec["probes"][d] if p["streams"] in (1, 10))
+
+
+def fallback(records: list[dict[str, Any]], d: str, limit: float
+             ) -> list[tuple[dict[str, Any], float]]:
+    """Per case, the advice of a policy that probes again with plan `d`
+    only where the default plan's probes ended in start-up (and keeps the
+    default's advice elsewhere), and its probing time: the default's probes,
+    plus `d`'s where it probed again. Cases without `d` are left out."""
+    out = []
+    for r in records:
+        if d not in r["probes"]:
+            continue
+        default = r["default_plan"]
+        again = not _past(r)
+        score = estimators(r, limit, d if again else default)[OURS]
+        out.append((score, _wall_s(r, default) + (_wall_s(r, d) if again else 0.0)))
+    return out
+
+
+def fallback_lines(records: list[dict[str, Any]], plans: list[str], limit: float,
+                   quality: float, over_by: float) -> list[str]:
+    """One line per longer plan: what probing again with it where the default
+    probes ended in start-up would have given (option (a) of issue 15)."""
+    out = []
+    for d in plans:
+        # A run-on plan ('~') extends the default's own probes: not a second set.
+        if d in {r["default_plan"] for r in records} or "~" in d:
+            continue
+        rows = fallback(records, d, limit)
+        errs = [s["thru_err_mean"] for s, _ in rows if s["thru_err_mean"] is not None]
+        if not errs:
+            continue
+        walls = [w for _, w in rows]
+        n = len(rows)
+        good = sum((s["quality"] or 0.0) >= quality for s, _ in rows)
+        over = sum((s["exceeds_by"] or 0.0) > over_by for s, _ in rows)
+        again = sum(not _past(r) for r in records if d in r["probes"])
+        out.append(f"\nThe default, then {d} where its probes ended in start-up ({again} of "
+                   f"{n} cases): thru err mean / median {statistics.fmean(errs):.3f} / "
+                   f"{statistics.median(errs):.3f}, >= {quality:.0%} of the best in {good} of "
+                   f"{n}, over the limit by > {over_by:g} in {over} of {n}; probing (both "
+                   f"sets where it probed again) median {statistics.median(walls):.1f} s, "
+                   f"worst {max(walls):.1f} s.")
     return out

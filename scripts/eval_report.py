@@ -223,7 +223,7 @@ def tables(records: list[dict[str, Any]], limit: float, section: str = SECTION,
     out += _groups(records, scored)
     out += _durations(records, limit)
     out += _capacity_errors(records, limit)
-    out += competing_table(records, limit)
+    out += competing_table(records, limit, TARGET_QUALITY, OVER_BY)
     out += ["", "### Measured ground truth", "",
             "Our aggregate goodput in Mbit/s (in brackets: the measured impact, and the "
             "spread of the rounds, (max - min) / median).", ""]
