@@ -204,11 +204,12 @@ eval-fresh2-settled: deps compile
 # cases of the second draw and scored against the settled ground truth
 # eval-fresh2-settled measured (about 12 min)
 # -> docs/results/eval-fresh2-long.json, docs/accuracy.md.
+# Probes only, each case's ground truth from --truth-from, every plan re-measured.
+REPROBE = $(SUDO) $(PY) scripts/eval_advise.py --reprobe --plan 2:2 --write docs/accuracy.md
+
 eval-fresh2-long: deps compile
-	$(SUDO) $(PY) scripts/eval_advise.py --set fresh2 --reprobe \
-		--truth-from docs/results/eval-fresh2-settled.json \
-		--plans 2:2,5:5,10:10,15:15 --plan 2:2 \
-		--results docs/results/eval-fresh2-long.json --write docs/accuracy.md \
+	$(REPROBE) --set fresh2 --truth-from docs/results/eval-fresh2-settled.json \
+		--plans 2:2,5:5,10:10,15:15 --results docs/results/eval-fresh2-long.json \
 		--section eval_fresh2_long \
 		--heading "Second fresh draw: longer probes against the settled ground truth" $(EVAL_ARGS)
 
@@ -217,10 +218,8 @@ eval-fresh2-long: deps compile
 # result applies: docs/results/fresh-long-decision-rules.md)
 # -> docs/results/eval-fresh-long.json, docs/accuracy.md.
 eval-fresh-long: deps compile
-	$(SUDO) $(PY) scripts/eval_advise.py --set fresh --reprobe \
-		--truth-from docs/results/eval-fresh-settled.json \
-		--plans 2:2,10:10,15:15 --plan 2:2 \
-		--results docs/results/eval-fresh-long.json --write docs/accuracy.md \
+	$(REPROBE) --set fresh --truth-from docs/results/eval-fresh-settled.json \
+		--plans 2:2,10:10,15:15 --results docs/results/eval-fresh-long.json \
 		--section eval_fresh_long \
 		--heading "First fresh draw: longer probes against the settled ground truth" $(EVAL_ARGS)
 
