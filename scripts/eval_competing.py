@@ -70,8 +70,10 @@ def _probe_cell(p: dict[str, Any], capacity: float) -> str:
         if m is not None and rtts else "-"
 
 
-def competing_table(records: list[dict[str, Any]], limit: float, quality: float = 0.95,
-                    over_by: float = 0.05) -> list[str]:
+def competing_table(records: list[dict[str, Any]], limit: float, quality: float,
+                    over_by: float) -> list[str]:
+    """The table, the per-plan summary and the probe-again lines; `quality`
+    and `over_by` are the report's targets (eval_report)."""
     plans = sorted({d for r in records for d in r["probes"]})
     out = ["", "### Competing flows each probe implies", "",
            "m = n (C / T - 1) with C the bottleneck's TCP goodput, for the ground truth's "

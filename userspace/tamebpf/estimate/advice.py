@@ -43,11 +43,11 @@ RWND_LIMITED = 0.5  # fraction of samples bounded by the receive window
 # --capacity and the ACK-spacing estimate differ by more than this: say so.
 CAPACITY_DISAGREE = 0.10
 DISAGREE_IMPACT = 0.10  # estimators' impact at the advised n differ by more
+# ... or their stream counts differ by a factor of two or more (and by >= 2).
 # Seconds per probe to name when a probe ended in start-up: 15 s + 15 s came
 # closer than 2 s + 2 s on both fresh draws (docs/accuracy.md, "Longer
 # probes"; the rule that chose it: docs/results/fresh-long-decision-rules.md).
 LONGER_PROBE_S = 15
-# ... or their stream counts differ by a factor of two or more (and by >= 2).
 
 
 @dataclass(frozen=True)
