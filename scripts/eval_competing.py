@@ -22,7 +22,14 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from eval_score import OURS, estimators, probe_from_dict, truth_table
+from eval_score import (
+    OURS,
+    PERFECT_PROBES,
+    capacity_estimate_score,
+    estimators,
+    probe_from_dict,
+    truth_table,
+)
 
 from tamebpf.estimate.adaptive import MIN_WINDOW_RTTS, past_start_up
 from tamebpf.estimate.capacity import tcp_goodput_mbps
@@ -101,8 +108,51 @@ def competing_table(records: list[dict[str, Any]], limit: float, quality: float,
         c = rec["case"]
         out.append(f"| {c['name']} {c['cc']} x{c['cross']} | {truth} | " + " | ".join(cells)
                    + " |")
-    return out + _summary(records, plans, limit) + fallback_lines(records, plans, limit,
-                                                                   quality, over_by)
+    return (out + _summary(records, plans, limit)
+            + fallback_lines(records, plans, limit, quality, over_by)
+            + advice_by_plan(records, plans, limit))
+
+
+def _advice_cell(s: dict[str, Any]) -> str:
+    q = s["quality"]
+    err = s["thru_err_mean"]
+    return (f"{s['advised']}, {'-' if q is None else f'{q:.2f}'}, "
+            f"{'-' if err is None else f'{err:.3f}'}")
+
+
+def _capacity_cell(c: dict[str, Any]) -> str:
+    if c.get("err") is None:
+        return "-"
+    share = c["pairs"] / c["considered"] if c.get("considered") else 0.0
+    return (f"{c['err']:+.1%}" + ("" if c["trusted"] else ", not trusted")
+            + f" ({share:.0%} of pairs at the peak)")
+
+
+def advice_by_plan(records: list[dict[str, Any]], plans: list[str], limit: float
+                   ) -> list[str]:
+    """Per case and plan: the stream count advised, its quality and the mean
+    throughput error, beside the capacity estimate those probes gave; and
+    what the model gives from the truth's own goodputs at 1 and 10 streams."""
+    if len(plans) < 2:
+        return []
+    out = ["", "Each plan's advice per case: advised n, quality, thru err mean; then the "
+           "capacity estimate from the same probes (error against the link's TCP goodput; "
+           "the share of the ACK pairs in its peak). 'Perfect probes': the model on the "
+           "truth's own goodputs at 1 and 10 streams.", "",
+           "| case | perfect probes | " + " | ".join(f"{d} | {d}: capacity" for d in plans)
+           + " |", "|---|---|" + "---|---|" * len(plans)]
+    for rec in records:
+        default = estimators(rec, limit)
+        cells = [_advice_cell(default[PERFECT_PROBES]) if PERFECT_PROBES in default else "-"]
+        for d in plans:
+            if d in rec["probes"]:
+                cells += [_advice_cell(estimators(rec, limit, d)[OURS]),
+                          _capacity_cell(capacity_estimate_score(rec, d))]
+            else:
+                cells += ["-", "-"]
+        c = rec["case"]
+        out.append(f"| {c['name']} {c['cc']} x{c['cross']} | " + " | ".join(cells) + " |")
+    return out
 
 
 def _past(rec: dict[str, Any]) -> bool:

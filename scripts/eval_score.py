@@ -68,7 +68,8 @@ def capacity_estimate_score(rec: dict[str, Any], plan: str | None = None) -> dic
     e = estimate_capacity(rates, max(p.steady.goodput_mbps for p in probes))
     err = None if e.goodput_mbps is None else e.goodput_mbps / truth - 1
     return {"estimate": e.goodput_mbps, "truth": truth, "err": err, "trusted": e.trusted,
-            "low": e.low_mbps, "high": e.high_mbps, "reason": e.reason}
+            "low": e.low_mbps, "high": e.high_mbps, "reason": e.reason,
+            "pairs": e.pairs, "considered": e.considered}
 
 
 def truth_table(rec: dict[str, Any]) -> dict[int, dict[str, float | None]]:

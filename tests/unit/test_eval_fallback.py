@@ -9,7 +9,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "scripts"))
 
-from eval_competing import fallback, fallback_lines  # noqa: E402
+from eval_competing import advice_by_plan, fallback, fallback_lines  # noqa: E402
 from eval_score import OURS, estimators, probe_to_dict  # noqa: E402
 
 from tamebpf.estimate.advice import ProbeResult  # noqa: E402
@@ -49,3 +49,13 @@ def test_the_line_counts_the_cases_probed_again() -> None:
     assert len(lines) == 1
     assert "then 15:15 where its probes ended in start-up (2 of 3 cases)" in lines[0]
     assert "median 34.0 s, worst 34.0 s" in lines[0]
+
+
+def test_each_plans_advice_is_tabled_per_case() -> None:
+    recs = [_record("a", True), _record("b", False)]
+    lines = advice_by_plan(recs, ["15:15", "2:2"], 0.5)
+    rows = [x for x in lines if x.startswith("| a ") or x.startswith("| b ")]
+    assert len(rows) == 2
+    want = estimators(recs[1], 0.5, "15:15")[OURS]
+    assert f"| {want['advised']}, {want['quality']:.2f}, {want['thru_err_mean']:.3f} |" in rows[1]
+    assert advice_by_plan(recs, ["2:2"], 0.5) == []  # one plan: nothing to set beside it
