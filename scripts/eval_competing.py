@@ -28,6 +28,7 @@ from eval_score import (
     capacity_estimate_score,
     estimators,
     probe_from_dict,
+    probing_s,
     truth_table,
 )
 
@@ -199,10 +200,6 @@ def _summary(records: list[dict[str, Any]], plans: list[str], limit: float) -> l
     return out
 
 
-def _wall_s(rec: dict[str, Any], d: str) -> float:
-    return sum(p["duration_s"] for p in rec["probes"][d] if p["streams"] in (1, 10))
-
-
 def fallback(records: list[dict[str, Any]], d: str, limit: float
              ) -> list[tuple[dict[str, Any], float]]:
     """Per case, the advice of a policy that probes again with plan `d`
@@ -216,7 +213,7 @@ def fallback(records: list[dict[str, Any]], d: str, limit: float
         default = r["default_plan"]
         again = not _past(r)
         score = estimators(r, limit, d if again else default)[OURS]
-        out.append((score, _wall_s(r, default) + (_wall_s(r, d) if again else 0.0)))
+        out.append((score, probing_s(r, default) + (probing_s(r, d) if again else 0.0)))
     return out
 
 

@@ -17,6 +17,7 @@ from eval_score import (
     capacity_score,
     estimators,
     p90,
+    probing_s,
     truth_table,
 )
 
@@ -134,10 +135,6 @@ def _plan_short(plan: str) -> str:
     return f"{d1} s : {d10} s, one test" if ":" in plan else f"{d1} s + {d10} s, two tests"
 
 
-def _probing_s(rec: dict[str, Any], d: str) -> float:
-    return sum(p["duration_s"] for p in rec["probes"][d] if p["streams"] in (1, 10))
-
-
 def _case_label(rec: dict[str, Any]) -> str:
     c = rec["case"]
     return f"{c['name']} | {c['cc']} | {c['cross']}"
@@ -161,7 +158,7 @@ def tables(records: list[dict[str, Any]], limit: float, section: str = SECTION,
     anchored = _summary([s[CAPACITY] for s in loss_based])
     # ... and it refuses BBR before probing (advise.run_advice), so probing
     # time is over the cases it probes.
-    walls = [_probing_s(r, r["default_plan"]) for r in records if r["case"]["cc"] != "bbr"]
+    walls = [probing_s(r, r["default_plan"]) for r in records if r["case"]["cc"] != "bbr"]
     caps = [capacity_estimate_score(r) for r in records]
     cap_errs = [c["err"] for r, c in zip(records, caps, strict=True) if r["case"]["cross"]]
     refused = _summary([s[OURS] for s in bbr]) if bbr else None
@@ -216,7 +213,7 @@ def tables(records: list[dict[str, Any]], limit: float, section: str = SECTION,
                    f"| {est} | {s['advised']} | {fmt(s['thru_err_mean'], '.3f')} "
                    f"| {fmt(s['thru_err_p90'], '.3f')} | {fmt(s['impact_err_p90'], '.3f')} "
                    f"| {fmt(s['quality'], '.2f')} | {'yes' if s['exceeds'] else 'no'} "
-                   f"| {spread:.2f} | {_probing_s(rec, rec['default_plan']):.1f} s "
+                   f"| {spread:.2f} | {probing_s(rec, rec['default_plan']):.1f} s "
                    f"| {fmt(c['competing_flows'], '.1f')} | {c['advised']} "
                    f"| {fmt(c['thru_err_mean'], '.3f')} | {fmt(c['impact_err_p90'], '.3f')} "
                    f"| {fmt(c['quality'], '.2f')} |")
@@ -328,7 +325,7 @@ def _durations(records: list[dict[str, Any]], limit: float) -> list[str]:
         s = _summary([x[OURS] for x in scored])
         cap = _summary([x[CAPACITY] for x in scored])
         base = _summary([estimators(r, limit)[OURS] for r in have])
-        walls = [_probing_s(r, d) for r in have]
+        walls = [probing_s(r, d) for r in have]
         out.append(f"| {_plan_short(d)} | {fmt(_mean(walls), '.1f')}, "
                    f"{fmt(statistics.median(walls) if walls else None, '.1f')}, "
                    f"{fmt(max(walls, default=None), '.1f')} s "

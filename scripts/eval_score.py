@@ -72,6 +72,11 @@ def capacity_estimate_score(rec: dict[str, Any], plan: str | None = None) -> dic
             "pairs": e.pairs, "considered": e.considered}
 
 
+def probing_s(rec: dict[str, Any], plan: str) -> float:
+    """Wall time of a plan's two probes (1 and 10 streams) in a record."""
+    return sum(p["duration_s"] for p in rec["probes"][plan] if p["streams"] in (1, 10))
+
+
 def truth_table(rec: dict[str, Any]) -> dict[int, dict[str, float | None]]:
     """Median goodput per n and the measured impact: with cross traffic, the
     fall of its goodput against one of our streams (the paper's definition);
