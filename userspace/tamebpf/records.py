@@ -53,6 +53,10 @@ class Flow:
     loss_rate: float | None  # total_retrans / data_segs_out
     netns: int
     read_monotonic_ns: int  # CLOCK_MONOTONIC when the counters were read
+    # Window reductions (entries into CWR, Recovery or Loss) while tamebpf's
+    # flow programs were loaded: the congestion epochs advise's stop rule
+    # counts. 0 for a flow that never lost, or when not counted.
+    cong_events: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
