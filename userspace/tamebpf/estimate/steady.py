@@ -34,6 +34,8 @@ class FlowPoint:
     # cumulative ACK passes everything SACKed behind it: over a window of a
     # few RTTs such a jump read as more than the link's rate (docs/advise.md).
     delivered_bytes: int | None = None
+    # Window reductions so far (kernel: entries into CWR/Recovery/Loss).
+    cong_events: int = 0
 
     @property
     def carried(self) -> int:
@@ -86,6 +88,18 @@ class Steady:
     # sample (None: one never did): how long start-up took (make
     # eval-convergence).
     slow_start_end_s: float | None = None
+    # Per data flow, the window reductions since it left slow start, up to
+    # the window's end: the congestion epochs in which loss-based flows move
+    # toward their share (advise/settled.py).
+    epochs: tuple[int, ...] = ()
+    # The window's second half's goodput less its first half's, over the
+    # window's goodput: still rising (> 0) or falling toward the share.
+    trend: float | None = None
+
+    @property
+    def median_epochs(self) -> float:
+        """Our streams' typical epoch count (0 with none recorded)."""
+        return float(statistics.median(self.epochs)) if self.epochs else 0.0
 
     @property
     def window_rtts(self) -> float | None:
@@ -191,6 +205,10 @@ def steady(series: Mapping[int, Sequence[FlowPoint]], streams: int,
     mean_rate = statistics.fmean(rates) if rates else 0.0
     noise = (statistics.pstdev(rates) / mean_rate) if len(rates) >= 3 and mean_rate > 0 else None
     in_window = [p for pts in flows for p in pts if ws <= p.t <= we]
+    mid = ws + dt / 2
+    halves = (total(mid) - total(ws), total(we) - total(mid))
+    trend = (halves[1] - halves[0]) / (halves[0] + halves[1]) * 2 \
+        if sum(halves) > 0 and len(window) >= 4 else None
     flow_rtts = [f.srtt_ms for f in per_flow if f.srtt_ms is not None]
     ccs = sorted({p.congestion_control for p in in_window if p.congestion_control})
     return Steady(
@@ -212,7 +230,19 @@ def steady(series: Mapping[int, Sequence[FlowPoint]], streams: int,
         after_slow_start=bool(left) and left[0] <= ws,
         rtt_series=tuple(_rtt_sample(flows, t, t0) for t in times),
         slow_start_end_s=round(left[0] - t0, 4) if left else None,
+        epochs=tuple(_epochs(pts, we) for pts in flows),
+        trend=trend,
     )
+
+
+def _epochs(points: Sequence[FlowPoint], end: float) -> int:
+    """The flow's window reductions after it left slow start, up to `end`.
+    The reduction that ended slow start (if a loss ended it, not HyStart)
+    is already counted at its first sample out of slow start."""
+    out = next((p for p in points if not p.slow_start and p.t <= end), None)
+    if out is None:
+        return 0
+    return max(0, _at(points, end).cong_events - out.cong_events)
 
 
 def _rtt_sample(flows: Sequence[Sequence[FlowPoint]], t: float,
