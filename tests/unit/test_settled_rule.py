@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from tamebpf.advise.settled import ALONE, BBR_WINDOW_RTTS, SETTLED, BbrSettled, Settled
+from tamebpf.advise.settled import BBR_WINDOW_RTTS, SETTLED, STEADY, BbrSettled, Settled
 from tamebpf.estimate.steady import FlowPoint, Steady, steady
 from tests.unit.test_adaptive_probe import link, rates
 from tests.unit.test_adaptive_probe import steady as window
@@ -45,15 +45,18 @@ def test_the_last_probe_also_waits_for_a_tight_capacity() -> None:
     assert Settled(capacity=True)(s, rates(link(100.0))) == SETTLED
 
 
-def test_alone_on_the_link_without_losses_ends_without_epochs() -> None:
-    s = with_epochs(window(3.0, 0.05, mbps=98.0), (0,), retrans=0)
-    assert Settled(capacity=True)(s, rates(link(100.0))) == ALONE
-    # Sharing the link (half of it) without losses yet: keep going.
-    half = with_epochs(window(3.0, 0.05, mbps=50.0), (0,), retrans=0)
-    assert Settled(capacity=True)(half, rates(link(100.0))) is None
-    # Losses and no epochs: others are there, whatever the share.
-    lossy = with_epochs(window(3.0, 0.05, mbps=98.0), (0,), retrans=3)
-    assert Settled(capacity=True)(lossy, rates(link(100.0))) is None
+def test_a_flat_goodput_without_losses_ends_without_epochs() -> None:
+    flat = replace(with_epochs(window(3.0, 0.05, mbps=98.0), (0,), retrans=0), trend=0.01)
+    assert Settled()(flat, rates([])) == STEADY
+    # The last probe still needs its capacity estimate.
+    assert Settled(capacity=True)(flat, rates([])) is None
+    assert Settled(capacity=True)(flat, rates(link(100.0))) == STEADY
+    # Rising without losses: its window is still taking a share from others.
+    rising = replace(flat, trend=0.28)
+    assert Settled()(rising, rates([])) is None
+    # Losses and no epochs yet: others are there, however flat.
+    lossy = replace(flat, retrans=3)
+    assert Settled()(lossy, rates([])) is None
 
 
 def test_bbr_waits_for_its_window_in_rtts() -> None:

@@ -17,9 +17,10 @@ probe ends early only when
   error within `rse`), and
 - when the capacity is to be estimated from this probe, that estimate is
   trusted and tight (as estimate/adaptive.Enough);
-or, with no loss to count, when the probe has the link to itself: its
-goodput is the estimated capacity (nothing else shares the path, so there
-is no share to converge to). Otherwise it runs to its time limit
+or, with no loss to count, when its goodput is flat: without loss a CUBIC
+or Reno window only grows, so a goodput that does not rise is held by the
+link (which nothing else then shares) or by the receiver, and there is no
+share left to converge to. Otherwise it runs to its time limit
 (DEFAULT_MAX_PROBE_S each). Each rule says why it stopped, for the output.
 """
 
@@ -41,12 +42,11 @@ DEFAULT_MAX_PROBE_S = 15.0
 # Epochs after slow start before a probe may end early: estimate/advice.py
 # holds the number, since its warnings name it too.
 DEFAULT_EPOCHS = SETTLED_EPOCHS
-# The goodput is the link's when it reaches this share of the capacity
-# estimate's: nothing else shares the bottleneck.
-ALONE_SHARE = 0.95
+# A window's halves within this of each other: its goodput is flat.
+FLAT_TREND = 0.05
 
 SETTLED = "settled"
-ALONE = "alone on the link"
+STEADY = "steady without loss"
 # BBR neither leaves slow start the way the kernel marks it (its ssthresh
 # stays unset) nor moves by loss epochs: its probe ends once the window
 # spans this many RTTs, five of its 8-RTT bandwidth-probing cycles.
@@ -63,7 +63,7 @@ class Settled:
     max_trend: float | None = None
 
     def __call__(self, s: Steady, ack_rates: Callable[[], list[float]]) -> str | None:
-        """Why the probe may stop now (SETTLED or ALONE), or None."""
+        """Why the probe may stop now (SETTLED or STEADY), or None."""
         samples = window_samples(s)
         if s.end_s - s.start_s < MIN_WINDOW_S or samples < MIN_SAMPLES or s.noise is None:
             return None
@@ -73,18 +73,16 @@ class Settled:
             return None
         counted = s.median_epochs >= self.epochs and (
             self.max_trend is None or (s.trend is not None and abs(s.trend) <= self.max_trend))
-        if counted and not self.capacity:
-            return SETTLED
-        if not counted and s.retrans:
-            return None  # losses: something shares the path; wait for the epochs
-        rates = ack_rates()
-        if not _tight_capacity(rates, s.goodput_mbps, self.capacity_halfwidth):
+        # Without loss a CUBIC or Reno window only grows, so a goodput that
+        # does not rise is held by the link (or the receiver), not by others
+        # whose share it is still taking.
+        steady_alone = s.retrans == 0 and s.trend is not None and abs(s.trend) <= FLAT_TREND
+        if not counted and not steady_alone:
             return None
-        if counted:
-            return SETTLED
-        e = estimate_capacity(rates, s.goodput_mbps)
-        alone = e.goodput_mbps is not None and s.goodput_mbps >= ALONE_SHARE * e.goodput_mbps
-        return ALONE if alone else None
+        if self.capacity and not _tight_capacity(ack_rates(), s.goodput_mbps,
+                                                 self.capacity_halfwidth):
+            return None
+        return SETTLED if counted else STEADY
 
 
 @dataclass(frozen=True)

@@ -141,8 +141,11 @@ class ProgressLine:
 
     def __call__(self, p: Progress) -> None:
         rate = "" if p.goodput_mbps is None else f", {p.goodput_mbps:9.1f} Mbit/s"
-        line = (f"probe {p.index}/{p.total}: {count(p.streams, 'stream')}, "
-                f"{min(p.elapsed_s, p.duration_s):.1f}/{p.duration_s:g} s{rate}")
+        elapsed = min(p.elapsed_s, p.duration_s)
+        when = (f"{elapsed:4.1f} s (until settled, at most {p.duration_s:g} s)"
+                if p.until_settled else f"{elapsed:.1f}/{p.duration_s:g} s")
+        epochs = "" if p.epochs is None else f", {p.epochs:g} epochs"
+        line = f"probe {p.index}/{p.total}: {count(p.streams, 'stream')}, {when}{epochs}{rate}"
         if self.tty:
             sys.stderr.write("\r\x1b[K" + line)
             sys.stderr.flush()

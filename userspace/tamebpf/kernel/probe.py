@@ -60,6 +60,10 @@ class Progress:
     elapsed_s: float
     duration_s: float
     goodput_mbps: float | None  # over the last sample interval
+    # With a stop rule: the stage may end before duration_s, and the median
+    # stream's congestion epochs since slow start at the last check.
+    until_settled: bool = False
+    epochs: float | None = None
 
 
 @contextlib.contextmanager
@@ -285,6 +289,7 @@ def run_probes(target: Target, stages: Sequence[tuple[int, float]],
     current = -1  # the stage the child said it is in
     stop_asked = -1
     why_stopped: dict[int, str] = {}
+    epochs: dict[int, float] = {}
     last_check = 0.0
     report: dict[str, Any] = {}
     with contextlib.ExitStack() as stack:
@@ -328,8 +333,10 @@ def run_probes(target: Target, stages: Sequence[tuple[int, float]],
                     rate = (acked - last_total) * 8 / (now - last_t) / 1e6 \
                         if now > last_t and acked >= last_total else None
                     began = stage.begin if current >= 0 else t_start
-                    on_progress(Progress(first_index + max(current, 0) + 1, total,
-                                         stage.streams, now - began, stage.seconds, rate))
+                    k = max(current, 0)
+                    on_progress(Progress(first_index + k + 1, total, stage.streams, now - began,
+                                         stage.seconds, rate, rules[k] is not None,
+                                         epochs.get(k)))
                 last_total, last_t = acked, now
                 rule = rules[current] if current >= 0 else None
                 if rule is not None and stop_asked < current and not finished and \
@@ -337,6 +344,8 @@ def run_probes(target: Target, stages: Sequence[tuple[int, float]],
                         now - stage.begin >= minimum[current]:
                     last_check = now
                     so_far = steady(stage.points(series), stage.streams)
+                    if so_far is not None:
+                        epochs[current] = so_far.median_epochs
                     why = None if so_far is None else rule(so_far, functools.partial(
                         _ack_rates, ack_train, so_far.mss, stage))
                     if why:
