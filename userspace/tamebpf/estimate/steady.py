@@ -77,12 +77,13 @@ class Steady:
     # Every data flow had left slow start (ssthresh set) when the window
     # began. When not, the window saw start-up: on long-RTT paths with deep
     # queues 2 s can end with a stream still in slow start, far from its
-    # long-run share (docs/accuracy.md, "Probes that end in start-up").
+    # long-run share (docs/results/run-fresh-settled.md, "Probes that end in
+    # start-up").
     after_slow_start: bool = False
     # (seconds since the first sample, the data flows' mean smoothed RTT in
     # ms, their retransmissions so far) at every sample: how fast the queue
-    # fills between losses, kept for make eval to study (docs/accuracy.md,
-    # "Probes that end in start-up": a lead for counting competing flows).
+    # fills between losses, kept for make eval to study
+    # (docs/results/run-fresh-settled.md: a lead for counting competing flows).
     rtt_series: tuple[tuple[float, float, int], ...] = ()
     # When every data flow had left slow start, in seconds since the first
     # sample (None: one never did): how long start-up took (make
@@ -173,7 +174,7 @@ def steady(series: Mapping[int, Sequence[FlowPoint]], streams: int,
         # Slow start ended in a loss burst: cwnd was cut and climbs back in
         # the first part of congestion avoidance, below the flow's long-run
         # rate (a new flow among established ones takes longest). Measure the
-        # later part; make eval chose half (docs/accuracy.md).
+        # later part; make eval chose half (docs/results/method.md).
         start += recovery_skip * (end - start)
     window = [t for t in times if start <= t <= end]
     if len(window) < 2:
