@@ -212,7 +212,7 @@ def build(target: Target, probes: Sequence[ProbeResult], settings: Settings,
                 f"(impact {a.cross_traffic_impact:.1%}), the loss-RTT fit {b.num_flows} "
                 f"(it puts the impact at {count(n, 'stream')} at {other:.1%}); the advice "
                 f"follows the {used} fit, whose advice was the better of the two on the "
-                "testbed (docs/accuracy.md)" + why)
+                "testbed (docs/results/design-runs.md)" + why)
     confidence = impact_ranges(
         refit, measured, [relative_standard_error(p.steady.noise, window_samples(p.steady))
                           for p in probes],
