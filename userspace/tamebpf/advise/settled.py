@@ -50,8 +50,11 @@ SETTLED = "settled"
 STEADY = "alone on the link"
 # BBR neither leaves slow start the way the kernel marks it (its ssthresh
 # stays unset) nor moves by loss epochs: its probe ends once the window
-# spans this many RTTs, five of its 8-RTT bandwidth-probing cycles.
-BBR_WINDOW_RTTS = 40.0
+# spans this many RTTs, three of its 8-RTT bandwidth-probing cycles. The
+# window is the probe's last 40% (estimate/steady.py), so that is 60 RTTs
+# of probe: 9 s at 150 ms, and three BBR probes (a third where the first two
+# leave the answer open) stay within about 30 s.
+BBR_WINDOW_RTTS = 24.0
 
 
 @dataclass(frozen=True)
