@@ -166,11 +166,48 @@ def with_combos(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+# A floor in RTTs on top of an epoch rule: the stage ends at the later of
+# the rule's stop and FLOOR smoothed RTTs. Only snapshots at the rule's stop
+# and at 5, 10 and 15 s were kept, so the stage is taken at the first of
+# them at or after that time: a later stop than the real rule's, never an
+# earlier one (its probing time is over-stated, not its accuracy).
+FLOORS = (100, 150)
+FLOORED = ("k2", "k4", "k6")
+
+
+def _floored(probes: dict[str, list[dict[str, Any]]], stage: int, rule: str,
+             floor: float) -> dict[str, Any]:
+    mine = probes[rule][stage]
+    if mine.get("stopped") != rule:
+        return probes["t15"][stage]
+    srtt = (mine["steady"]["srtt_ms"] or 0.0) / 1000
+    want = max(mine["steady"]["end_s"], floor * srtt)
+    for name in (rule, "t5", "t10"):
+        v = probes[name][stage]
+        if v.get("stopped") == name and v["steady"]["end_s"] >= want - 0.05:
+            return v
+    return probes["t15"][stage]
+
+
+def with_floors(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for rec in records:
+        probes = dict(rec["probes"])
+        if all(n in probes for n in ("t5", "t10", "t15", *FLOORED)):
+            for rule in FLOORED:
+                for floor in FLOORS:
+                    probes[f"{rule}-floor{floor}"] = [_floored(rec["probes"], k, rule, floor)
+                                                      for k in (0, 1)]
+        out.append({**rec, "probes": probes})
+    return out
+
+
 def report(records: list[dict[str, Any]]) -> str:
-    records = with_combos(records)
+    records = with_floors(with_combos(records))
     names = ["t2", "t5", "t10", "t15"] + [f"k{k}" for k in EPOCHS] + ["k3-trend"] + \
         [f"k{k}-{v}" for v in ("rse10", "loose") for k in (2, 4, 8)] + \
-        [f"{a}+{b}" for a, b in COMBOS]
+        [f"{a}+{b}" for a, b in COMBOS] + \
+        [f"{r}-floor{f}" for r in FLOORED for f in FLOORS]
     rows = []
     for name in names:
         errs, quality, over, secs, short = [], [], 0, [], []

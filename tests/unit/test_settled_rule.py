@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 
+from tamebpf.advise import stop_rule
 from tamebpf.advise.settled import BBR_WINDOW_RTTS, SETTLED, STEADY, BbrSettled, Settled
 from tamebpf.estimate.steady import FlowPoint, Steady, steady
 from tests.unit.test_adaptive_probe import link, rates
@@ -26,7 +27,17 @@ def with_epochs(s: Steady, epochs: tuple[int, ...], retrans: int = 5) -> Steady:
 def test_epochs_decide_when_losses_show_others_on_the_path(epochs: tuple[int, ...],
                                                             want: str | None) -> None:
     s = with_epochs(window(3.0, 0.05), epochs)
-    assert Settled()(s, rates([])) == want
+    assert Settled(epochs=4)(s, rates([])) == want
+
+
+def test_not_before_its_rtts_however_many_epochs() -> None:
+    # 3.5 s at 20 ms is 175 RTTs; at 100 ms only 35.
+    short = with_epochs(window(3.0, 0.05, srtt_ms=20.0), (8,))
+    long = with_epochs(window(3.0, 0.05, srtt_ms=100.0), (8,))
+    assert Settled()(short, rates([])) == SETTLED
+    assert Settled()(long, rates([])) is None
+    assert stop_rule("cubic", last=False)(long, rates([])) is None
+    assert isinstance(stop_rule("bbr", last=True), BbrSettled)
 
 
 def test_not_before_start_up_however_many_epochs() -> None:

@@ -53,7 +53,7 @@ def run_advice(target: Target, settings: Settings, probes: Sequence[int] = DEFAU
     rules: list[StopRule | None] | None = None
     if durations_s is None:
         durations_s = [limit] * len(probes)
-        rules = [stop_rule(cc, last=i == len(probes) - 1 and capacity_mbps is None)
+        rules = [stop_rule(cc, last=i == len(probes) - 1, capacity=capacity_mbps is None)
                  for i in range(len(probes))]
     results = run_probes(target, list(zip(probes, durations_s, strict=True)), on_progress,
                          enough=rules)
@@ -63,7 +63,8 @@ def run_advice(target: Target, settings: Settings, probes: Sequence[int] = DEFAU
         n = result.share.next_probe
         third = run_probe(target, n, durations_s[-1], len(probes) + 1, len(probes) + 1,
                           on_progress, srtt_us=results[0].path_srtt_us,
-                          enough=None if rules is None else stop_rule(cc, last=False))
+                          enough=None if rules is None else stop_rule(cc, last=True,
+                                                                      capacity=False))
         checked = build(target, [*results, third], settings, model, capacity_mbps)
         result = checked if not checked.refused else replace(result, warnings=(
             *result.warnings, f"a third probe at {n} streams could not be used: "
@@ -71,12 +72,13 @@ def run_advice(target: Target, settings: Settings, probes: Sequence[int] = DEFAU
     return replace(result, congestion=f"{cc} ({source})")
 
 
-def stop_rule(cc: str, last: bool) -> StopRule:
-    """The default probe's stop rule for congestion control `cc`; `last`:
-    the capacity is estimated from this probe's ACKs, so it must be tight."""
+def stop_rule(cc: str, last: bool, capacity: bool = True) -> StopRule:
+    """The default probe's stop rule for congestion control `cc`. `last`:
+    the last probe, whose ACKs estimate the capacity unless `capacity` is
+    False (given with --capacity), so that estimate must be tight too."""
     if cc == "bbr":
-        return BbrSettled(capacity=last)
-    return Settled(capacity=last)
+        return BbrSettled(capacity=last and capacity)
+    return Settled(capacity=last and capacity)
 
 
 def probe_congestion(target: Target) -> tuple[str, str]:

@@ -13,6 +13,11 @@ probe ends early only when
   left slow start (the kernel counts them: bpf/flows.bpf.c, on_cong_state;
   the median stream, so that one stream that lost less does not hold up
   ten),
+- the probe has run for `min_rtts` smoothed RTTs: on long paths with RED or
+  many cross flows, losses came faster than the shares moved, and probes
+  that stopped on epochs alone erred by twice as much as those that ran on
+  (docs/results/settled-design.md); 100 RTTs are 2 s at 20 ms and the
+  whole limit at 150 ms,
 - the goodput over the window is measured tightly (relative standard
   error within `rse`), and
 - when the capacity is to be estimated from this probe, that estimate is
@@ -30,7 +35,7 @@ from dataclasses import dataclass
 
 from tamebpf.estimate.acktrain import estimate_capacity
 from tamebpf.estimate.adaptive import MIN_SAMPLES, MIN_WINDOW_S, past_start_up
-from tamebpf.estimate.advice import SETTLED_EPOCHS
+from tamebpf.estimate.advice import SETTLED_EPOCHS, SETTLED_MIN_RTTS
 from tamebpf.estimate.steady import Steady, window_samples
 from tamebpf.model.confidence import relative_standard_error
 
@@ -38,9 +43,11 @@ from tamebpf.model.confidence import relative_standard_error
 # median throughput error of 0.076 and 0.061 on the two fresh draws of issue
 # 15, 2 s + 2 s 0.252 and 0.234 (docs/accuracy.md).
 DEFAULT_MAX_PROBE_S = 15.0
-# Epochs after slow start before a probe may end early: estimate/advice.py
-# holds the number, since its warnings name it too.
+# Epochs after slow start, and RTTs since the probe began, before a probe
+# may end early (estimate/advice.py holds the numbers, which its warnings
+# name too).
 DEFAULT_EPOCHS = SETTLED_EPOCHS
+DEFAULT_MIN_RTTS = SETTLED_MIN_RTTS
 # A window's halves within this of each other: its goodput is flat.
 FLAT_TREND = 0.05
 # ... and at this share of the estimated capacity: the link is ours.
@@ -60,6 +67,7 @@ BBR_WINDOW_RTTS = 24.0
 @dataclass(frozen=True)
 class Settled:
     epochs: float = DEFAULT_EPOCHS
+    min_rtts: float = DEFAULT_MIN_RTTS
     rse: float = 0.05
     capacity: bool = False  # this probe's ACKs must give a tight capacity estimate
     capacity_halfwidth: float = 0.05
@@ -75,7 +83,8 @@ class Settled:
             return None
         if relative_standard_error(s.noise, samples) > self.rse:
             return None
-        counted = s.median_epochs >= self.epochs and (
+        ran_rtts = s.end_s / (s.srtt_ms / 1000) if s.srtt_ms else 0.0
+        counted = s.median_epochs >= self.epochs and ran_rtts >= self.min_rtts and (
             self.max_trend is None or (s.trend is not None and abs(s.trend) <= self.max_trend))
         if counted:
             if self.capacity and not _tight_capacity(ack_rates(), s.goodput_mbps,

@@ -45,10 +45,12 @@ RWND_LIMITED = 0.5  # fraction of samples bounded by the receive window
 CAPACITY_DISAGREE = 0.10
 DISAGREE_IMPACT = 0.10  # estimators' impact at the advised n differ by more
 # ... or their stream counts differ by a factor of two or more (and by >= 2).
-# Congestion epochs since slow start after which the default probes may stop
-# early (advise/settled.py). Chosen on the two earlier fresh draws
-# (docs/results/settled-design.md), checked on a draw it was not chosen on.
+# Congestion epochs since slow start, and smoothed RTTs since the probe
+# began, after which the default probes may stop early (advise/settled.py).
+# Chosen on the two earlier fresh draws (docs/results/settled-design.md),
+# checked on a draw they were not chosen on (docs/accuracy.md).
 SETTLED_EPOCHS = 4
+SETTLED_MIN_RTTS = 100
 # How a probe that ran to its limit is marked (kernel/probe.TIME_LIMIT).
 TIME_LIMIT = "time limit"
 
@@ -277,9 +279,9 @@ def _assumption_warnings(probes: Sequence[ProbeResult]) -> list[str]:
                        "long-run one (docs/accuracy.md); the advice may be far off")
         elif not bbr and p.stopped == TIME_LIMIT and p.steady.retrans:
             out.append(f"the {p.streams}-stream probe ran to its time limit with "
-                       f"{p.steady.median_epochs:g} congestion epochs counted since slow start "
-                       f"(it stops early after {SETTLED_EPOCHS}): its share may still have "
-                       "been moving (--max-probe-time gives it longer)")
+                       f"{p.steady.median_epochs:g} congestion epochs counted since slow "
+                       "start: its share may still have been moving (--max-probe-time gives "
+                       "it longer)")
         if p.steady.rwnd_limited > RWND_LIMITED:
             out.append(f"the {p.streams}-stream probe was limited by the receiver's window "
                        f"{p.steady.rwnd_limited:.0%} of the time, not by the network: "
