@@ -12,6 +12,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -186,6 +187,36 @@ def ss_flows(port: int, netns: str | None = None) -> dict[int, SsFlow]:
 
 def iperf3_available() -> bool:
     return shutil.which("iperf3") is not None
+
+
+@contextlib.contextmanager
+def private_bpffs() -> Iterator[str]:
+    """A bpffs instance of the test's own, open to every user (mode 1777),
+    mounted on a fresh temporary directory: for commands run without root,
+    whatever mode the host mounted /sys/fs/bpf with (Linux 6.18 mounts it
+    0700, where a non-root user cannot reach a pin directory below it).
+    Unpinned and unmounted on the way out."""
+    mnt = tempfile.mkdtemp(prefix="tamebpf-bpffs-")
+    try:
+        sh("mount", "-t", "bpf", "-o", "mode=1777", "bpf", mnt)
+        preloaded = set(os.listdir(mnt))  # the kernel's own (maps.debug, progs.debug)
+        try:
+            yield mnt
+        finally:
+            for top in set(os.listdir(mnt)) - preloaded:
+                for root, dirs, files in os.walk(os.path.join(mnt, top), topdown=False):
+                    for name in files:
+                        os.unlink(os.path.join(root, name))
+                    for name in dirs:
+                        os.rmdir(os.path.join(root, name))
+                path = os.path.join(mnt, top)
+                if os.path.isdir(path):
+                    os.rmdir(path)
+                else:
+                    os.unlink(path)
+            sh("umount", mnt)
+    finally:
+        os.rmdir(mnt)
 
 
 @contextlib.contextmanager

@@ -11,7 +11,7 @@ import socket
 
 import pytest
 
-from tests.integration.kernel_fixtures import bpf_pin_dir, cgroup
+from tests.integration.kernel_fixtures import cgroup, private_bpffs
 from tests.integration.unprivileged import run_as_user
 
 pytestmark = pytest.mark.root
@@ -35,7 +35,8 @@ def test_flows_with_capabilities_sees_the_machines_flows() -> None:
 
 
 def test_caps_need_sys_admin_and_work_with_it() -> None:
-    with cgroup() as cg, bpf_pin_dir() as pins:
+    with cgroup() as cg, private_bpffs() as fs:
+        pins = os.path.join(fs, "tamebpf")
         env = {"TAMEBPF_PIN_DIR": pins}
         name = os.path.basename(cg)
         set_argv = ("cap", "set", "--cgroup", name, "--dest", "198.18.0.0/15",
