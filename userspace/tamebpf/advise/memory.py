@@ -1,0 +1,68 @@
+"""`advise` and path memory: answer from a fresh entry, store every probed
+advice (docs/paths.md).
+
+Memory is a cache of measurements: when it cannot be read or written, the
+advice is probed (or given) as without it, with one warning line.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+from tamebpf.advise import probe_congestion
+from tamebpf.errors import TamebpfError
+from tamebpf.estimate.advice import AdviseResult, Target
+from tamebpf.logs import log
+from tamebpf.model import ModelInputError, Settings
+from tamebpf.paths.entry import ProbeKind
+from tamebpf.paths.recall import Recalled, entry_from_advice, recall, usable
+from tamebpf.paths.store import PathStore, state_dir
+from tamebpf.paths.where import path_key
+
+DEFAULT_MAX_AGE_S = 3600.0
+
+
+class AdviceMemory:
+    def __init__(self, directory: str | None = None) -> None:
+        self.store = PathStore(state_dir(directory))
+
+    def lookup(self, target: Target, settings: Settings, max_age_s: float, quick: bool,
+               link_mbps: float | None) -> Recalled | None:
+        """The remembered advice for this target's path under `settings`,
+        or None (nothing fresh and usable: probe). Why an entry was not
+        used is logged at debug level (--log-level debug)."""
+        try:
+            key = path_key(target.host, target.netns, probe_congestion(target)[0])
+        except TamebpfError as err:
+            log.debug("path memory not asked: %s", err)
+            return None  # the probes will say what is wrong, as without memory
+        try:
+            entry = self.store.newest(key)
+        except (sqlite3.Error, OSError) as err:
+            log.warning("path memory in %s could not be read (%s): probing",
+                        self.store.directory, err)
+            return None
+        why = "nothing remembered" if entry is None else \
+            usable(entry, time.time(), max_age_s, quick, link_mbps)
+        if entry is None or why is not None:
+            log.debug("path memory has no answer for %s: %s", key, why)
+            return None
+        try:
+            return recall(entry, settings)
+        except (ModelInputError, ValueError) as err:
+            log.debug("the stored fit for %s does not make a curve: %s", key, err)
+            return None
+
+    def remember(self, result: AdviseResult, congestion: str, kind: ProbeKind) -> None:
+        """Store a probed advice (a refusal is not stored)."""
+        key = path_key(result.target.host, result.target.netns, congestion)
+        entry = entry_from_advice(result, key, time.time(), kind)
+        if entry is None:
+            return
+        try:
+            self.store.put(entry)
+        except (sqlite3.Error, OSError) as err:
+            log.warning("the advice was not remembered: path memory in %s could not be "
+                        "written (%s); give --state-dir or set TAMEBPF_STATE_DIR to a "
+                        "writable directory", self.store.directory, err)
