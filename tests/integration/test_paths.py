@@ -1,0 +1,101 @@
+"""Path memory on the testbed: a second `advise` for the same path within
+--max-age answers from memory, at once, and sends nothing (issue 32)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pytest
+
+from tamebpf.testbed import Testbed, iperf
+from tamebpf.testbed.config import HOST_IF
+from tests.integration import conftest_testbed as tbfix
+
+pytestmark = pytest.mark.root
+
+RATE, RTT, QUEUE = 20.0, 20.0, 25
+
+
+def tx_packets(tb: Testbed) -> int:
+    """Packets the sender's link has sent (its veth's counter)."""
+    out = subprocess.run(["ip", "-n", tb.namespaces["sender"], "-j", "-s", "link", "show",
+                          HOST_IF], capture_output=True, text=True, check=True).stdout
+    links: list[dict[str, Any]] = json.loads(out)
+    return int(links[0]["stats64"]["tx"]["packets"])
+
+
+def tamebpf(*argv: str) -> tuple[subprocess.CompletedProcess[str], float]:
+    start = time.monotonic()
+    res = subprocess.run([sys.executable, "-m", "tamebpf", *argv], capture_output=True,
+                         text=True, timeout=90)
+    return res, time.monotonic() - start
+
+
+def advise(tb: Testbed, *extra: str) -> tuple[subprocess.CompletedProcess[str], float]:
+    return tamebpf("advise", f"{tb.addresses['receiver']}:5201", "--max-impact", "10%",
+                   "--netns", tb.namespaces["sender"], "--congestion", "cubic", *extra)
+
+
+def test_a_second_advise_answers_from_memory_and_sends_nothing() -> None:
+    with tbfix.running_testbed(rate_mbit=RATE, rtt_ms=RTT, queue_pkts=QUEUE, cc="cubic") as tb:
+        server = iperf.start_server(tb, 5201)
+        with tbfix.killed_on_exit(server):
+            before = tx_packets(tb)
+            res, _ = advise(tb, "--quick", "--json")
+            assert res.returncode == 0, res.stderr
+            probed = json.loads(res.stdout)
+            assert probed["from_memory"] is False
+            sent = tx_packets(tb) - before
+            assert sent > 1000, f"the probes sent only {sent} packets"
+
+            before = tx_packets(tb)
+            res, took = advise(tb, "--quick", "--json")
+            assert res.returncode == 0, res.stderr
+            assert tx_packets(tb) == before, "an answer from memory sent packets"
+            assert took < 1.0, f"the answer from memory took {took:.2f} s"
+            memo = json.loads(res.stdout)
+            assert memo["from_memory"] is True
+            assert memo["memory"]["source"] == "probe" and memo["memory"]["probes"] == "quick"
+            assert 0 <= memo["memory"]["age_s"] < 60
+            assert memo["advice"]["num_flows"] == probed["advice"]["num_flows"]
+            assert memo["advice"]["max_nondisruptive_thru_mbps"] == pytest.approx(
+                probed["advice"]["max_nondisruptive_thru_mbps"], rel=1e-9)
+            for a, b in zip(memo["curve"], probed["curve"], strict=True):
+                assert a["streams"] == b["streams"]
+                assert a["throughput_mbps"] == pytest.approx(b["throughput_mbps"], rel=1e-9)
+                assert a["impact"] == pytest.approx(b["impact"], rel=1e-9, abs=1e-12)
+
+            # The text says where the answer came from; the ADVICE line is
+            # the one a probed advice prints.
+            res, took = advise(tb, "--quick")
+            assert res.returncode == 0 and took < 1.0, (res.stderr, took)
+            assert "from memory" in res.stdout and "nothing was sent" in res.stdout
+            assert f"ADVICE: {probed['advice']['num_flows']} stream" in res.stdout
+
+            # A default advise waits for settled probes: a quick entry does
+            # not answer it. Checked with --max-age 0 to keep the test short:
+            # an entry older than --max-age is not used either.
+            iperf.wait_for(lambda: iperf.server_idle(tb, 5201), 30.0, "the iperf3 server")
+            before = tx_packets(tb)
+            res, _ = advise(tb, "--quick", "--json", "--max-age", "0")
+            assert res.returncode == 0, res.stderr
+            assert json.loads(res.stdout)["from_memory"] is False
+            assert tx_packets(tb) - before > 1000
+
+            listed, _ = tamebpf("paths", "--json")
+            assert listed.returncode == 0, listed.stderr
+            paths = json.loads(listed.stdout)["paths"]
+            assert [(p["dest"], p["netns"], p["congestion"]) for p in paths] == [
+                (f"{tb.addresses['receiver']}/32", tb.namespaces["sender"], "cubic")]
+            assert os.environ["TAMEBPF_STATE_DIR"] == json.loads(listed.stdout)["state_dir"]
+
+            gone, _ = tamebpf("paths", "forget", "--dest", tb.addresses["receiver"])
+            assert gone.returncode == 0 and "forgot 2 entries" in gone.stdout, gone
+            iperf.wait_for(lambda: iperf.server_idle(tb, 5201), 30.0, "the iperf3 server")
+            res, _ = advise(tb, "--quick", "--json")
+            assert res.returncode == 0 and json.loads(res.stdout)["from_memory"] is False
