@@ -20,7 +20,6 @@ from tamebpf.model import Settings
 from tamebpf.paths.entry import PathEntry, PathKey
 from tamebpf.paths.recall import entry_from_advice
 from tamebpf.paths.store import APPLICATION_ID, DB_NAME, PathStore
-from tests.unit.test_advise_report import TARGET, probe
 from tests.unit.test_paths_recall import results
 
 KEY = PathKey("198.18.3.2/32", "tb-snd", "cubic")
