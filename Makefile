@@ -58,7 +58,7 @@ LIB_LDLIBS := -lbpf -lelf -lz
 
 .SECONDARY: $(BPF_OBJS)
 
-.PHONY: all compile deps test-deps run test lint unit bench eval eval-fresh eval-fresh-staged eval-fresh-delivered eval-fresh-settled eval-fresh2-settled eval-fresh2-long eval-fresh-long eval-convergence cap-pace-eval probetime testbed-accuracy install deb clean cmd man
+.PHONY: all compile deps test-deps run test lint unit bench eval eval-fresh eval-fresh-staged eval-fresh-delivered eval-fresh-settled eval-fresh2-settled eval-fresh2-long eval-fresh-long eval-convergence eval-settled-design eval-fresh3 cap-pace-eval probetime testbed-accuracy install deb clean cmd man
 
 # `make` also links the command onto PATH; every other target only builds, so
 # running the tests or a benchmark leaves /usr/local/bin as it was.
@@ -230,6 +230,20 @@ eval-fresh-long: deps compile
 # draw (about 10 min) -> docs/results/convergence.json, run-convergence.md.
 eval-convergence: deps compile
 	$(SUDO) $(PY) scripts/eval_convergence.py --write docs/results/run-convergence.md $(CONVERGENCE_ARGS)
+
+# The default stop rule's design study (issue 29): every candidate rule on
+# the same 15 s + 15 s probes of the earlier draws' 22 loss-based cases,
+# against their settled truth (about 40 min; EVAL_ARGS=--report re-scores)
+# -> docs/results/settled-design.json.gz, settled-design.md.
+eval-settled-design: deps compile
+	$(SUDO) $(PY) scripts/eval_settled.py --write docs/results/settled-design.md $(EVAL_ARGS)
+
+# Issue 29's fresh draw: the settled default and --quick against a settled
+# truth, 18 loss-based and 6 BBR cases (about 8 min a case, resumable: the
+# cases measured are kept; EVAL_ARGS=--report re-scores, --only KEY picks)
+# -> docs/results/eval-fresh3.json, run-fresh3.md (docs/accuracy.md's table).
+eval-fresh3: deps compile
+	$(SUDO) $(PY) scripts/eval_fresh3.py --write docs/results/run-fresh3.md $(EVAL_ARGS)
 
 # Pace-mode caps on the testbed beside no cap (issue 16) -> docs/cap.md (~3 min).
 cap-pace-eval: deps compile

@@ -131,3 +131,19 @@ class Cap:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How far a probe has got (kernel/probe.run_probes reports it)."""
+
+    index: int  # 1-based probe number
+    total: int
+    streams: int
+    elapsed_s: float
+    duration_s: float
+    goodput_mbps: float | None  # over the last sample interval
+    # With a stop rule: the stage may end before duration_s, and the median
+    # stream's congestion epochs since slow start at the last check.
+    until_settled: bool = False
+    epochs: float | None = None

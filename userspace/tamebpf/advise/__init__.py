@@ -19,8 +19,9 @@ from tamebpf.advise.settled import DEFAULT_MAX_PROBE_S, BbrSettled, Settled
 from tamebpf.errors import TamebpfError
 from tamebpf.estimate.advice import AdviseResult, Target, build
 from tamebpf.kernel.netns import default_congestion_control
-from tamebpf.kernel.probe import Progress, StopRule, run_probe, run_probes
+from tamebpf.kernel.probe import StopRule, run_probe, run_probes
 from tamebpf.model import DEFAULT_MODEL, ModelName, Settings
+from tamebpf.records import Progress
 
 DEFAULT_PROBES = (1, 10)
 # --quick: seconds of traffic per probe. The pair took a median 4.7 s of wall
@@ -94,11 +95,12 @@ def probe_congestion(target: Target) -> tuple[str, str]:
 
 
 def advise_target(host: str, max_impact: float, port: int = 5201,
-                  congestion: str = "system") -> tuple[int, float]:
+                  congestion: str = "system",
+                  on_progress: Callable[[Progress], None] | None = None) -> tuple[int, float]:
     """(advised stream count, its predicted throughput in Mbit/s): the N of a
     refuse cap and the target rate of a pace cap."""
     result = run_advice(Target(host, port, congestion=congestion),
-                        Settings(max_impact=max_impact))
+                        Settings(max_impact=max_impact), on_progress=on_progress)
     if result.refused:
         raise TamebpfError(f"the advisor gave no advice for {host}:{port}: {result.refused}")
     advice = result.prediction.advice

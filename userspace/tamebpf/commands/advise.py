@@ -15,7 +15,6 @@ from tamebpf.advise import (
     DEFAULT_PROBES,
     QUICK_DURATIONS_S,
     TWO_PROBE_MODELS,
-    Progress,
     Target,
     probe_congestion,
     run_advice,
@@ -36,8 +35,8 @@ from tamebpf.paths.recall import Recalled
 from tamebpf.present.advice import render, to_json
 from tamebpf.present.paths import recalled_json, render_recalled
 from tamebpf.present.plot import check_path, write_plot
+from tamebpf.present.progress import ProgressLine
 from tamebpf.present.toolflags import FORMATS, tool_flags
-from tamebpf.words import count
 
 CONGESTION = ("reno", "cubic", "bbr", "system")
 
@@ -144,34 +143,6 @@ def parse_probes(text: str) -> tuple[int, int]:
     if not 1 <= n1 < n2:
         raise UsageError(f"--probes {text}: need 1 <= N1 < N2")
     return n1, n2
-
-
-class ProgressLine:
-    """Progress on stderr: one rewritten line on a terminal, else a line a
-    second (logs and pipes should not fill with carriage returns)."""
-
-    def __init__(self) -> None:
-        self.tty = sys.stderr.isatty()
-        self.last: tuple[int, int] = (0, -1)
-
-    def __call__(self, p: Progress) -> None:
-        rate = "" if p.goodput_mbps is None else f", {p.goodput_mbps:9.1f} Mbit/s"
-        elapsed = min(p.elapsed_s, p.duration_s)
-        when = (f"{elapsed:4.1f} s (until settled, at most {p.duration_s:g} s)"
-                if p.until_settled else f"{elapsed:.1f}/{p.duration_s:g} s")
-        epochs = "" if p.epochs is None else f", {p.epochs:g} epochs"
-        line = f"probe {p.index}/{p.total}: {count(p.streams, 'stream')}, {when}{epochs}{rate}"
-        if self.tty:
-            sys.stderr.write("\r\x1b[K" + line)
-            sys.stderr.flush()
-        elif (p.index, int(p.elapsed_s)) != self.last:
-            self.last = (p.index, int(p.elapsed_s))
-            print(line, file=sys.stderr, flush=True)
-
-    def clear(self) -> None:
-        if self.tty:
-            sys.stderr.write("\r\x1b[K")
-            sys.stderr.flush()
 
 
 def _sigterm(signum: int, frame: FrameType | None) -> None:

@@ -30,6 +30,7 @@ from tamebpf.kernel.acktrain import AckTrain
 from tamebpf.kernel.flows import Flow, FlowReader
 from tamebpf.kernel.netns import enter_netns
 from tamebpf.kernel.synrto import SynRto
+from tamebpf.records import Progress
 
 SAMPLE_INTERVAL_S = 0.1
 # Set-up and result exchange, each: on a congested path a SYN or a control
@@ -50,20 +51,6 @@ CHECK_INTERVAL_S = 0.25
 # answer ends the stage; a string says why (shown with the probe).
 StopRule = Callable[[Steady, Callable[[], list[float]]], "bool | str | None"]
 
-
-
-@dataclass(frozen=True)
-class Progress:
-    index: int  # 1-based probe number
-    total: int
-    streams: int
-    elapsed_s: float
-    duration_s: float
-    goodput_mbps: float | None  # over the last sample interval
-    # With a stop rule: the stage may end before duration_s, and the median
-    # stream's congestion epochs since slow start at the last check.
-    until_settled: bool = False
-    epochs: float | None = None
 
 
 @contextlib.contextmanager
