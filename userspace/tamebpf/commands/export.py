@@ -103,7 +103,8 @@ def run(args: argparse.Namespace) -> int:
         with terminate_as_exit(), FlowReader(cgroup=args.cgroup, netns=args.netns,
                                              verbose=args.verbose, command="export") as reader:
             collector = TamebpfCollector(reader, agg, per_flow=args.per_flow, caps=read_caps,
-                                         cap_table=cap_table)
+                                         cap_table=cap_table,
+                                         paths=PathStore(state_dir(args.state_dir)).latest)
             learner = None if args.no_learn else path_learner(args)
             with serving(collector, listen), sink(args.jsonl) as out, \
                     learning(collector, learner, args.interval):
