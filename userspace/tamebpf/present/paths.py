@@ -47,6 +47,15 @@ def entry_json(e: PathEntry, now: float) -> dict[str, Any]:
     }
 
 
+def _how(e: PathEntry) -> str:
+    """How the entry was made, in words."""
+    if e.source == "passive":
+        return "learned from transfers"
+    kind = "" if e.probe_kind == "none" else f"{e.probe_kind} probes"
+    return ("probed with --capacity" if e.source == "--capacity" else "probed") + (
+        f" ({kind})" if kind else "")
+
+
 def _opt(x: float | None, fmt: str) -> str:
     return "-" if x is None else format(x, fmt)
 
@@ -101,9 +110,8 @@ def render_recalled(r: Recalled, target: Target, now: float) -> str:
     e, a = r.entry, r.advice
     lines = [f"advice for {target.host}:{target.port}"
              + (f" (from netns {target.netns})" if target.netns else ""),
-             f"from memory: {e.source} {age_text(e.age_s(now))} ago ({e.probe_kind} probes)"
-             f" on path {e.key.dest} netns {e.key.netns}; nothing was sent (--fresh probes "
-             "again)",
+             f"from memory: {_how(e)} {age_text(e.age_s(now))} ago, path {e.key.dest} "
+             f"netns {e.key.netns}; nothing was sent (--fresh probes again)",
              f"advice for senders running {e.key.congestion}"]
     if e.capacity_mbps is not None:
         how = e.capacity_method or "-"
