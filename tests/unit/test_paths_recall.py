@@ -5,6 +5,7 @@ rules for when an entry may answer."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -88,3 +89,21 @@ def test_when_an_entry_may_answer() -> None:
     assert usable(entry(), 1001.0, 3600, False, 100.0) is not None
     assert usable(entry(link_mbps=100.0), 1001.0, 3600, False, 100.0) is None
     assert "future" in (usable(entry(), 800.0, 3600, False, None) or "")
+
+
+def test_cap_auto_advice_is_remembered_too(monkeypatch: pytest.MonkeyPatch,
+                                           tmp_path: Path) -> None:
+    """advise_target (cap --auto) stores its probed advice like advise does;
+    the probes are replaced by a built result (no kernel in a unit test)."""
+    import tamebpf.advise as advise
+    from tamebpf.paths.store import PathStore
+
+    monkeypatch.setenv("TAMEBPF_STATE_DIR", str(tmp_path))
+    r = results(Settings(max_impact=0.10))["capacity"]
+    monkeypatch.setattr(advise, "run_advice", lambda *a, **k: r)
+    monkeypatch.setattr(advise, "probe_congestion", lambda t: ("cubic", "--congestion"))
+    n, mbps = advise.advise_target("198.18.3.2", 0.10, congestion="cubic")
+    stored = PathStore(str(tmp_path)).latest()
+    assert [(e.key.dest, e.key.congestion, e.advised_streams) for e in stored] == [
+        ("198.18.3.2/32", "cubic", n)]
+    assert stored[0].advised_mbps == mbps
