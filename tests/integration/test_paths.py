@@ -8,13 +8,21 @@ import os
 import subprocess
 import sys
 import time
+import urllib.parse
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tamebpf.model import Settings
+from tamebpf.paths.recall import recall
+from tamebpf.paths.remote import fetch
+from tamebpf.paths.store import PathStore, state_dir
 from tamebpf.testbed import Testbed, iperf
 from tamebpf.testbed.config import HOST_IF
 from tests.integration import conftest_testbed as tbfix
+from tests.integration.test_export import exporter, prometheus, query
+from tests.unit.test_paths_store import an_entry
 
 pytestmark = pytest.mark.root
 
@@ -165,3 +173,33 @@ def test_transfers_at_two_stream_counts_teach_a_fit_that_predicts_a_third() -> N
             print(f"passive points {points}; at 4 streams predicted {predicted:.2f}, "
                   f"measured {measured:.2f} Mbit/s")
             assert abs(predicted / measured - 1) <= 0.15, (predicted, measured, points)
+
+
+def test_another_nodes_exported_path_answers_advise_paths_from(tmp_path: Path) -> None:
+    """Node A's `export` serves its path memory; a real Prometheus scrapes
+    it; node B (an empty memory of its own) gets A's path through
+    `advise --paths-from`, recomputed for its own limit, sending nothing."""
+    entry = an_entry()
+    PathStore(state_dir()).put(entry)  # node A: this test's state directory
+    with exporter() as (_, url), prometheus(urllib.parse.urlparse(url).netloc) as prom:
+        iperf.wait_for(lambda: bool(query(prom, "tamebpf_path_fit_info")), 20.0,
+                       "Prometheus to scrape node A's path series", step=0.3)
+        own = tmp_path / "node-b"
+        res, took = tamebpf("advise", "198.18.3.2", "--max-impact", "5%", "--congestion",
+                            "cubic", "--paths-from", prom, "--state-dir", str(own), "--json")
+        assert res.returncode == 0, res.stderr
+        out = json.loads(res.stdout)
+        assert out["from_memory"] is True, out
+        assert out["memory"]["node"] == urllib.parse.urlparse(url).netloc
+        assert out["memory"]["source"] == entry.source
+        want = recall(entry, Settings(max_impact=0.05)).advice
+        assert out["advice"]["num_flows"] == want.num_flows
+        assert out["advice"]["max_nondisruptive_thru_mbps"] == pytest.approx(
+            want.max_nondisruptive_thru, rel=1e-9)
+        assert took < 2.0, f"the shared answer took {took:.2f} s"
+        assert not own.exists(), "an answer from memory wrote node B's memory"
+        # A path marked changed on node A is not shared.
+        PathStore(state_dir()).mark_changed(entry.key)
+        iperf.wait_for(lambda: not query(prom, "tamebpf_path_changed == 0"), 20.0,
+                       "Prometheus to see the changed mark", step=0.3)
+        assert fetch(prom, "198.18.3.2/32", "cubic") == []

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from dataclasses import replace
 
 from tamebpf.advise import probe_congestion
 from tamebpf.errors import TamebpfError
 from tamebpf.estimate.advice import AdviseResult, Target
 from tamebpf.logs import log
 from tamebpf.model import ModelInputError, Settings
+from tamebpf.paths import remote
 from tamebpf.paths.entry import ProbeKind
 from tamebpf.paths.recall import Recalled, entry_from_advice, recall, usable
 from tamebpf.paths.store import PathStore, state_dir
@@ -28,10 +30,53 @@ class AdviceMemory:
         self.store = PathStore(state_dir(directory))
 
     def lookup(self, target: Target, settings: Settings, max_age_s: float, quick: bool,
-               link_mbps: float | None) -> Recalled | None:
+               link_mbps: float | None, paths_from: str | None = None) -> Recalled | None:
         """The remembered advice for this target's path under `settings`,
-        or None (nothing fresh and usable: probe). Why an entry was not
-        used is logged at debug level (--log-level debug)."""
+        or None (nothing fresh and usable: probe). Our own memory first,
+        then the entries other nodes exported to the Prometheus at
+        `paths_from`. Why an entry was not used is logged at debug level
+        (--log-level debug)."""
+        own = self._own(target, settings, max_age_s, quick, link_mbps)
+        if own is not None or paths_from is None:
+            return own
+        return self._shared(target, settings, max_age_s, quick, link_mbps, paths_from)
+
+    def _shared(self, target: Target, settings: Settings, max_age_s: float, quick: bool,
+                link_mbps: float | None, url: str) -> Recalled | None:
+        try:
+            key = path_key(target.host, target.netns, probe_congestion(target)[0])
+        except TamebpfError:
+            return None
+        try:
+            found = remote.fetch(url, key.dest, key.congestion)
+        except (OSError, ValueError) as err:
+            log.warning("--paths-from %s could not be asked (%s): probing", url, err)
+            return None
+        now = time.time()
+        for r in found:
+            why = usable(r.entry, now, max_age_s, quick, link_mbps)
+            if why is not None:
+                log.debug("%s's entry for %s not used: %s", r.instance, key.dest, why)
+                continue
+            try:
+                got = recall(r.entry, settings)
+            except (ModelInputError, ValueError) as err:
+                log.debug("%s's fit for %s does not make a curve: %s", r.instance, key.dest,
+                          err)
+                continue
+            # The series carry the fit, not the node's own advice: the entry
+            # shows the advice recomputed here.
+            a = got.advice
+            entry = replace(r.entry, advised_streams=a.num_flows,
+                            advised_mbps=a.max_nondisruptive_thru,
+                            advised_impact=a.cross_traffic_impact,
+                            max_impact=settings.max_impact)
+            return replace(got, entry=entry, node=r.instance)
+        log.debug("no node's entry in %s answers for %s", url, key.dest)
+        return None
+
+    def _own(self, target: Target, settings: Settings, max_age_s: float, quick: bool,
+             link_mbps: float | None) -> Recalled | None:
         try:
             key = path_key(target.host, target.netns, probe_congestion(target)[0])
         except TamebpfError as err:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import time
+import urllib.parse
 from types import FrameType
 from typing import Any
 
@@ -98,6 +100,10 @@ def register(sub: Any) -> None:
     p.add_argument("--fresh", action="store_true",
                    help="probe even if path memory has a fresh answer (--probes, "
                    "--duration, --max-probe-time, --model and --plot probe too)")
+    p.add_argument("--paths-from", metavar="URL", default=os.environ.get(PATHS_FROM_ENV),
+                   help="when our own path memory has nothing fresh, answer from the path "
+                   "entries other nodes' `tamebpf export` served to the Prometheus at URL "
+                   f"(its HTTP query API; default ${PATHS_FROM_ENV}; docs/paths.md)")
     add_state_dir_option(p)
     p.set_defaults(func=run)
 
@@ -108,6 +114,20 @@ def parse_dest(dest: str) -> tuple[str, int]:
 
 
 MIN_PROBE_S, MAX_PROBE_S = 0.5, 60.0
+
+
+PATHS_FROM_ENV = "TAMEBPF_PATHS_FROM"
+
+
+def parse_paths_from(url: str | None) -> str | None:
+    """A Prometheus base URL (http or https), or None."""
+    if not url:
+        return None
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise UsageError(f"--paths-from {url!r}: give Prometheus's base URL, e.g. "
+                         "http://prometheus.example:9090")
+    return url
 
 
 def parse_capacity(text: str) -> float:
@@ -176,7 +196,8 @@ def run(args: argparse.Namespace) -> int:
                      or args.max_probe_time is not None or (n1, n2) != DEFAULT_PROBES
                      or args.model != DEFAULT_MODEL)
     if not probe_options:
-        recalled = memory.lookup(target, settings, args.max_age, args.quick, capacity)
+        recalled = memory.lookup(target, settings, args.max_age, args.quick, capacity,
+                                 parse_paths_from(args.paths_from))
         if recalled is not None:
             return _from_memory(args, recalled, target)
     preflight.check("advise")  # after the arguments: a bad one is exit 2 for anyone

@@ -28,6 +28,8 @@ class Recalled:
     advice: Advice
     params: dict[str, float]
     model: str
+    # The node whose exported entry this is (advise --paths-from), None: ours.
+    node: str | None = None
 
 
 def entry_from_advice(result: AdviseResult, key: PathKey, when: float, kind: ProbeKind,

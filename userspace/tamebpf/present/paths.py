@@ -86,7 +86,7 @@ def recalled_json(r: Recalled, target: Target, now: float) -> dict[str, Any]:
     a, s = r.advice, r.settings
     return {
         "from_memory": True,
-        "memory": entry_json(r.entry, now),
+        "memory": {**entry_json(r.entry, now), "node": r.node},
         "model": r.model,
         "params": r.params,
         "curve": [{"streams": c.streams, "throughput_mbps": c.throughput, "impact": c.impact}
@@ -110,7 +110,8 @@ def render_recalled(r: Recalled, target: Target, now: float) -> str:
     e, a = r.entry, r.advice
     lines = [f"advice for {target.host}:{target.port}"
              + (f" (from netns {target.netns})" if target.netns else ""),
-             f"from memory: {_how(e)} {age_text(e.age_s(now))} ago, path {e.key.dest} "
+             f"from memory{'' if r.node is None else f' of node {r.node} (--paths-from)'}: "
+             f"{_how(e)} {age_text(e.age_s(now))} ago, path {e.key.dest} "
              f"netns {e.key.netns}; nothing was sent (--fresh probes again)",
              f"advice for senders running {e.key.congestion}"]
     if e.capacity_mbps is not None:

@@ -292,6 +292,11 @@ class TamebpfCollector:
         capacity = GaugeMetricFamily(PREFIX + "path_capacity_bytes_per_second",
                                      "The bottleneck's TCP goodput the advice rests on "
                                      "(when known).", labels=labels)
+        fit = GaugeMetricFamily(PREFIX + "path_fit_info",
+                                "The path's fit (value 1), in the label fit as path memory "
+                                "keeps it: what another node's advise --paths-from "
+                                "recomputes the advice from.",
+                                labels=(*labels, "source", "probes", "fit"))
         changed = GaugeMetricFamily(PREFIX + "path_changed",
                                     "1 if real transfers showed the path changed since its "
                                     "advice (the next advise probes), else 0.", labels=labels)
@@ -304,6 +309,7 @@ class TamebpfCollector:
         for e in entries:
             key = [e.key.dest, e.key.netns, e.key.congestion]
             info.add_metric([*key, e.source, e.probe_kind], 1)
+            fit.add_metric([*key, e.source, e.probe_kind, e.fit.to_json()], 1)
             age.add_metric(key, e.age_s(now))
             when.add_metric(key, e.when)
             streams.add_metric(key, e.advised_streams)
@@ -312,7 +318,7 @@ class TamebpfCollector:
             if e.capacity_mbps is not None:
                 capacity.add_metric(key, e.capacity_mbps * 1e6 / 8)
             changed.add_metric(key, 1.0 if e.changed else 0.0)
-        yield from (info, age, when, streams, rate, limit, capacity, changed)
+        yield from (info, fit, age, when, streams, rate, limit, capacity, changed)
 
     def _health(self, r: Reading) -> Iterator[Any]:
         info = GaugeMetricFamily(PREFIX + "build_info", "tamebpf version (value 1).",
