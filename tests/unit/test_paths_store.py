@@ -69,6 +69,20 @@ def test_the_state_directory_is_made_private_on_first_write(tmp_path: Path) -> N
     assert db.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can give files away")
+def test_a_database_root_creates_belongs_to_the_directorys_owner(tmp_path: Path) -> None:
+    """The exporter runs as a service user; root's advise may write first."""
+    d = tmp_path / "state"
+    d.mkdir(mode=0o750)
+    os.chown(d, 65534, 65534)
+    PathStore(str(d)).put(an_entry())
+    st = (d / DB_NAME).stat()
+    assert (st.st_uid, st.st_gid) == (65534, 65534)
+    for suffix in ("-wal", "-shm"):
+        if (d / (DB_NAME + suffix)).exists():
+            assert (d / (DB_NAME + suffix)).stat().st_uid == 65534, suffix
+
+
 def test_old_entries_and_rows_beyond_the_cap_expire_on_write(tmp_path: Path) -> None:
     store = PathStore(str(tmp_path), retention_s=3600, max_rows=5)
     now = time.time()

@@ -215,12 +215,21 @@ class PathStore:
             db.execute("PRAGMA synchronous = NORMAL")
             if fresh:
                 db.executescript(_SCHEMA)
-                with contextlib.suppress(OSError):
-                    os.chmod(self.path, FILE_MODE)
+                self._own_file()
         except BaseException:
             db.close()
             raise
         return db
+
+    def _own_file(self) -> None:
+        """0640, and owned by the directory's owner: a root `advise` that
+        writes first must not lock out the exporter's service user (SQLite
+        gives the -wal and -shm files the database file's owner)."""
+        with contextlib.suppress(OSError):
+            os.chmod(self.path, FILE_MODE)
+            if os.geteuid() == 0:
+                d = os.stat(self.directory)
+                os.chown(self.path, d.st_uid, d.st_gid)
 
     def _move_aside(self) -> str:
         aside = f"{self.path}.bad-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
