@@ -101,7 +101,11 @@ class AdviceMemory:
 
     def remember(self, result: AdviseResult, congestion: str, kind: ProbeKind) -> None:
         """Store a probed advice (a refusal is not stored)."""
-        key = path_key(result.target.host, result.target.netns, congestion)
+        try:
+            key = path_key(result.target.host, result.target.netns, congestion)
+        except TamebpfError as err:
+            log.warning("the advice was not remembered: %s", err)
+            return
         entry = entry_from_advice(result, key, time.time(), kind)
         if entry is None:
             return

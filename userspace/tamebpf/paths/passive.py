@@ -147,11 +147,15 @@ class PathLearner:
         self.changed = 0
 
     def observe(self, groups: list[Group], now: float) -> None:
-        for g in groups:
+        seen = [g for g in groups if g.observed]
+        if not seen:
+            return
+        newest = {e.key: e for e in self.store.latest()}  # one read per reading
+        for g in seen:
             key = group_key(g, self.netns)
-            if key is None or not g.observed:
+            if key is None:
                 continue
-            known = self.store.newest(key)
+            known = newest.get(key)
             got = learn(g, self.netns, now, self.settings, known)
             if got is None:
                 continue

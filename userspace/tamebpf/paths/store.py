@@ -97,10 +97,9 @@ class PathStore:
             if db is None:
                 return []
             rows = db.execute(
-                f"SELECT id, {', '.join(_COLUMNS)} FROM paths AS p WHERE id = ("
-                "SELECT id FROM paths WHERE dest = p.dest AND netns = p.netns AND "
-                "congestion = p.congestion ORDER BY created DESC, id DESC LIMIT 1) "
-                "ORDER BY created DESC").fetchall()
+                f"SELECT id, {', '.join(_COLUMNS)} FROM (SELECT *, row_number() OVER ("
+                "PARTITION BY dest, netns, congestion ORDER BY created DESC, id DESC) AS nth "
+                "FROM paths) WHERE nth = 1 ORDER BY created DESC, id DESC").fetchall()
         return [_entry(r) for r in rows]
 
     def count(self) -> int:
