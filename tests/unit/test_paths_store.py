@@ -182,3 +182,20 @@ def test_a_writer_killed_mid_write_leaves_a_sound_database(tmp_path: Path) -> No
     store = PathStore(str(tmp_path))
     store.put(an_entry())
     assert store.count() == committed + 1
+
+
+def test_forget_by_prefix_and_all_from_the_command_line(tmp_path: Path) -> None:
+    store = PathStore(str(tmp_path / "s"))
+    for dest in ("198.18.3.2/32", "198.18.4.9/32", "2001:db8::1/128"):
+        store.put(an_entry(key=PathKey(dest, "host", "cubic")))
+    # --state-dir before the verb holds for it (env points elsewhere).
+    res = run_cli(tmp_path / "elsewhere", "--state-dir", str(tmp_path / "s"), "forget",
+                  "--dest", "198.18.0.0/16")
+    assert res.returncode == 0 and "forgot 2 entries" in res.stdout, res
+    assert [e.key.dest for e in store.latest()] == ["2001:db8::1/128"]
+    res = run_cli(tmp_path / "s", "forget", "--dest", "not-an-address")
+    assert res.returncode == 2 and "not-an-address" in res.stderr, res
+    res = run_cli(tmp_path / "s", "forget")
+    assert res.returncode == 2 and "--all" in res.stderr
+    res = run_cli(tmp_path / "s", "forget", "--all")
+    assert res.returncode == 0 and "forgot 1 entry" in res.stdout and store.count() == 0

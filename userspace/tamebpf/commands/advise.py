@@ -55,7 +55,9 @@ def register(sub: Any) -> None:
         f"{DEFAULT_MAX_PROBE_S:g} s: a few seconds on short or idle paths, up to about "
         f"{2 * DEFAULT_MAX_PROBE_S + 2:g} s in all on long crowded ones. BBR senders are "
         "advised from the bottleneck's capacity less what the probes took (a third probe "
-        "where the first two leave the answer open).",
+        "where the first two leave the answer open). Every advice is remembered per path: "
+        "a second advise within --max-age answers at once from path memory, sending "
+        "nothing (docs/paths.md).",
     )
     p.add_argument("dest", metavar="HOST[:PORT]", help="iperf3 server (default port 5201)")
     add_advice_options(p, required_impact=True)
