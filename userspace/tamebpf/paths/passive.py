@@ -40,6 +40,9 @@ from tamebpf.paths.store import PathStore
 # well outside that noise.
 CHANGE_TOLERANCE = 0.25
 STORE_EVERY_S = 60.0
+# advise's probes run in cgroups named so (kernel/probe.py): their start-up
+# is no transfer's goodput, and their advice is stored by advise itself.
+PROBE_CGROUP = "tamebpf-probe-"
 
 
 @dataclass(frozen=True)
@@ -84,7 +87,7 @@ def learn(group: Group, netns: str, now: float, settings: Settings,
           known: PathEntry | None) -> Learned | None:
     key = group_key(group, netns)
     obs = group.observed
-    if key is None or not obs:
+    if key is None or not obs or PROBE_CGROUP in (group.cgroup or ""):
         return None
     if known is not None and known.changed:
         # Marked changed: the next advise probes; until then a fit that
