@@ -148,9 +148,29 @@ def truths() -> dict[str, dict[str, Any]]:
     return out
 
 
+# The 1-stream probe weighs 1/11 in the capacity fit's competing flows
+# (model/capacity.py), so it may not need the 10-stream probe's epochs:
+# stage rules are independent here, so any first-stage rule pairs with any
+# second-stage one ("FIRST+SECOND").
+COMBOS = [(a, b) for a in ("t2", "k1", "k2", "k2-rse10") for b in ("k4", "k4-rse10", "k6")]
+
+
+def with_combos(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for rec in records:
+        probes = dict(rec["probes"])
+        for a, b in COMBOS:
+            if a in probes and b in probes:
+                probes[f"{a}+{b}"] = [probes[a][0], probes[b][1]]
+        out.append({**rec, "probes": probes})
+    return out
+
+
 def report(records: list[dict[str, Any]]) -> str:
+    records = with_combos(records)
     names = ["t2", "t5", "t10", "t15"] + [f"k{k}" for k in EPOCHS] + ["k3-trend"] + \
-        [f"k{k}-{v}" for v in ("rse10", "loose") for k in (2, 4, 8)]
+        [f"k{k}-{v}" for v in ("rse10", "loose") for k in (2, 4, 8)] + \
+        [f"{a}+{b}" for a, b in COMBOS]
     rows = []
     for name in names:
         errs, quality, over, secs, short = [], [], 0, [], []

@@ -45,18 +45,19 @@ def test_the_last_probe_also_waits_for_a_tight_capacity() -> None:
     assert Settled(capacity=True)(s, rates(link(100.0))) == SETTLED
 
 
-def test_a_flat_goodput_without_losses_ends_without_epochs() -> None:
+def test_alone_on_the_link_without_losses_ends_without_epochs() -> None:
     flat = replace(with_epochs(window(3.0, 0.05, mbps=98.0), (0,), retrans=0), trend=0.01)
-    assert Settled()(flat, rates([])) == STEADY
-    # The last probe still needs its capacity estimate.
-    assert Settled(capacity=True)(flat, rates([])) is None
     assert Settled(capacity=True)(flat, rates(link(100.0))) == STEADY
-    # Rising without losses: its window is still taking a share from others.
-    rising = replace(flat, trend=0.28)
-    assert Settled()(rising, rates([])) is None
-    # Losses and no epochs yet: others are there, however flat.
-    lossy = replace(flat, retrans=3)
-    assert Settled()(lossy, rates([])) is None
+    # Not the probe that estimates the capacity (a lone stream's ACKs show
+    # its share): no way to tell a flat share from the link's rate.
+    assert Settled()(flat, rates(link(100.0))) is None
+    assert Settled(capacity=True)(flat, rates([])) is None  # no estimate yet
+    # Flat below the capacity: something else holds part of the link.
+    half = replace(flat, goodput_mbps=50.0)
+    assert Settled(capacity=True)(half, rates(link(100.0))) is None
+    # Rising, or losses without the epochs yet: keep going.
+    assert Settled(capacity=True)(replace(flat, trend=0.28), rates(link(100.0))) is None
+    assert Settled(capacity=True)(replace(flat, retrans=3), rates(link(100.0))) is None
 
 
 def test_bbr_waits_for_its_window_in_rtts() -> None:

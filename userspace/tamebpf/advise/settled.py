@@ -17,10 +17,9 @@ probe ends early only when
   error within `rse`), and
 - when the capacity is to be estimated from this probe, that estimate is
   trusted and tight (as estimate/adaptive.Enough);
-or, with no loss to count, when its goodput is flat: without loss a CUBIC
-or Reno window only grows, so a goodput that does not rise is held by the
-link (which nothing else then shares) or by the receiver, and there is no
-share left to converge to. Otherwise it runs to its time limit
+or, for the probe whose ACKs estimate the capacity, when it saw no loss and
+its goodput is flat at that capacity: the link is ours alone, and there is
+no share to converge to. Otherwise it runs to its time limit
 (DEFAULT_MAX_PROBE_S each). Each rule says why it stopped, for the output.
 """
 
@@ -44,13 +43,18 @@ DEFAULT_MAX_PROBE_S = 15.0
 DEFAULT_EPOCHS = SETTLED_EPOCHS
 # A window's halves within this of each other: its goodput is flat.
 FLAT_TREND = 0.05
+# ... and at this share of the estimated capacity: the link is ours.
+ALONE_SHARE = 0.95
 
 SETTLED = "settled"
-STEADY = "steady without loss"
+STEADY = "alone on the link"
 # BBR neither leaves slow start the way the kernel marks it (its ssthresh
 # stays unset) nor moves by loss epochs: its probe ends once the window
-# spans this many RTTs, five of its 8-RTT bandwidth-probing cycles.
-BBR_WINDOW_RTTS = 40.0
+# spans this many RTTs, three of its 8-RTT bandwidth-probing cycles. The
+# window is the probe's last 40% (estimate/steady.py), so that is 60 RTTs
+# of probe: 9 s at 150 ms, and three BBR probes (a third where the first two
+# leave the answer open) stay within about 30 s.
+BBR_WINDOW_RTTS = 24.0
 
 
 @dataclass(frozen=True)
@@ -73,16 +77,25 @@ class Settled:
             return None
         counted = s.median_epochs >= self.epochs and (
             self.max_trend is None or (s.trend is not None and abs(s.trend) <= self.max_trend))
-        # Without loss a CUBIC or Reno window only grows, so a goodput that
-        # does not rise is held by the link (or the receiver), not by others
-        # whose share it is still taking.
-        steady_alone = s.retrans == 0 and s.trend is not None and abs(s.trend) <= FLAT_TREND
-        if not counted and not steady_alone:
+        if counted:
+            if self.capacity and not _tight_capacity(ack_rates(), s.goodput_mbps,
+                                                     self.capacity_halfwidth):
+                return None
+            return SETTLED
+        # No loss to count. Without loss a CUBIC or Reno window only grows,
+        # so a flat goodput at the link's capacity is a link nothing else
+        # shares. Only the probe whose ACKs estimate the capacity can tell
+        # (a lone stream's ACKs show its share, not the link): a 1-stream
+        # probe beside one CUBIC flow sat flat at 3/4 of its long-run rate
+        # in CUBIC's plateau (docs/results/settled-design.md, fresh16).
+        if not self.capacity or s.retrans or s.trend is None or abs(s.trend) > FLAT_TREND:
             return None
-        if self.capacity and not _tight_capacity(ack_rates(), s.goodput_mbps,
-                                                 self.capacity_halfwidth):
+        rates = ack_rates()
+        if not _tight_capacity(rates, s.goodput_mbps, self.capacity_halfwidth):
             return None
-        return SETTLED if counted else STEADY
+        e = estimate_capacity(rates, s.goodput_mbps)
+        alone = e.goodput_mbps is not None and s.goodput_mbps >= ALONE_SHARE * e.goodput_mbps
+        return STEADY if alone else None
 
 
 @dataclass(frozen=True)

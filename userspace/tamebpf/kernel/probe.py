@@ -190,9 +190,28 @@ def _point(f: Flow, t: float) -> FlowPoint:
     )
 
 
-def _ack_rates(ack_train: AckTrain, mss: int | None, stage: _Stage) -> list[float]:
-    return pair_rates(ack_train.read().only(stage.cookies).between(stage.begin_ns, None),
-                      mss or 0)
+# A stop rule may ask for the ACK pair rates at every check; reading the log
+# (up to 131072 ACKs) is the costly part of a check, so an answer is reused
+# for this long.
+ACK_RATES_REUSE_S = 1.0
+
+
+class _AckRates:
+    """The current stage's ACK pair rates, read at most every
+    ACK_RATES_REUSE_S (a rule deciding on the capacity can wait that long)."""
+
+    def __init__(self, ack_train: AckTrain) -> None:
+        self.ack_train = ack_train
+        self.read_at = -1.0
+        self.stage = -1
+        self.rates: list[float] = []
+
+    def __call__(self, k: int, stage: _Stage, mss: int | None) -> list[float]:
+        now = time.monotonic()
+        if k != self.stage or now - self.read_at >= ACK_RATES_REUSE_S:
+            log = self.ack_train.read().only(stage.cookies).between(stage.begin_ns, None)
+            self.rates, self.read_at, self.stage = pair_rates(log, mss or 0), now, k
+        return self.rates
 
 
 @dataclass
@@ -287,6 +306,7 @@ def run_probes(target: Target, stages: Sequence[tuple[int, float]],
             if fast_start else None
         # Every ACK of the probe's connections, for the capacity estimate.
         ack_train = stack.enter_context(AckTrain(cg))
+        ack_rates = _AckRates(ack_train)
         t_start = time.monotonic()
         child = _spawn(target, stages, cg, fast_start)
         finished = False
@@ -334,7 +354,7 @@ def run_probes(target: Target, stages: Sequence[tuple[int, float]],
                     if so_far is not None:
                         epochs[current] = so_far.median_epochs
                     why = None if so_far is None else rule(so_far, functools.partial(
-                        _ack_rates, ack_train, so_far.mss, stage))
+                        ack_rates, current, stage, so_far.mss))
                     if why:
                         # The child ends this stage as if its time were up.
                         os.write(child.stop_fd, bytes([current]))
