@@ -5,11 +5,13 @@
 2. cross traffic: 2 CUBIC flows that were there first;
 3. `tamebpf advise` against the testbed's receiver (two probes, each until
    its share of the path has settled: seconds here, up to 15 s each on long
-   crowded paths; the progress line shows them), then `--quick`;
+   crowded paths; the progress line shows them); the same again, answered
+   from path memory at once without sending anything; then `--quick`;
 4. a transfer that uses too many streams: 4 streams, then 16, while
 5. `tamebpf watch` looks at the sender: live when run in a terminal (q quits),
    otherwise (or with --batch) a few printed refreshes.
-Everything is torn down afterwards, also on Ctrl-C or an error.
+Everything is torn down afterwards, also on Ctrl-C or an error; path memory
+lives in a temporary directory that goes with it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from types import FrameType
@@ -66,6 +69,8 @@ def main() -> int:
 
     name = "demo" + secrets.token_hex(2)
     procs: list[subprocess.Popen[bytes]] = []
+    memory = tempfile.TemporaryDirectory(prefix="tamebpf-demo-state-")
+    os.environ["TAMEBPF_STATE_DIR"] = memory.name  # not the host's /var/lib/tamebpf
     try:
         say("1/5 testbed: 50 Mbit/s bottleneck, 40 ms RTT, 50-packet drop-tail queue, CUBIC")
         tb = Testbed.up(name, 50.0, 40.0, 50, cc="cubic")
@@ -85,8 +90,13 @@ def main() -> int:
         advise = ["advise", f"{rcv}:{PORT_ADVISE}", "--max-impact", "10%", "--netns",
                   tb.namespaces["sender"], "--congestion", "cubic", "--max-streams", "16"]
         subprocess.run(tamebpf(*advise), check=True)
-        say("    the same with --quick (two fixed 2-s probes: a quick look)")
-        subprocess.run(tamebpf(*advise, "--quick"), check=True)
+        say("    the same again: path memory answers at once and sends nothing (--fresh "
+            "probes again)")
+        start = time.monotonic()
+        subprocess.run(tamebpf(*advise), check=True)
+        print(f"(answered in {time.monotonic() - start:.2f} s)")
+        say("    with --quick --fresh (two fixed 2-s probes: a quick look)")
+        subprocess.run(tamebpf(*advise, "--quick", "--fresh"), check=True)
 
         say("4/5 a transfer that uses too many streams (iperf3 -P 4, then -P 16), and\n"
             "    5/5 tamebpf watch on the sender" + (" (q quits)" if live else ""))
@@ -115,6 +125,7 @@ def main() -> int:
                 p.kill()
             p.wait()
         teardown(name)
+        memory.cleanup()
         print("done: nothing left behind", flush=True)
 
 

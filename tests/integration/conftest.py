@@ -27,6 +27,15 @@ def _clean_up_on_sigterm() -> Iterator[None]:
         yield
 
 
+@pytest.fixture(autouse=True)
+def _private_path_memory(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+                         ) -> None:
+    """Each test gets its own path memory (docs/paths.md): testbeds reuse
+    addresses and namespace names, so one test's advice must not answer the
+    next test's advise, and no test writes to /var/lib/tamebpf."""
+    monkeypatch.setenv("TAMEBPF_STATE_DIR", str(tmp_path_factory.mktemp("state") / "state"))
+
+
 @pytest.fixture
 def pins(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A private bpffs pin directory, so a test never touches a real cap."""

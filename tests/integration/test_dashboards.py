@@ -14,6 +14,7 @@ import urllib.parse
 
 import pytest
 
+from tamebpf.paths.store import PathStore, state_dir
 from tests.integration.kernel_fixtures import cgroup, iperf3_available, wait_for
 from tests.integration.test_export import (
     TAMEBPF,
@@ -32,6 +33,7 @@ from tests.unit.contrib_queries import (
     signal,
     substitute,
 )
+from tests.unit.test_paths_store import an_entry
 
 pytestmark = [
     pytest.mark.root,
@@ -55,6 +57,9 @@ def evaluated(prom: str) -> set[str]:
 
 def test_every_dashboard_query_and_rule_returns_data(pins: str) -> None:
     rules = read_rules()
+    # A remembered path, as an advise leaves it (the path panels and alert);
+    # this test's own state directory (tests/integration/conftest.py).
+    PathStore(state_dir()).put(an_entry())
     with cgroup() as cg:
         cap = subprocess.run([*TAMEBPF, "cap", "set", "--cgroup", cg, "--dest", "127.0.0.1/32",
                               "--max-streams", "8"], capture_output=True, text=True, timeout=30)

@@ -21,6 +21,9 @@ def test_demo_advises_watches_and_cleans_up() -> None:
     out = res.stdout
     assert res.returncode == 0, f"demo failed ({res.returncode}): {res.stderr[-2000:]}"
     assert "ADVICE:" in out, "no advice printed"
+    advice = [ln for ln in out.splitlines() if ln.startswith("ADVICE:")]
+    assert len(advice) == 3 and advice[1].endswith("from memory)"), advice
+    assert advice[1].split(",")[0] == advice[0].split(",")[0], advice
     watch_rows = [ln for ln in out.splitlines() if ln.startswith(" iperf3 ")]
     assert any(ln.split()[2].rstrip("!") == "16" for ln in watch_rows), (
         f"watch never showed the 16-stream transfer: {watch_rows[-3:]}")

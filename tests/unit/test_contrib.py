@@ -31,6 +31,7 @@ from tests.unit.contrib_queries import (
 )
 from tests.unit.test_export import FakeReader, cap_rows, fresh
 from tests.unit.test_groups_fakes import Transfer
+from tests.unit.test_paths_store import an_entry
 
 
 def exported() -> dict[str, set[str]]:
@@ -41,7 +42,7 @@ def exported() -> dict[str, set[str]]:
         col = TamebpfCollector(
             FakeReader([Transfer(streams=1, mbps=50.0)]), Aggregator(group_by, min_samples=1),
             per_flow=True, caps=lambda: [CapLimit(1), CapLimit(2**32 - 1, pace_bps=8e6)],
-            cap_table=cap_rows)
+            cap_table=cap_rows, paths=lambda: [an_entry()])
         t = col.source.transfers[0]  # type: ignore[attr-defined]
         for i in range(6):  # two stream counts: the advice families get samples too
             if i == 3:

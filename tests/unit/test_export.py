@@ -22,6 +22,7 @@ from tamebpf.present.prometheus import TamebpfCollector, make_registry
 from tamebpf.records import Cap
 from tests.unit.test_groups import predict_advice
 from tests.unit.test_groups_fakes import SECOND, Transfer, cap_record
+from tests.unit.test_paths_store import an_entry
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
 
@@ -234,7 +235,7 @@ def test_every_metric_is_in_docs_and_every_documented_one_exists() -> None:
     col = TamebpfCollector(
         FakeReader([Transfer(streams=1, mbps=50.0)]), Aggregator(min_samples=1), per_flow=True,
         caps=lambda: [CapLimit(1), CapLimit(2**32 - 1, pace_bps=8e6)],
-        cap_table=cap_rows)
+        cap_table=cap_rows, paths=lambda: [an_entry()])
     t = col.source.transfers[0]  # type: ignore[attr-defined]
     for i in range(6):
         if i == 3:

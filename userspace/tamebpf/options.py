@@ -144,6 +144,15 @@ def add_advice_options(p: argparse.ArgumentParser, *, required_impact: bool = Fa
                    help=f"never advise more than this (default {DEFAULT_MAX_STREAMS})")
 
 
+def add_state_dir_option(p: argparse.ArgumentParser, sub: bool = False) -> None:
+    """Where path memory lives (docs/paths.md); advise and paths share it.
+    `sub`: on a sub-command whose parent takes it too (`paths forget`): no
+    default there, so the parent's value is not overwritten."""
+    p.add_argument("--state-dir", metavar="DIR", default=argparse.SUPPRESS if sub else None,
+                   help="path memory's directory (default: $TAMEBPF_STATE_DIR, else "
+                   "/var/lib/tamebpf; created on first write)")
+
+
 def settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
     """The Settings that add_advice_options' values describe."""
     max_impact = parse_fraction(args.max_impact, "--max-impact")

@@ -103,6 +103,10 @@ def advise_target(host: str, max_impact: float, port: int = 5201,
     refuse cap and the target rate of a pace cap."""
     result = run_advice(Target(host, port, congestion=congestion),
                         Settings(max_impact=max_impact), on_progress=on_progress)
+    # Every probed advice goes to path memory (docs/paths.md), cap --auto's
+    # too; imported here because advise.memory imports this module.
+    from tamebpf.advise.memory import AdviceMemory
+    AdviceMemory().remember(result, probe_congestion(result.target)[0], "settled")
     if result.refused:
         raise TamebpfError(f"the advisor gave no advice for {host}:{port}: {result.refused}")
     advice = result.prediction.advice

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
+import time
+import urllib.parse
 from types import FrameType
 from typing import Any
 
@@ -15,19 +18,24 @@ from tamebpf.advise import (
     QUICK_DURATIONS_S,
     TWO_PROBE_MODELS,
     Target,
+    probe_congestion,
     run_advice,
 )
+from tamebpf.advise.memory import DEFAULT_MAX_AGE_S, AdviceMemory
 from tamebpf.errors import TamebpfError, UsageError
 from tamebpf.kernel import preflight
 from tamebpf.options import (
     IPERF3_PORT,
     add_advice_options,
+    add_state_dir_option,
     dump_json,
     parse_host_port,
     parse_rate_mbps,
     settings_from,
 )
+from tamebpf.paths.recall import Recalled
 from tamebpf.present.advice import render, to_json
+from tamebpf.present.paths import recalled_json, render_recalled
 from tamebpf.present.plot import check_path, write_plot
 from tamebpf.present.progress import ProgressLine
 from tamebpf.present.toolflags import FORMATS, tool_flags
@@ -47,7 +55,9 @@ def register(sub: Any) -> None:
         f"{DEFAULT_MAX_PROBE_S:g} s: a few seconds on short or idle paths, up to about "
         f"{2 * DEFAULT_MAX_PROBE_S + 2:g} s in all on long crowded ones. BBR senders are "
         "advised from the bottleneck's capacity less what the probes took (a third probe "
-        "where the first two leave the answer open).",
+        "where the first two leave the answer open). Every advice is remembered per path: "
+        "a second advise within --max-age answers at once from path memory, sending "
+        "nothing (docs/paths.md).",
     )
     p.add_argument("dest", metavar="HOST[:PORT]", help="iperf3 server (default port 5201)")
     add_advice_options(p, required_impact=True)
@@ -84,6 +94,19 @@ def register(sub: Any) -> None:
                    help="print only the advised stream count as flags for a transfer tool: "
                    + ", ".join(FORMATS) + " (shell: the bare number)")
     p.add_argument("--plot", metavar="FILE", help="write a plot (.png or .svg)")
+    p.add_argument("--max-age", type=float, default=DEFAULT_MAX_AGE_S, metavar="S",
+                   help="answer from path memory when it holds an advice for this path "
+                   "(destination, network namespace, congestion control) at most this old, "
+                   "sending nothing (default %(default)g s; docs/paths.md). The default "
+                   "probes take only settled entries, --quick any")
+    p.add_argument("--fresh", action="store_true",
+                   help="probe even if path memory has a fresh answer (--probes, "
+                   "--duration, --max-probe-time, --model and --plot probe too)")
+    p.add_argument("--paths-from", metavar="URL", default=os.environ.get(PATHS_FROM_ENV),
+                   help="when our own path memory has nothing fresh, answer from the path "
+                   "entries other nodes' `tamebpf export` served to the Prometheus at URL "
+                   f"(its HTTP query API; default ${PATHS_FROM_ENV}; docs/paths.md)")
+    add_state_dir_option(p)
     p.set_defaults(func=run)
 
 
@@ -93,6 +116,20 @@ def parse_dest(dest: str) -> tuple[str, int]:
 
 
 MIN_PROBE_S, MAX_PROBE_S = 0.5, 60.0
+
+
+PATHS_FROM_ENV = "TAMEBPF_PATHS_FROM"
+
+
+def parse_paths_from(url: str | None) -> str | None:
+    """A Prometheus base URL (http or https), or None."""
+    if not url:
+        return None
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise UsageError(f"--paths-from {url!r}: give Prometheus's base URL, e.g. "
+                         "http://prometheus.example:9090")
+    return url
 
 
 def parse_capacity(text: str) -> float:
@@ -153,8 +190,19 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         check_path(args.plot)
     settings = settings_from(args)
-    preflight.check("advise")  # after the arguments: a bad one is exit 2 for anyone
+    if args.max_age < 0:
+        raise UsageError(f"--max-age {args.max_age:g}: give seconds, 0 or more")
     target = Target(host, port, args.netns, args.congestion)
+    memory = AdviceMemory(args.state_dir)
+    probe_options = (args.fresh or args.plot or args.duration is not None
+                     or args.max_probe_time is not None or (n1, n2) != DEFAULT_PROBES
+                     or args.model != DEFAULT_MODEL)
+    if not probe_options:
+        recalled = memory.lookup(target, settings, args.max_age, args.quick, capacity,
+                                 parse_paths_from(args.paths_from))
+        if recalled is not None:
+            return _from_memory(args, recalled, target)
+    preflight.check("advise")  # after the arguments: a bad one is exit 2 for anyone
     progress = ProgressLine()
     old = signal.signal(signal.SIGTERM, _sigterm)
     try:
@@ -164,6 +212,8 @@ def run(args: argparse.Namespace) -> int:
     finally:
         signal.signal(signal.SIGTERM, old)
         progress.clear()
+    memory.remember(result, probe_congestion(target)[0], "quick" if args.quick else
+                    "fixed" if durations is not None else "settled")
     if result.refused:
         if args.json:
             dump_json(to_json(result), sys.stdout)
@@ -180,4 +230,16 @@ def run(args: argparse.Namespace) -> int:
         dump_json(to_json(result), sys.stdout)
     else:
         sys.stdout.write(render(result))
+    return 0
+
+
+def _from_memory(args: argparse.Namespace, recalled: Recalled, target: Target) -> int:
+    """The advice path memory holds (advise/memory.py): nothing is sent."""
+    now = time.time()
+    if args.format:
+        sys.stdout.write(tool_flags(args.format, recalled.advice.num_flows))
+    elif args.json:
+        dump_json(recalled_json(recalled, target, now), sys.stdout)
+    else:
+        sys.stdout.write(render_recalled(recalled, target, now))
     return 0

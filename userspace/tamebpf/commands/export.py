@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import sqlite3
 import sys
 import threading
 import time
@@ -23,7 +24,15 @@ from tamebpf.kernel.caps_view import cap_table, read_caps
 from tamebpf.kernel.flows import FlowReader
 from tamebpf.lifecycle import terminate_as_exit
 from tamebpf.logs import log
-from tamebpf.options import add_reader_arguments, parse_host_port, settings_from
+from tamebpf.options import (
+    add_reader_arguments,
+    add_state_dir_option,
+    parse_host_port,
+    settings_from,
+)
+from tamebpf.paths.passive import PathLearner
+from tamebpf.paths.store import PathStore, state_dir
+from tamebpf.paths.where import netns_id
 from tamebpf.present.prometheus import Reading, TamebpfCollector, make_registry
 from tamebpf.present.watch import group_to_json
 
@@ -65,6 +74,10 @@ def register(sub: Any) -> None:
     p.add_argument("--max-groups", type=int, default=DEFAULT_MAX_GROUPS, metavar="N",
                    help="keep at most N groups; idle ones beyond are forgotten, oldest "
                    f"first (default {DEFAULT_MAX_GROUPS})")
+    p.add_argument("--no-learn", action="store_true",
+                   help="do not feed what the transfers do into path memory (by default "
+                   "every --interval; docs/paths.md)")
+    add_state_dir_option(p)
     p.set_defaults(func=run)
 
 
@@ -90,8 +103,11 @@ def run(args: argparse.Namespace) -> int:
         with terminate_as_exit(), FlowReader(cgroup=args.cgroup, netns=args.netns,
                                              verbose=args.verbose, command="export") as reader:
             collector = TamebpfCollector(reader, agg, per_flow=args.per_flow, caps=read_caps,
-                                         cap_table=cap_table)
-            with serving(collector, listen), sink(args.jsonl) as out:
+                                         cap_table=cap_table,
+                                         paths=PathStore(state_dir(args.state_dir)).latest)
+            learner = None if args.no_learn else path_learner(args)
+            with serving(collector, listen), sink(args.jsonl) as out, \
+                    learning(collector, learner, args.interval):
                 if out is None:
                     threading.Event().wait()
                 else:
@@ -99,6 +115,45 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     return 0
+
+
+def path_learner(args: argparse.Namespace) -> PathLearner | None:
+    """The learner for the namespace export reads (None: flows of several
+    namespaces, whose paths cannot be told apart by address)."""
+    if len(args.netns) > 1:
+        log.info("path memory: not learning from transfers: flows of %d network namespaces "
+                 "cannot be told apart by address (give one --netns)", len(args.netns))
+        return None
+    return PathLearner(PathStore(state_dir(args.state_dir)),
+                       netns_id(args.netns[0] if args.netns else None), settings_from(args))
+
+
+@contextlib.contextmanager
+def learning(collector: TamebpfCollector, learner: PathLearner | None,
+             interval: float) -> Iterator[None]:
+    """Every interval, the groups of a reading (a scrape's, if one is
+    recent) go to path memory; a failed write is logged, the export goes on."""
+    if learner is None:
+        yield
+        return
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(interval):
+            reading = collector.read()
+            try:
+                learner.observe(reading.groups, reading.time_s)
+            except (sqlite3.Error, OSError) as err:
+                log.warning("path memory in %s could not be written (%s)",
+                            learner.store.directory, err, extra={"event": "paths_error"})
+
+    thread = threading.Thread(target=loop, name="path-learner", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=5)
 
 
 @contextlib.contextmanager

@@ -81,6 +81,7 @@ def to_json(result: AdviseResult) -> dict[str, Any]:
         out["advice"] = None
         out["curve"] = []
     out["target"] = _target_json(result.target)
+    out["from_memory"] = False  # probed now (present/paths.recalled_json: from memory)
     return out
 
 

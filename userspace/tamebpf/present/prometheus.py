@@ -26,6 +26,7 @@ from prometheus_client.registry import CollectorRegistry
 from tamebpf import __version__
 from tamebpf.groups import Aggregator, CapLimit, Group
 from tamebpf.logs import log
+from tamebpf.paths.entry import PathEntry
 from tamebpf.records import Cap as CapRecord
 from tamebpf.records import Flow, FlowSource, ReaderStats
 
@@ -78,7 +79,8 @@ class TamebpfCollector:
 
     per_flow: also one series per open flow (unbounded cardinality: ask for
     it explicitly).  caps: returns the caps in force (tamebpf cap).
-    cap_table: returns the kernel's cap records (for the cap metrics)."""
+    cap_table: returns the kernel's cap records (for the cap metrics).
+    paths: returns path memory's newest entry per path (docs/paths.md)."""
 
     def __init__(
         self,
@@ -89,9 +91,11 @@ class TamebpfCollector:
         caps: Callable[[], list[CapLimit]] = list,
         cap_table: Callable[[], Sequence[CapRecord]] = list,
         programs: Sequence[str] = FLOW_PROGRAMS,
+        paths: Callable[[], Sequence[PathEntry]] = list,
     ) -> None:
         self.source, self.agg, self.per_flow = source, agg, per_flow
         self.caps, self.cap_table, self.programs = caps, cap_table, tuple(programs)
+        self.paths = paths
         self.labels = ("comm" if agg.group_by == "comm" else "cgroup", "remote_addr")
         self._lock = threading.Lock()
         self._last: Reading | None = None
@@ -138,6 +142,7 @@ class TamebpfCollector:
         if self.per_flow:
             yield from self._flow_metrics(reading.flows)
         yield from self._cap_metrics()
+        yield from self._path_metrics(reading.time_s)
         yield from self._health(reading)
 
     def _key(self, g: Group) -> list[str]:
@@ -265,6 +270,55 @@ class TamebpfCollector:
             live.add_metric(key, c.streams)
             refused.add_metric(key, c.refused)
         yield from (limit, target, live, refused)
+
+    def _path_metrics(self, now: float) -> Iterator[Any]:
+        """Path memory: one series per path (destination prefix, namespace,
+        congestion control), bounded by the store's row cap."""
+        labels = ("dest", "netns", "congestion")
+        info = GaugeMetricFamily(PREFIX + "path_info", "A remembered path (value 1): where "
+                                 "its newest advice came from and how it was probed.",
+                                 labels=(*labels, "source", "probes"))
+        age = GaugeMetricFamily(PREFIX + "path_age_seconds",
+                                "Age of the path's newest advice.", labels=labels)
+        when = GaugeMetricFamily(PREFIX + "path_learned_timestamp_seconds",
+                                 "Unix time of the path's newest advice.", labels=labels)
+        streams = GaugeMetricFamily(PREFIX + "path_advice_streams",
+                                    "Streams the path's newest advice advises.", labels=labels)
+        rate = GaugeMetricFamily(PREFIX + "path_advice_throughput_bytes_per_second",
+                                 "Predicted throughput at the advised streams.", labels=labels)
+        limit = GaugeMetricFamily(PREFIX + "path_max_impact_ratio",
+                                  "The impact limit the advice was computed for.",
+                                  labels=labels)
+        capacity = GaugeMetricFamily(PREFIX + "path_capacity_bytes_per_second",
+                                     "The bottleneck's TCP goodput the advice rests on "
+                                     "(when known).", labels=labels)
+        fit = GaugeMetricFamily(PREFIX + "path_fit_info",
+                                "The path's fit (value 1), in the label fit as path memory "
+                                "keeps it: what another node's advise --paths-from "
+                                "recomputes the advice from.",
+                                labels=(*labels, "source", "probes", "fit"))
+        changed = GaugeMetricFamily(PREFIX + "path_changed",
+                                    "1 if real transfers showed the path changed since its "
+                                    "advice (the next advise probes), else 0.", labels=labels)
+        try:
+            entries = list(self.paths())
+        except Exception as err:  # noqa: BLE001 - path memory is extra; never fail a scrape
+            log.warning("reading path memory failed (%s); no path series this scrape", err,
+                        extra={"event": "paths_read_error"})
+            entries = []
+        for e in entries:
+            key = [e.key.dest, e.key.netns, e.key.congestion]
+            info.add_metric([*key, e.source, e.probe_kind], 1)
+            fit.add_metric([*key, e.source, e.probe_kind, e.fit.to_json()], 1)
+            age.add_metric(key, e.age_s(now))
+            when.add_metric(key, e.when)
+            streams.add_metric(key, e.advised_streams)
+            rate.add_metric(key, e.advised_mbps * 1e6 / 8)
+            limit.add_metric(key, e.max_impact)
+            if e.capacity_mbps is not None:
+                capacity.add_metric(key, e.capacity_mbps * 1e6 / 8)
+            changed.add_metric(key, 1.0 if e.changed else 0.0)
+        yield from (info, fit, age, when, streams, rate, limit, capacity, changed)
 
     def _health(self, r: Reading) -> Iterator[Any]:
         info = GaugeMetricFamily(PREFIX + "build_info", "tamebpf version (value 1).",

@@ -1,0 +1,118 @@
+"""Learning paths from transfers (paths/passive.py): points -> entries, the
+changed mark, and how often the learner writes."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from tamebpf.groups import Counters, Group, GroupKey, Observation, passive_fit
+from tamebpf.model import Probe, Settings, fit_capacity, fit_throughput, predict
+from tamebpf.paths.entry import FitData, PathEntry, PathKey
+from tamebpf.paths.passive import CHANGE_TOLERANCE, PathLearner, learn
+from tamebpf.paths.recall import recall
+from tamebpf.paths.store import PathStore
+
+SETTINGS = Settings(max_impact=0.10)
+KEY = PathKey("198.18.3.2/32", "tb-snd", "cubic")
+C = 100.0  # capacity, Mbit/s of goodput
+M = 4.0  # competing flows
+
+
+def share(n: int) -> float:
+    return C * n / (n + M)
+
+
+def group(*counts: int, cc: str = "cubic", scale: float = 1.0, samples: int = 5) -> Group:
+    obs = tuple(Observation(n, share(n) * scale, 0.001, 0.02, samples) for n in counts)
+    return Group(GroupKey("iperf3", "198.18.3.2"), "iperf3", None, "198.18.3.2", counts[-1],
+                 counts[-1], share(counts[-1]) * 1e6, 0.001, 20000.0, cc, Counters(), 0,
+                 passive_fit(obs, SETTINGS, [cc]) if len(obs) >= 2 else None, None, 1.0,
+                 observed=obs)
+
+
+def probed(capacity: float | None = C) -> PathEntry:
+    """An entry as a settled advise leaves it, anchored on the capacity."""
+    probes = [Probe(1, share(1)), Probe(10, share(10))]
+    fit = fit_capacity(probes, capacity) if capacity else fit_throughput(probes, "square")
+    a = predict(fit, SETTINGS).advice
+    return PathEntry(KEY, 1000.0, "probe", "settled",
+                     FitData("capacity" if capacity else "throughput",
+                             tuple((p.streams, p.throughput) for p in probes), fit.model,
+                             fit.coeffs, fit.evidence_limit, fit.capacity),
+                     a.num_flows, a.max_nondisruptive_thru, a.cross_traffic_impact, 0.10,
+                     capacity_mbps=capacity, capacity_method="ack-train")
+
+
+def test_two_counts_give_a_fit_that_predicts_a_third() -> None:
+    got = learn(group(2, 8), "tb-snd", 2000.0, SETTINGS, None)
+    assert got is not None and got.entry is not None and got.changed is None
+    e = got.entry
+    assert (e.key, e.source, e.probe_kind, e.fit.estimator) == (KEY, "passive", "none",
+                                                                "throughput")
+    at4 = recall(e, SETTINGS).curve[3].throughput
+    assert at4 == pytest.approx(share(4), rel=0.02)
+    assert e.rtt_ms == pytest.approx(20.0)
+
+
+def test_one_count_with_a_known_capacity_gives_the_competing_flows() -> None:
+    got = learn(group(6), "tb-snd", 2000.0, SETTINGS, probed())
+    assert got is not None and got.entry is not None
+    assert got.entry.competing_flows == pytest.approx(M, rel=0.01)
+    assert got.entry.capacity_mbps == C
+    # Without a capacity one point says nothing about the curve.
+    got = learn(group(6), "tb-snd", 2000.0, SETTINGS, probed(capacity=None))
+    assert got is not None and got.entry is None and got.changed is None
+
+
+@pytest.mark.parametrize("scale", [1 - 2 * CHANGE_TOLERANCE, 1 + 2 * CHANGE_TOLERANCE])
+def test_goodput_outside_the_interval_marks_the_path_changed(scale: float) -> None:
+    got = learn(group(6, scale=scale), "tb-snd", 2000.0, SETTINGS, probed())
+    assert got is not None and got.changed and got.entry is None, got
+    assert "6 streams" in got.changed
+    inside = learn(group(6, scale=1 + CHANGE_TOLERANCE / 2), "tb-snd", 2000.0, SETTINGS,
+                   probed())
+    assert inside is not None and inside.changed is None
+    # Once changed, nothing is learned until an advise has probed again.
+    again = learn(group(2, 8), "tb-snd", 2000.0, SETTINGS, replace(probed(), changed=True))
+    assert again is not None and again.entry is None and again.changed is None
+
+
+def test_mixed_or_bbr_transfers_teach_no_fit() -> None:
+    assert learn(group(2, 8, cc="bbr,cubic"), "tb-snd", 2000.0, SETTINGS, None) is None
+    got = learn(group(2, 8, cc="bbr"), "tb-snd", 2000.0, SETTINGS, None)
+    assert got is not None and got.entry is None
+
+
+def test_the_learner_stores_new_points_and_marks_changes(tmp_path: Path) -> None:
+    store = PathStore(str(tmp_path))
+    learner = PathLearner(store, "tb-snd", SETTINGS, store_every_s=60.0)
+    t0 = time.time()  # the store expires entries older than a week
+    learner.observe([group(2, 8)], t0)
+    learner.observe([group(2, 8)], t0 + 10)  # the same points a moment later: no write
+    assert store.count() == 1
+    learner.observe([group(2, 4, 8)], t0 + 20)  # a new count: written at once
+    learner.observe([group(2, 8)], t0 + 100)  # the same counts, later: written again
+    assert store.count() == 3
+    learner.observe([group(2, 8, samples=9)], t0 + 101)  # not yet twice the samples
+    learner.observe([group(2, 8, samples=10)], t0 + 102)  # twice: a firmer median, written
+    assert store.count() == 4
+    newest = store.newest(KEY)
+    assert newest is not None and newest.source == "passive" and not newest.changed
+    learner.observe([group(2, 8, scale=0.5)], t0 + 110)
+    newest = store.newest(KEY)
+    assert newest is not None and newest.changed and learner.changed >= 1
+
+
+def test_advises_own_probes_teach_nothing() -> None:
+    import inspect
+
+    import tamebpf.kernel.probe as probe
+    from tamebpf.paths.passive import PROBE_CGROUP
+
+    assert f'f"{PROBE_CGROUP}{{' in inspect.getsource(probe), "kernel/probe.py renamed its cgroups"
+    g = replace(group(2, 8, scale=0.3), cgroup=f"/sys/fs/cgroup/{PROBE_CGROUP}123-10")
+    assert learn(g, "tb-snd", 2000.0, SETTINGS, probed()) is None

@@ -1,0 +1,117 @@
+"""`advise` and path memory: answer from a fresh entry, store every probed
+advice (docs/paths.md).
+
+Memory is a cache of measurements: when it cannot be read or written, the
+advice is probed (or given) as without it, with one warning line.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from dataclasses import replace
+
+from tamebpf.advise import probe_congestion
+from tamebpf.errors import TamebpfError
+from tamebpf.estimate.advice import AdviseResult, Target
+from tamebpf.logs import log
+from tamebpf.model import ModelInputError, Settings
+from tamebpf.paths import remote
+from tamebpf.paths.entry import ProbeKind
+from tamebpf.paths.recall import Recalled, entry_from_advice, recall, usable
+from tamebpf.paths.store import PathStore, state_dir
+from tamebpf.paths.where import path_key
+
+DEFAULT_MAX_AGE_S = 3600.0
+
+
+class AdviceMemory:
+    def __init__(self, directory: str | None = None) -> None:
+        self.store = PathStore(state_dir(directory))
+
+    def lookup(self, target: Target, settings: Settings, max_age_s: float, quick: bool,
+               link_mbps: float | None, paths_from: str | None = None) -> Recalled | None:
+        """The remembered advice for this target's path under `settings`,
+        or None (nothing fresh and usable: probe). Our own memory first,
+        then the entries other nodes exported to the Prometheus at
+        `paths_from`. Why an entry was not used is logged at debug level
+        (--log-level debug)."""
+        own = self._own(target, settings, max_age_s, quick, link_mbps)
+        if own is not None or paths_from is None:
+            return own
+        return self._shared(target, settings, max_age_s, quick, link_mbps, paths_from)
+
+    def _shared(self, target: Target, settings: Settings, max_age_s: float, quick: bool,
+                link_mbps: float | None, url: str) -> Recalled | None:
+        try:
+            key = path_key(target.host, target.netns, probe_congestion(target)[0])
+        except TamebpfError:
+            return None
+        try:
+            found = remote.fetch(url, key.dest, key.congestion)
+        except (OSError, ValueError) as err:
+            log.warning("--paths-from %s could not be asked (%s): probing", url, err)
+            return None
+        now = time.time()
+        for r in found:
+            why = usable(r.entry, now, max_age_s, quick, link_mbps)
+            if why is not None:
+                log.debug("%s's entry for %s not used: %s", r.instance, key.dest, why)
+                continue
+            try:
+                got = recall(r.entry, settings)
+            except (ModelInputError, ValueError) as err:
+                log.debug("%s's fit for %s does not make a curve: %s", r.instance, key.dest,
+                          err)
+                continue
+            # The series carry the fit, not the node's own advice: the entry
+            # shows the advice recomputed here.
+            a = got.advice
+            entry = replace(r.entry, advised_streams=a.num_flows,
+                            advised_mbps=a.max_nondisruptive_thru,
+                            advised_impact=a.cross_traffic_impact,
+                            max_impact=settings.max_impact)
+            return replace(got, entry=entry, node=r.instance)
+        log.debug("no node's entry in %s answers for %s", url, key.dest)
+        return None
+
+    def _own(self, target: Target, settings: Settings, max_age_s: float, quick: bool,
+             link_mbps: float | None) -> Recalled | None:
+        try:
+            key = path_key(target.host, target.netns, probe_congestion(target)[0])
+        except TamebpfError as err:
+            log.debug("path memory not asked: %s", err)
+            return None  # the probes will say what is wrong, as without memory
+        try:
+            entry = self.store.newest(key)
+        except (sqlite3.Error, OSError) as err:
+            log.warning("path memory in %s could not be read (%s): probing",
+                        self.store.directory, err)
+            return None
+        why = "nothing remembered" if entry is None else \
+            usable(entry, time.time(), max_age_s, quick, link_mbps)
+        if entry is None or why is not None:
+            log.debug("path memory has no answer for %s: %s", key, why)
+            return None
+        try:
+            return recall(entry, settings)
+        except (ModelInputError, ValueError) as err:
+            log.debug("the stored fit for %s does not make a curve: %s", key, err)
+            return None
+
+    def remember(self, result: AdviseResult, congestion: str, kind: ProbeKind) -> None:
+        """Store a probed advice (a refusal is not stored)."""
+        try:
+            key = path_key(result.target.host, result.target.netns, congestion)
+        except TamebpfError as err:
+            log.warning("the advice was not remembered: %s", err)
+            return
+        entry = entry_from_advice(result, key, time.time(), kind)
+        if entry is None:
+            return
+        try:
+            self.store.put(entry)
+        except (sqlite3.Error, OSError) as err:
+            log.warning("the advice was not remembered: path memory in %s could not be "
+                        "written (%s); give --state-dir or set TAMEBPF_STATE_DIR to a "
+                        "writable directory", self.store.directory, err)

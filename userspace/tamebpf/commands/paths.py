@@ -1,0 +1,82 @@
+"""`tamebpf paths`: what path memory knows (list), and `paths forget`."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import sys
+import time
+from typing import Any
+
+from tamebpf.errors import UsageError
+from tamebpf.options import add_state_dir_option, dump_json
+from tamebpf.paths.store import PathStore, state_dir
+from tamebpf.present.paths import entry_json, render_paths
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "paths",
+        help="what path memory knows: the last advice per path; 'paths forget' removes it",
+        description="List path memory: per path (destination prefix, network namespace, "
+        "congestion control) the newest advice, its age and source, the capacity, "
+        "competing flows and RTT it rests on (docs/paths.md). `advise` answers from an "
+        "entry younger than its --max-age without sending anything.")
+    add_state_dir_option(p)
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=run_list)
+    verbs = p.add_subparsers(dest="paths_command", metavar="{list,forget}")
+    ls = verbs.add_parser("list", help="list the paths remembered (the default)",
+                          description="List the newest entry of every path remembered.")
+    add_state_dir_option(ls, sub=True)
+    ls.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                    help="print JSON instead of a table")
+    ls.set_defaults(func=run_list)
+    fg = verbs.add_parser("forget", help="remove remembered paths: --dest CIDR or --all",
+                          description="Remove path memory's entries for destinations "
+                          "inside CIDR (every namespace and congestion control), or all of "
+                          "them; the next advise to such a destination probes.")
+    add_state_dir_option(fg, sub=True)
+    which = fg.add_mutually_exclusive_group(required=True)
+    which.add_argument("--dest", metavar="CIDR",
+                       help="an address or prefix: 198.51.100.7, 198.51.100.0/24, 2001:db8::/32")
+    which.add_argument("--all", action="store_true", help="every entry")
+    fg.set_defaults(func=run_forget)
+
+
+def run_list(args: argparse.Namespace) -> int:
+    store = PathStore(state_dir(getattr(args, "state_dir", None)))
+    entries = store.latest()
+    now = time.time()
+    if args.json:
+        dump_json({"state_dir": store.directory, "paths": [entry_json(e, now)
+                                                            for e in entries]}, sys.stdout)
+    else:
+        sys.stdout.write(render_paths(entries, now, store.directory))
+    return 0
+
+
+def parse_cidr(text: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
+    try:
+        return ipaddress.ip_network(text.strip(), strict=False)
+    except ValueError:
+        raise UsageError(f"--dest {text!r} is not an address or prefix",
+                         "give e.g. 198.51.100.7 or 198.51.100.0/24") from None
+
+
+def inside(dest: str, net: ipaddress.IPv4Network | ipaddress.IPv6Network) -> bool:
+    try:
+        d = ipaddress.ip_network(dest)
+    except ValueError:
+        return False
+    return d.version == net.version and d.subnet_of(net)  # type: ignore[arg-type]
+
+
+def run_forget(args: argparse.Namespace) -> int:
+    net = None if args.all else parse_cidr(args.dest)
+    store = PathStore(state_dir(getattr(args, "state_dir", None)))
+    dests = None if net is None else [d for d in store.destinations() if inside(d, net)]
+    gone = store.forget(dests)
+    what = "all paths" if net is None else f"destinations in {net}"
+    print(f"forgot {gone} {'entry' if gone == 1 else 'entries'} ({what})")
+    return 0

@@ -1,0 +1,110 @@
+"""What path memory keeps about one path: the key and one stored advice.
+
+Pure: no I/O. The store (paths/store.py) writes these as rows; the fit is
+kept as the few numbers that recompute the curve (paths/recall.py), so that
+a later `advise` with another --max-impact or --max-streams gets the answer
+for its own limits, not the stored one.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+# Where an entry came from: probes run by `advise` (or `cap --auto`), probes
+# with the link rate given by --capacity, or real transfers seen passively.
+Source = Literal["probe", "--capacity", "passive"]
+SOURCES: tuple[Source, ...] = ("probe", "--capacity", "passive")
+# How long the probes ran: until settled (the default), the 2 s + 2 s
+# --quick look, or fixed lengths (--duration). A default `advise` answers
+# only from settled (or passive) entries: a quick look is not the answer
+# the user asked to wait for.
+ProbeKind = Literal["settled", "quick", "fixed", "none"]
+# Which estimator the stored advice used (estimate/advice.AdviseResult.used).
+Estimator = Literal["capacity", "throughput", "share"]
+
+
+@dataclass(frozen=True)
+class PathKey:
+    """A path: the destination prefix (the host's /32 or /128), the network
+    namespace it is reached from ('host' for the init namespace, an
+    `ip netns` name, or 'inode:N'), and the senders' congestion control."""
+
+    dest: str
+    netns: str
+    congestion: str
+
+
+@dataclass(frozen=True)
+class FitData:
+    """Enough to recompute the curve for any limits.
+
+    Loss-based (estimator capacity or throughput): the fitted model's label
+    and coefficients (model/fit.Fit), the probes it was fitted to, and its
+    evidence limit and anchoring capacity. BBR (share): the measured
+    goodputs per stream count and the capacity (model/share.share_advice).
+    Throughputs in Mbit/s of TCP goodput."""
+
+    estimator: Estimator
+    probes: tuple[tuple[int, float], ...]
+    model: str | None = None
+    coeffs: tuple[float, float, float] | None = None
+    evidence_limit: int | None = None
+    capacity: float | None = None
+
+    def to_json(self) -> str:
+        return json.dumps({"estimator": self.estimator, "probes": [list(p) for p in self.probes],
+                           "model": self.model, "coeffs": self.coeffs,
+                           "evidence_limit": self.evidence_limit, "capacity": self.capacity},
+                          allow_nan=False)
+
+    @staticmethod
+    def from_json(text: str) -> FitData:
+        d: dict[str, Any] = json.loads(text)
+        coeffs = d.get("coeffs")
+        return FitData(d["estimator"], tuple((int(n), float(g)) for n, g in d["probes"]),
+                       d.get("model"), None if coeffs is None else
+                       (float(coeffs[0]), float(coeffs[1]), float(coeffs[2])),
+                       d.get("evidence_limit"), d.get("capacity"))
+
+
+@dataclass(frozen=True)
+class PathEntry:
+    """One advice for a path, as it was when stored.
+
+    capacity_*: the bottleneck's TCP goodput the advice rests on (Mbit/s),
+    its 90% interval where the ACK spacing measured it, and how it was
+    found ('given', or the estimate's method). advised_*: the advice for
+    `max_impact` (the limit it was computed for). impact_low/high: the
+    confidence range of the impact at the advised count. changed: real
+    transfers have since shown the path no longer gives what this entry
+    says; the next `advise` probes again."""
+
+    key: PathKey
+    when: float  # unix time
+    source: Source
+    probe_kind: ProbeKind
+    fit: FitData
+    advised_streams: int
+    advised_mbps: float
+    advised_impact: float
+    max_impact: float
+    capacity_mbps: float | None = None
+    capacity_low_mbps: float | None = None
+    capacity_high_mbps: float | None = None
+    capacity_method: str | None = None
+    link_mbps: float | None = None  # the link rate given with --capacity
+    competing_flows: float | None = None
+    rtt_ms: float | None = None
+    impact_low: float | None = None
+    impact_high: float | None = None
+    host: str = ""  # as the user named it (the key holds the address)
+    changed: bool = False
+    id: int | None = None  # the store's row id
+
+    def age_s(self, now: float) -> float:
+        return max(0.0, now - self.when)
+
+    def marked_changed(self) -> PathEntry:
+        return replace(self, changed=True)

@@ -1,0 +1,187 @@
+"""Learning paths from real transfers (docs/paths.md, "Learned from
+transfers"): what a group (owner, destination) did at a steady stream count
+is a point, as a probe would be, and no probe traffic is sent.
+
+- Two stream counts or more: the group's passive fit (groups.passive_fit,
+  the model `advise` uses) becomes a 'passive' entry.
+- One count, with the path's capacity known from an earlier entry: the
+  capacity fit (model/capacity.fit_capacity) on that one point gives the
+  competing flows, and so a curve.
+- A settled point outside the newest entry's interval (its predicted
+  goodput at that count, +-CHANGE_TOLERANCE) marks the path changed: the
+  next `advise` probes again (DualPats' re-probe rule), and nothing more is
+  learned for the path until it has.
+
+`learn` is pure; `PathLearner` applies it to a store, at most once per
+path per STORE_EVERY_S unless the points changed (PathLearner._due).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+
+from tamebpf.groups import LOSS_BASED, Group, Observation
+from tamebpf.model import (
+    ModelInputError,
+    Probe,
+    Settings,
+    competing_flows,
+    fit_capacity,
+    predict,
+)
+from tamebpf.paths.entry import FitData, PathEntry, PathKey
+from tamebpf.paths.recall import recall
+from tamebpf.paths.store import PathStore
+
+# A transfer's goodput this far (relative) from what the entry predicts at
+# its stream count means the path changed. The testbed's settled probes
+# erred by a median 0.06-0.08 of the throughput (docs/accuracy.md): 0.25 is
+# well outside that noise.
+CHANGE_TOLERANCE = 0.25
+STORE_EVERY_S = 60.0
+# advise's probes run in cgroups named so (kernel/probe.py): their start-up
+# is no transfer's goodput, and their advice is stored by advise itself.
+PROBE_CGROUP = "tamebpf-probe-"
+
+
+@dataclass(frozen=True)
+class Learned:
+    """What one group taught about its path: a new entry, a changed mark
+    (with why), or neither."""
+
+    key: PathKey
+    entry: PathEntry | None = None
+    changed: str | None = None
+
+
+def group_key(group: Group, netns: str) -> PathKey | None:
+    """The path a group's transfers ran on (None: mixed congestion controls
+    or an address that is not one)."""
+    cc = group.congestion_control
+    if not cc or "," in cc:
+        return None
+    try:
+        dest = str(ipaddress.ip_network(group.remote_addr))
+    except ValueError:
+        return None
+    return PathKey(dest, netns, cc)
+
+
+def outside(known: PathEntry, obs: Observation, settings: Settings) -> str | None:
+    """Why this point lies outside the entry's interval (None: inside)."""
+    try:
+        curve = recall(known, Settings(max_impact=settings.max_impact,
+                                       max_streams=max(obs.streams, settings.max_streams)))
+    except (ModelInputError, ValueError):
+        return None
+    expected = curve.curve[obs.streams - 1].throughput
+    off = obs.goodput_mbps / expected - 1.0
+    if abs(off) > CHANGE_TOLERANCE:
+        return (f"a transfer at {obs.streams} streams got {obs.goodput_mbps:.2f} Mbit/s, "
+                f"{off:+.0%} from the {expected:.2f} the entry predicts")
+    return None
+
+
+def learn(group: Group, netns: str, now: float, settings: Settings,
+          known: PathEntry | None) -> Learned | None:
+    key = group_key(group, netns)
+    obs = group.observed
+    if key is None or not obs or PROBE_CGROUP in (group.cgroup or ""):
+        return None
+    if known is not None and known.changed:
+        # Marked changed: the next advise probes; until then a fit that
+        # mixes points from before the change is no answer.
+        return Learned(key)
+    if known is not None:
+        for o in obs:
+            why = outside(known, o, settings)
+            if why is not None:
+                return Learned(key, changed=why)
+    if key.congestion not in LOSS_BASED:
+        return Learned(key)  # the loss law's fits do not describe BBR
+    rtts = [o.srtt_s for o in obs if o.srtt_s is not None]
+    rtt_ms = min(rtts) * 1000 if rtts else None
+    base = {"key": key, "when": now, "source": "passive", "probe_kind": "none",
+            "rtt_ms": rtt_ms, "host": group.remote_addr}
+    if group.passive is not None and len(obs) >= 2:
+        pred = group.passive.prediction
+        f = pred.fit
+        fit = FitData("throughput", tuple((p.streams, p.throughput) for p in f.probes),
+                      f.model, f.coeffs, f.evidence_limit, f.capacity)
+        capacity = None
+    elif known is not None and known.capacity_mbps is not None:
+        o = obs[0]
+        try:
+            pred = predict(fit_capacity([Probe(o.streams, o.goodput_mbps)],
+                                        known.capacity_mbps), settings)
+        except ModelInputError:
+            return Learned(key)
+        f = pred.fit
+        fit = FitData("capacity", ((o.streams, o.goodput_mbps),), f.model, f.coeffs,
+                      f.evidence_limit, f.capacity)
+        capacity = known
+    else:
+        return Learned(key)
+    a = pred.advice
+    entry = PathEntry(
+        **base, fit=fit, advised_streams=a.num_flows,  # type: ignore[arg-type]
+        advised_mbps=a.max_nondisruptive_thru, advised_impact=a.cross_traffic_impact,
+        max_impact=settings.max_impact,
+        capacity_mbps=None if capacity is None else capacity.capacity_mbps,
+        capacity_low_mbps=None if capacity is None else capacity.capacity_low_mbps,
+        capacity_high_mbps=None if capacity is None else capacity.capacity_high_mbps,
+        capacity_method=None if capacity is None else capacity.capacity_method,
+        link_mbps=None if capacity is None else capacity.link_mbps,
+        competing_flows=competing_flows(pred.fit) if capacity is not None else None)
+    return Learned(key, entry=entry)
+
+
+class PathLearner:
+    """Feeds one reader's groups into path memory (export's agent loop)."""
+
+    def __init__(self, store: PathStore, netns: str, settings: Settings,
+                 store_every_s: float = STORE_EVERY_S) -> None:
+        self.store, self.netns, self.settings = store, netns, settings
+        self.store_every_s = store_every_s
+        # Per path: when its last passive entry was stored, and from which points.
+        self._stored: dict[PathKey, tuple[float, tuple[tuple[int, int], ...]]] = {}
+        self.entries = 0
+        self.changed = 0
+
+    def observe(self, groups: list[Group], now: float) -> None:
+        seen = [g for g in groups if g.observed]
+        if not seen:
+            return
+        newest = {e.key: e for e in self.store.latest()}  # one read per reading
+        for g in seen:
+            key = group_key(g, self.netns)
+            if key is None:
+                continue
+            known = newest.get(key)
+            got = learn(g, self.netns, now, self.settings, known)
+            if got is None:
+                continue
+            if got.changed is not None:
+                self.changed += self.store.mark_changed(key)
+                continue
+            if got.entry is None:
+                continue
+            points = tuple((o.streams, o.samples) for o in g.observed)
+            if not self._due(key, points, now):
+                continue
+            self.store.put(got.entry)
+            self._stored[key] = (now, points)
+            self.entries += 1
+
+    def _due(self, key: PathKey, points: tuple[tuple[int, int], ...], now: float) -> bool:
+        """Store again when the stream counts changed, when some count has
+        twice the samples it had (its median is firmer), or after
+        store_every_s: a long transfer writes a few rows, not one a reading."""
+        last = self._stored.get(key)
+        if last is None or now - last[0] >= self.store_every_s:
+            return True
+        before = dict(last[1])
+        if set(before) != {n for n, _ in points}:
+            return True
+        return any(k >= 2 * before[n] for n, k in points)
