@@ -235,7 +235,7 @@ def test_bbr_is_refused_before_any_probe_and_says_why() -> None:
     """The model describes loss-based TCP, so BBR gets no advice, and that is
     known before probing: with no iperf3 server on the port, the answer is
     the BBR refusal, not a connection error (a probe would have failed to
-    connect). Exit 1, `ADVICE: none` and the reason on stdout, the remedy on
+    connect). Exit 3 (no advice), `ADVICE: none` and the reason on stdout, the remedy on
     stderr's last line; JSON says `advice: null`; a script's flags are empty.
     Both ways BBR is chosen: --congestion bbr, and the default of the
     namespace we probe from."""
@@ -247,7 +247,7 @@ def test_bbr_is_refused_before_any_probe_and_says_why() -> None:
                 [sys.executable, "-m", "tamebpf", "advise", f"{tb.addresses['receiver']}:5999",
                  "--max-impact", "10%", "--netns", sender, *extra],
                 capture_output=True, text=True, timeout=60)
-            assert res.returncode == 1, (res.stdout, res.stderr)
+            assert res.returncode == 3, (res.stdout, res.stderr)
             assert "5999" not in res.stderr, res.stderr  # no connection was tried
             return res
 

@@ -18,7 +18,7 @@ from tamebpf.advise import (
     Target,
     run_advice,
 )
-from tamebpf.errors import TamebpfError, UsageError
+from tamebpf.errors import NoAdviceError, UsageError
 from tamebpf.kernel import preflight
 from tamebpf.options import (
     IPERF3_PORT,
@@ -181,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
             dump_json(refusal_json(target, err.message), sys.stdout)
         elif not args.format:
             sys.stdout.write(render_refusal(err.message))
-        raise TamebpfError(f"no advice: {err.message}") from None
+        raise NoAdviceError(f"no advice: {err.message}") from None
     finally:
         signal.signal(signal.SIGTERM, old)
         progress.clear()
@@ -190,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
             dump_json(to_json(result), sys.stdout)
         elif not args.format:
             sys.stdout.write(render(result))
-        raise TamebpfError(f"no advice: {result.refused}")
+        raise NoAdviceError(f"no advice: {result.refused}")
     if args.plot:
         write_plot(result, args.plot)
     if args.format:
