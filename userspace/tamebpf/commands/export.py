@@ -34,7 +34,7 @@ EPILOG = f"""\
 examples:
   tamebpf export                         metrics on http://{DEFAULT_LISTEN}/metrics
   tamebpf export --listen 0.0.0.0:9477   every interface (mind who can read them)
-  tamebpf export --listen off --jsonl /var/log/tamebpf.jsonl --interval 10
+  tamebpf export --listen off --jsonl /var/log/tamebpf/flows.jsonl --interval 10
 
 Every metric, its unit and labels: docs/metrics.md.  Series are per group
 (process or cgroup, and destination); --per-flow adds one series per flow.
