@@ -84,12 +84,12 @@ def second_connect_refused(cg: str, port: int) -> bool:
     refused (a cap of one stream in force)?"""
     script = (
         "import socket, sys\n"
-        "a = socket.create_connection(('127.0.0.1', %d), timeout=5)\n"
+        f"a = socket.create_connection(('127.0.0.1', {port}), timeout=5)\n"
         "try:\n"
-        "    b = socket.create_connection(('127.0.0.1', %d), timeout=5)\n"
+        f"    b = socket.create_connection(('127.0.0.1', {port}), timeout=5)\n"
         "except PermissionError:\n"
         "    sys.exit(3)\n"
-        "sys.exit(0)\n" % (port, port))
+        "sys.exit(0)\n")
     proc = spawn([sys.executable, "-c", script], cgroup_path=cg)
     code = proc.wait(timeout=20)
     assert code in (0, 3), f"the connecting process failed ({code})"
