@@ -13,9 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from typing import IO, Any
-
-from prometheus_client import start_http_server
+from typing import IO, TYPE_CHECKING, Any
 
 from tamebpf.errors import TamebpfError, UsageError
 from tamebpf.groups import Aggregator
@@ -24,8 +22,10 @@ from tamebpf.kernel.flows import FlowReader
 from tamebpf.lifecycle import terminate_as_exit
 from tamebpf.logs import log
 from tamebpf.options import add_reader_arguments, parse_host_port, settings_from
-from tamebpf.present.prometheus import Reading, TamebpfCollector, make_registry
 from tamebpf.present.watch import group_to_json
+
+if TYPE_CHECKING:
+    from tamebpf.present.prometheus import Reading, TamebpfCollector
 
 DEFAULT_LISTEN = "127.0.0.1:9477"
 DEFAULT_MAX_GROUPS = 1000
@@ -86,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
     if args.max_groups < 1:
         raise UsageError(f"bad --max-groups {args.max_groups}: must be >= 1")
     agg = Aggregator(args.group_by, settings_from(args), max_groups=args.max_groups)
+    TamebpfCollector = prometheus_collector()
     try:
         with terminate_as_exit(), FlowReader(cgroup=args.cgroup, netns=args.netns,
                                              verbose=args.verbose, command="export") as reader:
@@ -101,11 +102,29 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def prometheus_collector() -> type[TamebpfCollector]:
+    """The collector, imported here rather than with the command line: every
+    other command runs without prometheus_client (EL9 packages none for
+    Python 3.11), and this one says how to get it."""
+    try:
+        from tamebpf.present.prometheus import TamebpfCollector
+    except ModuleNotFoundError as err:
+        raise TamebpfError(
+            f"'tamebpf export' needs the Python package {err.name}",
+            "install it: apt install python3-prometheus-client (Debian), "
+            "python3.11 -m pip install prometheus_client (EL9)") from None
+    return TamebpfCollector
+
+
 @contextlib.contextmanager
 def serving(collector: TamebpfCollector, listen: tuple[str, int] | None) -> Iterator[None]:
     if listen is None:
         yield
         return
+    from prometheus_client import start_http_server
+
+    from tamebpf.present.prometheus import make_registry
+
     registry = make_registry(collector)
     host, port = listen
     try:
