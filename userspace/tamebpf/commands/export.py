@@ -9,11 +9,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import socket
+import socketserver
 import sys
 import threading
 import time
 from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING, Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from tamebpf.errors import TamebpfError, UsageError
 from tamebpf.groups import Aggregator
@@ -121,14 +124,11 @@ def serving(collector: TamebpfCollector, listen: tuple[str, int] | None) -> Iter
     if listen is None:
         yield
         return
-    from prometheus_client import start_http_server
-
     from tamebpf.present.prometheus import make_registry
 
-    registry = make_registry(collector)
     host, port = listen
     try:
-        server, thread = start_http_server(port, host, registry)
+        server, thread = start_metrics_server(host, port, make_registry(collector))
     except OSError as err:
         raise TamebpfError(f"cannot listen on {host}:{port}: {err.strerror}",
                            "pick another --listen ADDR:PORT") from None
@@ -142,6 +142,32 @@ def serving(collector: TamebpfCollector, listen: tuple[str, int] | None) -> Iter
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+class QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # a scrape is not news; stderr is the service's log
+
+
+def start_metrics_server(host: str, port: int,
+                         registry: Any) -> tuple[WSGIServer, threading.Thread]:
+    """prometheus_client's WSGI app on a threaded server of our own, rather
+    than its start_http_server: that returns the server (needed to stop
+    cleanly and to say which port was bound) only from prometheus_client
+    0.17 on, and Debian 12, whose package tamebpf's depends on, has 0.16."""
+    from prometheus_client import make_wsgi_app
+
+    family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+
+    class Server(socketserver.ThreadingMixIn, WSGIServer):
+        daemon_threads = True
+        address_family = family
+
+    server = make_server(host, port, make_wsgi_app(registry), Server,
+                         handler_class=QuietHandler)
+    thread = threading.Thread(target=server.serve_forever, name="metrics", daemon=True)
+    thread.start()
+    return server, thread
 
 
 @contextlib.contextmanager
