@@ -152,6 +152,8 @@ def test_printed_flags_give_the_advised_streams(tool: Tool) -> None:
             if client.poll() is not None:
                 out = client.stdout.read().decode(errors="replace") if client.stdout else ""
                 pytest.fail(f"{' '.join(argv)} exited {client.returncode}: {out[-2000:]}")
+            print(f"{tool.name} {' '.join(flags)}: {count} connections moved data; bytes per "
+                  f"connection over {WINDOW_S:g} s: {sorted(moved.values())}")
             assert count == STREAMS, (
                 f"{' '.join(argv)}: {count} connections moved data, expected {STREAMS} "
                 f"(bytes per connection over {WINDOW_S:g} s: {sorted(moved.values())})")
