@@ -6,12 +6,16 @@ on this machine (docs/deploy.md says what is and is not verified)."""
 from __future__ import annotations
 
 import glob
+import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+
+from tests.integration.kernel_fixtures import cgroup, sh
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
@@ -107,3 +111,29 @@ def test_payload_runs_on_python_3_11(rpm: str, tmp_path: Path) -> None:
                  "sys.stdout.write(importlib.util.MAGIC_NUMBER.hex())"]).stdout
     pyc = pkg / "tamebpf" / "__pycache__" / "cli.cpython-311.pyc"
     assert pyc.read_bytes()[:4].hex() == magic, "the byte-code is not Python 3.11's"
+
+
+@pytest.mark.root
+def test_preun_lifts_a_real_cap_on_erase(rpm: str) -> None:
+    """The RPM's %preun, run as rpm runs it on erase ($1 = 0), on a cap set
+    in this kernel: with no /usr/bin/tamebpf here (EL9's is not installed),
+    removing the pins must detach the programs by itself."""
+    pins = "/sys/fs/bpf/tamebpf"
+    if os.path.exists(pins):
+        pytest.skip(f"{pins} exists: caps in force that this test did not set")
+    preun = run(["rpm", "-qp", "--queryformat", "%{PREUN}", rpm]).stdout
+    with cgroup() as cg:
+        try:
+            res = run([sys.executable, "-m", "tamebpf", "cap", "set", "--cgroup", cg,
+                       "--dest", "198.18.0.0/15", "--max-streams", "2"])
+            assert res.returncode == 0, res.stderr
+            assert os.path.isdir(pins) and sh("bpftool", "cgroup", "show", cg).strip()
+            res = run(["sh", "-c", preun, "preun", "0"])
+            assert res.returncode == 0, res.stderr
+            assert "stream caps lifted" in res.stdout, res.stdout
+            assert not os.path.exists(pins), "the pins outlived %preun"
+            left = sh("bpftool", "cgroup", "show", cg).strip()
+            assert not left, f"programs still attached after %preun: {left}"
+        finally:
+            if os.path.isdir(pins):  # the cap this test set
+                run([sys.executable, "-m", "tamebpf", "cap", "apply", "--prune", "/dev/null"])
