@@ -11,6 +11,7 @@
 #   make testbed-accuracy  the WAN testbed's rate, RTT and queue accuracy -> docs/testbed.md
 #   make install    DESTDIR/PREFIX-aware install of library and command (links nothing)
 #   make deb        the Debian package, build/tamebpf_VERSION_ARCH.deb
+#   make rpm        the RPM for EL9, build/rpm/RPMS/ARCH/tamebpf-VERSION-1.ARCH.rpm
 #   make man        man pages and bash completion from the CLI -> build/man, build/completion
 
 .DELETE_ON_ERROR:
@@ -58,7 +59,7 @@ LIB_LDLIBS := -lbpf -lelf -lz
 
 .SECONDARY: $(BPF_OBJS)
 
-.PHONY: all compile deps test-deps run test lint unit bench eval eval-fresh eval-fresh-staged eval-fresh-delivered eval-fresh-settled eval-fresh2-settled eval-fresh2-long eval-fresh-long eval-convergence eval-settled-design eval-fresh3 cap-pace-eval probetime testbed-accuracy install deb clean cmd man
+.PHONY: all compile deps test-deps run test lint unit bench eval eval-fresh eval-fresh-staged eval-fresh-delivered eval-fresh-settled eval-fresh2-settled eval-fresh2-long eval-fresh-long eval-convergence eval-settled-design eval-fresh3 cap-pace-eval probetime testbed-accuracy install deb rpm clean cmd man
 
 # `make` also links the command onto PATH; every other target only builds, so
 # running the tests or a benchmark leaves /usr/local/bin as it was.
@@ -259,18 +260,27 @@ testbed-accuracy: deps compile
 # A self-contained install: the library and the Python package under
 # PREFIX/lib/tamebpf, the command in PREFIX/bin, run by the system's Python
 # (which needs python3-prometheus-client). Honours DESTDIR; links nothing.
+# The launcher tries SYS_PYTHON first, then any python3.11 or later on PATH.
+# PKGLIBDIR is /usr/lib64/tamebpf in the RPM (EL's place for 64-bit libraries).
 SYS_PYTHON ?= /usr/bin/python3
+PKGLIBDIR  ?= $(PREFIX)/lib/tamebpf
 install: compile
-	install -d $(DESTDIR)$(PREFIX)/lib/tamebpf/python $(DESTDIR)$(PREFIX)/bin
-	install -m 0755 $(LIB) $(DESTDIR)$(PREFIX)/lib/tamebpf/
-	tar -C userspace --exclude=__pycache__ -cf - tamebpf | tar -C $(DESTDIR)$(PREFIX)/lib/tamebpf/python -xf -
-	sed -e 's#@PYTHON@#$(SYS_PYTHON)#' -e 's#@LIBDIR@#$(PREFIX)/lib/tamebpf#' \
+	install -d $(DESTDIR)$(PKGLIBDIR)/python $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(LIB) $(DESTDIR)$(PKGLIBDIR)/
+	tar -C userspace --exclude=__pycache__ -cf - tamebpf | tar -C $(DESTDIR)$(PKGLIBDIR)/python -xf -
+	sed -e 's#@PYTHON@#$(SYS_PYTHON)#' -e 's#@LIBDIR@#$(PKGLIBDIR)#' \
 	  scripts/tamebpf.launcher > $(DESTDIR)$(PREFIX)/bin/tamebpf
 	chmod 0755 $(DESTDIR)$(PREFIX)/bin/tamebpf
 
 # The Debian package: build/tamebpf_VERSION_ARCH.deb (scripts/build-deb).
 deb: compile man
 	$(Q)BUILD=$(BUILD) scripts/build-deb
+
+# The RPM for EL9: build/rpm/RPMS/ARCH/tamebpf-VERSION-1.ARCH.rpm, built with
+# rpmbuild from packaging/rpm/tamebpf.spec (scripts/build-rpm; docs/deploy.md
+# says what of it is verified here).
+rpm: compile man
+	$(Q)BUILD=$(BUILD) scripts/build-rpm
 
 # Man pages (section 1, one per command and sub-command) and the bash
 # completion file, generated from the argparse parser (scripts/gen_man.py).

@@ -207,12 +207,26 @@ def man_page(page: Page, version: str) -> str:
         out += [".SH OVERHEAD", esc(OVERHEAD_TEXT[section].format(cmd=page.command)),
                 f'What it costs is measured in docs/performance.md, section "{esc(section)}"; '
                 "\\fBmake bench\\fR reproduces the numbers."]
+    out += exit_status(page)
     parent = {"-".join(("tamebpf", *page.words[:-1]))} if page.words else set()
     also = sorted(({"tamebpf"} | parent | {c.name for c in page.children}) - {page.name})
     out += [".SH SEE ALSO", ",\n".join(f"\\fB{esc(n)}\\fR(1)" for n in also)]
     if page.words[:1] == ("export",):
         out[-1] += ";\ndocs/metrics.md (every metric), contrib/ (dashboard and alert rules)"
     return "\n".join(out) + "\n"
+
+
+def exit_status(page: Page) -> list[str]:
+    """EXIT STATUS from tamebpf.errors.EXIT_STATUS: 'no advice' only on the
+    pages of the commands that advise (and the top-level page)."""
+    from tamebpf.errors import EXIT_NO_ADVICE, EXIT_STATUS
+
+    out = [".SH EXIT STATUS"]
+    for code, meaning in EXIT_STATUS.items():
+        if code == EXIT_NO_ADVICE and page.words not in ((), ("advise",)):
+            continue
+        out += [".TP", bold(str(code)), esc(meaning)]
+    return out
 
 
 def epilog(text: str) -> list[str]:

@@ -272,3 +272,21 @@ def test_parse_listen(text: str, expected: tuple[str, int] | None) -> None:
 def test_parse_listen_refuses(text: str) -> None:
     with pytest.raises(UsageError):
         parse_listen(text)
+
+
+def test_only_export_needs_prometheus_client() -> None:
+    """EL9 packages no prometheus_client for Python 3.11: every other command
+    must run without it, and export must say how to get it."""
+    import subprocess
+    import sys
+    code = ("import sys\n"
+            "sys.modules['prometheus_client'] = None  # as if not installed\n"
+            "from tamebpf.cli import main\n"
+            "assert main(['predict', '--probe', '1:50', '--probe', '10:200',"
+            " '--max-impact', '10%']) == 0\n"
+            "sys.exit(main(['export', '--listen', '127.0.0.1:0']))\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, check=False)
+    assert res.returncode == 1, (res.returncode, res.stderr)
+    assert "needs the Python package prometheus_client" in res.stderr, res.stderr
+    assert "pip install prometheus_client" in res.stderr, res.stderr

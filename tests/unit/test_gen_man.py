@@ -187,3 +187,16 @@ def test_needs_somewhere_to_write() -> None:
     run = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True,
                          timeout=60, env={"PYTHONPATH": str(ROOT / "userspace")})
     assert run.returncode == 2 and "nothing to do" in run.stderr, run.stderr
+
+
+def test_exit_status_section_on_every_page(generated: Path) -> None:
+    for page in sorted((generated / "man").iterdir()):
+        text = plain(page.read_text())
+        assert "\n.SH EXIT STATUS\n" in text, f"{page.name}: no EXIT STATUS"
+        section = text.split("\n.SH EXIT STATUS\n")[1].split("\n.SH ")[0]
+        codes = re.findall(r"^\.TP\n(\d+)$", section, re.M)
+        want = ["0", "1", "2", "3", "130"] if page.name in ("tamebpf.1", "tamebpf-advise.1") \
+            else ["0", "1", "2", "130"]
+        assert codes == want, f"{page.name}: exit codes {codes}, expected {want}"
+    advise = plain((generated / "man" / "tamebpf-advise.1").read_text())
+    assert "no advice is possible" in advise

@@ -1,6 +1,9 @@
-"""advise --format: the exact flags printed for each transfer tool."""
+"""advise --format: the exact flags printed for each transfer tool, as each
+tool's own documentation defines its stream count."""
 
 from __future__ import annotations
+
+import logging
 
 import pytest
 
@@ -8,8 +11,9 @@ from tamebpf.present.toolflags import FORMATS, tool_flags
 
 
 @pytest.mark.parametrize(("tool", "expected"), [
-    ("globus", "-p 6\n"),
-    ("rclone", "--transfers 6 --multi-thread-streams 6\n"),
+    ("globus-url-copy", "-p 6\n"),
+    # one file at a time, six streams for it (not 6 files x 6 streams)
+    ("rclone", "--transfers 1 --multi-thread-streams 6\n"),
     ("xrdcp", "--streams 6\n"),
     ("fdt", "-P 6\n"),
     ("iperf3", "-P 6\n"),
@@ -20,18 +24,41 @@ def test_flags_per_tool(tool: str, expected: str) -> None:
     assert got == expected, f"{tool}: expected {expected!r}, got {got!r}"
 
 
-def test_every_format_is_covered() -> None:
-    assert set(FORMATS) == {"globus", "rclone", "xrdcp", "fdt", "iperf3", "shell"}
+def test_every_format_is_listed_under_its_own_name() -> None:
+    assert list(FORMATS) == ["globus-url-copy", "rclone", "xrdcp", "fdt", "iperf3", "shell"]
+
+
+def test_globus_is_a_deprecated_alias(caplog: pytest.LogCaptureFixture) -> None:
+    assert "globus" in FORMATS, "the old name should still be accepted"
+    with caplog.at_level(logging.WARNING, logger="tamebpf"):
+        assert tool_flags("globus", 3) == "-p 3\n"
+    assert "deprecated" in caplog.text and "globus-url-copy" in caplog.text, caplog.text
+
+
+def test_xrdcp_is_clamped_at_15_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="tamebpf"):
+        assert tool_flags("xrdcp", 15) == "--streams 15\n"
+        assert not caplog.text, caplog.text
+        assert tool_flags("xrdcp", 20) == "--streams 15\n"
+    assert "at most 15" in caplog.text and "20" in caplog.text, caplog.text
 
 
 def test_one_stream() -> None:
     assert tool_flags("iperf3", 1) == "-P 1\n"
+    assert tool_flags("rclone", 1) == "--transfers 1 --multi-thread-streams 1\n"
 
 
 @pytest.mark.parametrize(("tool", "n"), [("scp", 4), ("iperf3", 0), ("shell", -1)])
 def test_rejects_unknown_tool_and_bad_count(tool: str, n: int) -> None:
     with pytest.raises(ValueError):
         tool_flags(tool, n)
+
+
+def test_cli_takes_the_new_and_the_old_name() -> None:
+    from tamebpf.cli import build_parser
+    for name in ("globus-url-copy", "globus"):
+        args = build_parser().parse_args(["advise", "h", "--max-impact", "5%", "--format", name])
+        assert args.format == name
 
 
 def test_cli_refuses_json_with_format(capsys: pytest.CaptureFixture[str]) -> None:

@@ -49,3 +49,53 @@ def test_export_defaults_parse() -> None:
     assert m, "no TAMEBPF_EXPORT_ARGS"
     args = build_parser().parse_args(["--log-format", "json", "export", *shlex.split(m[1])])
     assert args.command == "export" and args.log_format == "json"
+
+
+# The exposure systemd-analyze may give each unit (issue 31); the installed
+# units' scores are printed by tests/integration/test_package_lifecycle.py.
+SECURITY_LIMITS = {"tamebpf-export.service": 2.5, "tamebpf-caps.service": 5.0}
+
+
+@pytest.mark.parametrize("unit", UNITS)
+def test_unit_is_hardened(unit: str, tmp_path: Path) -> None:
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze not installed")
+    (tmp_path / unit).write_text((DOCS / unit).read_text())
+    res = subprocess.run([analyze, "security", "--offline=true", str(tmp_path / unit)],
+                         capture_output=True, text=True, timeout=60, check=False)
+    m = re.search(r"Overall exposure level for \S+: ([\d.]+)", res.stdout)
+    assert m, res.stdout[-500:] + res.stderr
+    assert float(m[1]) <= SECURITY_LIMITS[unit], (
+        f"{unit}: exposure {m[1]} > {SECURITY_LIMITS[unit]}:\n"
+        + "\n".join(line for line in res.stdout.splitlines() if "✗" in line))
+
+
+@pytest.mark.parametrize("unit", UNITS)
+def test_system_call_filter_is_system_service_plus_bpf(unit: str) -> None:
+    text = (DOCS / unit).read_text()
+    assert re.search(r"^SystemCallFilter=@system-service bpf$", text, re.M), unit
+    assert re.search(r"^SystemCallErrorNumber=EPERM$", text, re.M), unit
+
+
+def test_caps_unit_holds_no_site_configuration() -> None:
+    """Site settings live in /etc/tamebpf/caps.toml and in drop-ins: an edit
+    of the packaged unit would be lost on upgrade."""
+    text = (DOCS / "tamebpf-caps.service").read_text()
+    directives = [line for line in text.splitlines() if line and not line.startswith("#")]
+    assert not [d for d in directives if "transfer.slice" in d or "gridftp" in d.lower()], (
+        directives)
+    assert "ExecStart=/usr/local/bin/tamebpf cap apply /etc/tamebpf/caps.toml" in directives
+
+
+def test_exporter_can_write_its_documented_jsonl_path() -> None:
+    """The --jsonl path the export command documents is under the unit's
+    LogsDirectory, the one place ProtectSystem=strict leaves writable."""
+    text = (DOCS / "tamebpf-export.service").read_text()
+    logs = re.search(r"^LogsDirectory=(\S+)$", text, re.M)
+    assert logs and re.search(r"^ProtectSystem=strict$", text, re.M), "no LogsDirectory"
+    from tamebpf.commands.export import EPILOG
+    documented = re.findall(r"--jsonl (/\S+)", EPILOG)
+    assert documented, EPILOG
+    for path in documented:
+        assert path.startswith(f"/var/log/{logs[1]}/"), (path, logs[1])

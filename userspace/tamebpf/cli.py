@@ -35,16 +35,38 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     parser.add_argument("--version", action="version", version=f"tamebpf {__version__}")
-    parser.add_argument("--log-format", choices=logs.FORMATS, default="text",
-                        help="how warnings from long-running commands are written to stderr "
-                        "(default %(default)s; json: one object per line)")
-    parser.add_argument("--log-level", choices=logs.LEVELS, default="info",
-                        help="least severe log record shown (default %(default)s)")
+    add_global_options(parser, defaults=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in command_names():
         module = importlib.import_module(f"tamebpf.commands.{name}")
         module.register(sub)
+    for child in subcommand_parsers(parser):
+        add_global_options(child, defaults=False)
     return parser
+
+
+def add_global_options(parser: argparse.ArgumentParser, defaults: bool) -> None:
+    """--log-format and --log-level. The top-level parser holds the defaults;
+    every (sub-)command takes them too, so `tamebpf export --log-format json`
+    works as well as `tamebpf --log-format json export`. A sub-command's copy
+    sets nothing unless given (SUPPRESS), so it cannot undo the top-level one."""
+    fmt_default = "text" if defaults else argparse.SUPPRESS
+    level_default = "info" if defaults else argparse.SUPPRESS
+    parser.add_argument("--log-format", choices=logs.FORMATS, default=fmt_default,
+                        help="how warnings from long-running commands are written to stderr "
+                        "(default text; json: one object per line)")
+    parser.add_argument("--log-level", choices=logs.LEVELS, default=level_default,
+                        help="least severe log record shown (default info)")
+
+
+def subcommand_parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """Every (sub-)command's parser below parser, depth first."""
+    found = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                found += [child, *subcommand_parsers(child)]
+    return found
 
 
 def innermost(parser: argparse.ArgumentParser,

@@ -22,7 +22,7 @@ from tamebpf.advise import (
     run_advice,
 )
 from tamebpf.advise.memory import DEFAULT_MAX_AGE_S, AdviceMemory
-from tamebpf.errors import TamebpfError, UsageError
+from tamebpf.errors import NoAdviceError, UsageError
 from tamebpf.kernel import preflight
 from tamebpf.options import (
     IPERF3_PORT,
@@ -212,15 +212,16 @@ def run(args: argparse.Namespace) -> int:
     finally:
         signal.signal(signal.SIGTERM, old)
         progress.clear()
-    memory.remember(result, probe_congestion(target)[0], "quick" if args.quick else
-                    "fixed" if durations is not None else "settled")
+    if not result.refused:
+        memory.remember(result, probe_congestion(target)[0], "quick" if args.quick else
+                        "fixed" if durations is not None else "settled")
     if result.refused:
         if args.json:
             dump_json(to_json(result), sys.stdout)
         elif not args.format:
             sys.stdout.write(render(result))
         # The reason is in the report above; said once, not twice.
-        raise TamebpfError(f"no advice for {host}:{port}" + (
+        raise NoAdviceError(f"no advice for {host}:{port}" + (
             f": {result.refused}" if args.format else " (the reason is above)"))
     if args.plot:
         write_plot(result, args.plot)

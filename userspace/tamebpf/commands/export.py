@@ -9,14 +9,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import socket
+import socketserver
 import sqlite3
 import sys
 import threading
 import time
 from collections.abc import Iterator
-from typing import IO, Any
-
-from prometheus_client import start_http_server
+from typing import IO, TYPE_CHECKING, Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from tamebpf.errors import TamebpfError, UsageError
 from tamebpf.groups import Aggregator
@@ -33,8 +34,10 @@ from tamebpf.options import (
 from tamebpf.paths.passive import PathLearner
 from tamebpf.paths.store import PathStore, state_dir
 from tamebpf.paths.where import netns_id
-from tamebpf.present.prometheus import Reading, TamebpfCollector, make_registry
 from tamebpf.present.watch import group_to_json
+
+if TYPE_CHECKING:
+    from tamebpf.present.prometheus import Reading, TamebpfCollector
 
 DEFAULT_LISTEN = "127.0.0.1:9477"
 DEFAULT_MAX_GROUPS = 1000
@@ -43,7 +46,7 @@ EPILOG = f"""\
 examples:
   tamebpf export                         metrics on http://{DEFAULT_LISTEN}/metrics
   tamebpf export --listen 0.0.0.0:9477   every interface (mind who can read them)
-  tamebpf export --listen off --jsonl /var/log/tamebpf.jsonl --interval 10
+  tamebpf export --listen off --jsonl /var/log/tamebpf/flows.jsonl --interval 10
 
 Every metric, its unit and labels: docs/metrics.md.  Series are per group
 (process or cgroup, and destination); --per-flow adds one series per flow.
@@ -99,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
     if args.max_groups < 1:
         raise UsageError(f"bad --max-groups {args.max_groups}: must be >= 1")
     agg = Aggregator(args.group_by, settings_from(args), max_groups=args.max_groups)
+    TamebpfCollector = prometheus_collector()
     try:
         with terminate_as_exit(), FlowReader(cgroup=args.cgroup, netns=args.netns,
                                              verbose=args.verbose, command="export") as reader:
@@ -156,15 +160,30 @@ def learning(collector: TamebpfCollector, learner: PathLearner | None,
         thread.join(timeout=5)
 
 
+def prometheus_collector() -> type[TamebpfCollector]:
+    """The collector, imported here rather than with the command line: every
+    other command runs without prometheus_client (EL9 packages none for
+    Python 3.11), and this one says how to get it."""
+    try:
+        from tamebpf.present.prometheus import TamebpfCollector
+    except ModuleNotFoundError as err:
+        raise TamebpfError(
+            f"'tamebpf export' needs the Python package {err.name}",
+            "install it: apt install python3-prometheus-client (Debian), "
+            "python3.11 -m pip install prometheus_client (EL9)") from None
+    return TamebpfCollector
+
+
 @contextlib.contextmanager
 def serving(collector: TamebpfCollector, listen: tuple[str, int] | None) -> Iterator[None]:
     if listen is None:
         yield
         return
-    registry = make_registry(collector)
+    from tamebpf.present.prometheus import make_registry
+
     host, port = listen
     try:
-        server, thread = start_http_server(port, host, registry)
+        server, thread = start_metrics_server(host, port, make_registry(collector))
     except OSError as err:
         raise TamebpfError(f"cannot listen on {host}:{port}: {err.strerror}",
                            "pick another --listen ADDR:PORT") from None
@@ -178,6 +197,32 @@ def serving(collector: TamebpfCollector, listen: tuple[str, int] | None) -> Iter
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+class QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # a scrape is not news; stderr is the service's log
+
+
+def start_metrics_server(host: str, port: int,
+                         registry: Any) -> tuple[WSGIServer, threading.Thread]:
+    """prometheus_client's WSGI app on a threaded server of our own, rather
+    than its start_http_server: that returns the server (needed to stop
+    cleanly and to say which port was bound) only from prometheus_client
+    0.17 on, and Debian 12, whose package tamebpf's depends on, has 0.16."""
+    from prometheus_client import make_wsgi_app
+
+    family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+
+    class Server(socketserver.ThreadingMixIn, WSGIServer):
+        daemon_threads = True
+        address_family = family
+
+    server = make_server(host, port, make_wsgi_app(registry), Server,
+                         handler_class=QuietHandler)
+    thread = threading.Thread(target=server.serve_forever, name="metrics", daemon=True)
+    thread.start()
+    return server, thread
 
 
 @contextlib.contextmanager

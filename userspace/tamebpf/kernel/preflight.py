@@ -4,25 +4,13 @@ an order that names the first missing piece with the fix for it."""
 from __future__ import annotations
 
 import os
-import re
+from collections.abc import Callable
 
 from tamebpf.cgroups import MOUNTS, require_cgroup2
 from tamebpf.errors import TamebpfError
+from tamebpf.kernel import features
 
 BTF_PATH = "/sys/kernel/btf/vmlinux"
-# The newest kernel feature our BPF objects use: atomic fetch-and-add whose
-# result is used (BPF v3 atomics, bpf/acktrain.bpf.c), Linux 5.12. The rest
-# is older (iter/tcp 5.9, socket storage in tracing programs 5.11). Tested on
-# 6.18; docs/design.md.
-MIN_KERNEL = (5, 12)
-
-
-def kernel_version(release: str | None = None) -> tuple[int, int]:
-    """(major, minor) of a release string like '6.18.0-1-amd64' ((0, 0) if
-    it cannot be read)."""
-    release = release or os.uname().release
-    m = re.match(r"(\d+)\.(\d+)", release)
-    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 
 
 # Capability bits (linux/capability.h): what loading, attaching and pinning
@@ -54,13 +42,15 @@ def check(
     mounts_path: str = MOUNTS,
     caps: int | None = None,
     needs_netns: bool = False,
-    release: str | None = None,
+    atomic_probe: Callable[[], bool | None] = features.atomic_fetch_loads,
 ) -> str:
     """Raise TamebpfError for the first thing missing; return the cgroup2 root.
 
     Root will do; so will any user holding CAP_BPF, CAP_PERFMON and
     CAP_NET_ADMIN, plus CAP_SYS_ADMIN when it must enter other network
-    namespaces (measured: docs/metrics.md, "Running as a service")."""
+    namespaces (measured: docs/metrics.md, "Running as a service"). The
+    kernel's features are probed, not inferred from its version
+    (kernel/features.py): the message names each one missing."""
     if euid is None:
         euid = os.geteuid()
     if euid != 0:
@@ -72,16 +62,16 @@ def check(
                 f"{', '.join(needed)}; missing {', '.join(lacking)})",
                 f"run it as 'sudo tamebpf {command} ...'",
             )
-    have = kernel_version(release)
-    if have != (0, 0) and have < MIN_KERNEL:
-        raise TamebpfError(
-            f"Linux {have[0]}.{have[1]} is too old: tamebpf's BPF programs need "
-            f"{MIN_KERNEL[0]}.{MIN_KERNEL[1]} or later",
-            "run it on a newer kernel (tested on 6.18)",
-        )
     if not os.path.exists(btf_path):
         raise TamebpfError(
             f"kernel BTF not found at {btf_path}",
             "tamebpf needs a kernel built with CONFIG_DEBUG_INFO_BTF=y",
+        )
+    absent = features.missing(command, btf_path, atomic_probe)
+    if absent:
+        names = "; ".join(f"{f.name}, upstream Linux {f.since}" for f in absent)
+        raise TamebpfError(
+            f"this kernel ({os.uname().release}) lacks what 'tamebpf {command}' needs: {names}",
+            "run it on a kernel that has them (tested on 6.18; docs/deploy.md)",
         )
     return require_cgroup2(mounts_path)

@@ -1,0 +1,139 @@
+"""The EL9 RPM (`make rpm`), built here with Debian's rpm tools: rpmlint
+clean, the files and dependencies an EL9 host needs, and a Python package
+that imports on Python 3.11. It is not installed: there is no EL9 user space
+on this machine (docs/deploy.md says what is and is not verified)."""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.integration.kernel_fixtures import cgroup, sh
+
+pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parents[2]
+LIB = "/usr/lib64/tamebpf"
+
+
+def run(argv: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False,
+                          **kw)  # type: ignore[call-overload]
+
+
+@pytest.fixture(scope="module")
+def rpm() -> str:
+    for tool in ("rpmbuild", "rpmlint", "rpm2cpio", "cpio"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} not installed: apt-get install rpm rpmlint cpio "
+                        "(scripts/install-deps --test)")
+    res = run(["make", "-s", "-C", str(REPO), "rpm"])
+    assert res.returncode == 0, res.stdout + res.stderr
+    built = glob.glob(str(REPO / "build" / "rpm" / "RPMS" / "*" / "tamebpf-*.rpm"))
+    assert len(built) == 1, built
+    return built[0]
+
+
+def query(rpm: str, *args: str) -> list[str]:
+    res = run(["rpm", "-qp", *args, rpm])
+    assert res.returncode == 0, res.stderr
+    return res.stdout.splitlines()
+
+
+def test_rpmlint_is_clean(rpm: str) -> None:
+    res = run(["rpmlint", "-c", str(REPO / "packaging" / "rpm" / "rpmlint.toml"),
+               str(REPO / "packaging" / "rpm" / "tamebpf.spec"), rpm])
+    summary = res.stdout.strip().splitlines()[-1]
+    assert "0 errors, 0 warnings" in summary, res.stdout
+
+
+def test_files_are_where_el9_looks(rpm: str) -> None:
+    files = set(query(rpm, "-l"))
+    for path in ("/usr/bin/tamebpf", f"{LIB}/libtamebpf.so", f"{LIB}/python/tamebpf/cli.py",
+                 "/usr/lib/systemd/system/tamebpf-export.service",
+                 "/usr/lib/systemd/system/tamebpf-caps.service",
+                 "/usr/share/man/man1/tamebpf.1.gz", "/usr/share/man/man1/tamebpf-advise.1.gz",
+                 "/usr/share/bash-completion/completions/tamebpf",
+                 "/usr/share/doc/tamebpf/deploy.md"):
+        assert path in files, f"{path} not in the RPM"
+    assert [f for f in files if f.startswith("/usr/share/licenses/") and f.endswith("LICENSE")]
+    assert not [f for f in files if "/usr/local" in f or f.startswith("/etc/default")], files
+    assert set(query(rpm, "--configfiles")) == {
+        "/etc/tamebpf/caps.toml", "/etc/sysconfig/tamebpf", "/etc/sysconfig/tamebpf-export"}
+    compiled = [f for f in files if f.endswith(".pyc")]
+    assert compiled and all(".cpython-311." in f for f in compiled), compiled[:5]
+
+
+def test_dependencies_are_el9_names(rpm: str) -> None:
+    requires = query(rpm, "-R")
+    names = {r.split()[0] for r in requires}
+    assert "python3.11" in names, requires
+    assert "libbpf.so.1()(64bit)" in names, "the ELF dependency on libbpf was not found"
+    debian = {"python3-prometheus-client", "libbpf1", "libelf1", "zlib1g", "python3"}
+    assert not names & debian, f"Debian package names in the RPM's Requires: {names & debian}"
+    assert "iperf3" in query(rpm, "--recommends")
+
+
+def test_scriptlets_enable_nothing_and_lift_caps_on_erase(rpm: str) -> None:
+    scripts = "\n".join(query(rpm, "--scripts"))
+    assert "daemon-reload" in scripts and not re.search(r"systemctl\s+enable", scripts)
+    preun = scripts.split("preuninstall scriptlet")[1].split("scriptlet (using")[0]
+    assert 'if [ "$1" -eq 0 ]' in preun, "caps must be lifted on erase only, not on upgrade"
+    assert "cap apply --prune /dev/null" in preun and "/etc/sysconfig/tamebpf" in preun
+
+
+def test_payload_runs_on_python_3_11(rpm: str, tmp_path: Path) -> None:
+    """The launcher asks for python3.11 first; the package imports there and
+    its byte-code is 3.11's."""
+    res = subprocess.run(f"rpm2cpio {rpm} | cpio -idm --quiet", shell=True, cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert res.returncode == 0, res.stderr
+    launcher = (tmp_path / "usr" / "bin" / "tamebpf").read_text()
+    order = re.search(r"^for py in (.*); do$", launcher, re.M)
+    assert order and order[1].split()[1] == "python3.11", launcher[:800]
+    assert f'"{LIB}/python"' in launcher
+    units = (tmp_path / "usr/lib/systemd/system/tamebpf-export.service").read_text()
+    assert "EnvironmentFile=-/etc/sysconfig/tamebpf-export" in units
+    py311 = shutil.which("python3.11")
+    if py311 is None:
+        pytest.skip("no python3.11 here to import the package with")
+    pkg = tmp_path / LIB.lstrip("/") / "python"
+    res = run([py311, "-I", "-c", f"import sys; sys.path.insert(0, {str(pkg)!r}); "
+               "from tamebpf.cli import build_parser; build_parser()"])
+    assert res.returncode == 0, res.stderr
+    magic = run([py311, "-c", "import importlib.util, sys; "
+                 "sys.stdout.write(importlib.util.MAGIC_NUMBER.hex())"]).stdout
+    pyc = pkg / "tamebpf" / "__pycache__" / "cli.cpython-311.pyc"
+    assert pyc.read_bytes()[:4].hex() == magic, "the byte-code is not Python 3.11's"
+
+
+@pytest.mark.root
+def test_preun_lifts_a_real_cap_on_erase(rpm: str) -> None:
+    """The RPM's %preun, run as rpm runs it on erase ($1 = 0), on a cap set
+    in this kernel: with no /usr/bin/tamebpf here (EL9's is not installed),
+    removing the pins must detach the programs by itself."""
+    pins = "/sys/fs/bpf/tamebpf"
+    if os.path.exists(pins):
+        pytest.skip(f"{pins} exists: caps in force that this test did not set")
+    preun = run(["rpm", "-qp", "--queryformat", "%{PREUN}", rpm]).stdout
+    with cgroup() as cg:
+        try:
+            res = run([sys.executable, "-m", "tamebpf", "cap", "set", "--cgroup", cg,
+                       "--dest", "198.18.0.0/15", "--max-streams", "2"])
+            assert res.returncode == 0, res.stderr
+            assert os.path.isdir(pins) and sh("bpftool", "cgroup", "show", cg).strip()
+            res = run(["sh", "-c", preun, "preun", "0"])
+            assert res.returncode == 0, res.stderr
+            assert "stream caps lifted" in res.stdout, res.stdout
+            assert not os.path.exists(pins), "the pins outlived %preun"
+            left = sh("bpftool", "cgroup", "show", cg).strip()
+            assert not left, f"programs still attached after %preun: {left}"
+        finally:
+            if os.path.isdir(pins):  # the cap this test set
+                run([sys.executable, "-m", "tamebpf", "cap", "apply", "--prune", "/dev/null"])

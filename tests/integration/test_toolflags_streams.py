@@ -1,0 +1,163 @@
+"""advise --format's flags, run: each transfer tool is started with exactly
+the flags tamebpf prints for N streams, against its own server on loopback,
+and `tamebpf flows` (the real kernel) counts the TCP connections of the
+tool's cgroup that move data. The Debian packages are in
+scripts/install-deps --test."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from tamebpf.present.toolflags import tool_flags
+from tests.integration.kernel_fixtures import cgroup, free_port, sh, spawn, stop, wait_for
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+STREAMS = 3
+# A connection "moves data" when it received or had acked this much in the
+# window between two readings (a control connection moves a few hundred bytes).
+MOVING_BYTES = 256 * 1024
+WINDOW_S = 1.0
+
+
+@dataclass
+class Tool:
+    name: str
+    package: str  # the Debian package(s) to install for it
+    binaries: tuple[str, ...]
+    server: Callable[[str, int], list[str]]  # (public dir, port) -> argv
+    client: Callable[[str, int, list[str]], list[str]]  # (dir, port, flags) -> argv
+    file_size: int = 64 << 30  # sparse: reading it costs no disk
+    files: int = 1  # big0.bin, big1.bin, ... (the client copies big0.bin or all)
+
+
+def xrootd_server(d: str, port: int) -> list[str]:
+    with open(os.path.join(d, "xrootd.cfg"), "w") as f:
+        f.write(f"all.export {d}\n")
+    os.makedirs(os.path.join(d, "log"))
+    shutil.chown(os.path.join(d, "log"), "nobody")
+    # As root, xrootd must be told whom to run as.
+    return ["xrootd", "-p", str(port), "-c", os.path.join(d, "xrootd.cfg"), "-n", "tamebpf",
+            "-l", os.path.join(d, "log", "xrootd.log"), "-R", "nobody"]
+
+
+TOOLS = [
+    Tool("iperf3", "iperf3", ("iperf3",),
+         lambda d, port: ["iperf3", "-s", "-B", "127.0.0.1", "-p", str(port)],
+         # -b is per stream: slow enough to read twice while it runs.
+         lambda d, port, flags: ["iperf3", "-c", "127.0.0.1", "-p", str(port), "-t", "30",
+                                 "-b", "100M", *flags]),
+    Tool("rclone", "rclone", ("rclone",),
+         lambda d, port: ["rclone", "serve", "http", os.path.join(d, "src"),
+                          "--addr", f"127.0.0.1:{port}"],
+         lambda d, port, flags: ["rclone", "copy", "--http-url", f"http://127.0.0.1:{port}",
+                                 ":http:", os.path.join(d, "dst"), "--bwlimit", "60M", *flags],
+         # rclone gives a stream a part of at least half its 250Mi cutoff;
+         # two files, so that running them side by side would show.
+         file_size=STREAMS * (256 << 20), files=2),
+    Tool("xrdcp", "xrootd-client xrootd-server", ("xrdcp", "xrootd"), xrootd_server,
+         # No --xrate: throttled, xrdcp 5.5 keeps one request in flight and
+         # its data soon moves on one stream only (measured on loopback).
+         lambda d, port, flags: ["xrdcp", "-f", "--nopbar", *flags,
+                                 f"root://127.0.0.1:{port}/{d}/src/big0.bin", "/dev/null"]),
+    Tool("globus-url-copy", "globus-gass-copy-progs globus-gridftp-server-progs",
+         ("globus-url-copy", "globus-gridftp-server"),
+         lambda d, port: ["globus-gridftp-server", "-aa", "-anonymous-user", "nobody",
+                          "-p", str(port), "-control-interface", "127.0.0.1",
+                          "-data-interface", "127.0.0.1", "-d", "error",
+                          "-l", os.path.join(d, "gridftp.log")],
+         # globus-url-copy has no rate limit: the file is large enough to
+         # outlast the two readings (it is stopped after them).
+         lambda d, port, flags: ["globus-url-copy", *flags,
+                                 f"ftp://127.0.0.1:{port}{d}/src/big0.bin", "file:///dev/null"]),
+]
+
+
+@contextlib.contextmanager
+def public_dir() -> Iterator[str]:
+    """A directory the servers, which drop root for nobody, can read."""
+    d = tempfile.mkdtemp(prefix="tamebpf-test-tools-")
+    try:
+        os.chmod(d, 0o755)
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def listening(port: int) -> bool:
+    return bool(sh("ss", "-Htln", f"sport = :{port}").strip())
+
+
+def flows(cg: str) -> dict[int, int]:
+    """cookie -> bytes moved (received + acked) of the cgroup's flows, from
+    `tamebpf flows --json`."""
+    res = subprocess.run([sys.executable, "-m", "tamebpf", "flows", "--cgroup", cg, "--json"],
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert res.returncode == 0, f"tamebpf flows failed: {res.stderr}"
+    return {f["cookie"]: (f["bytes_received"] or 0) + (f["bytes_acked"] or 0)
+            for f in json.loads(res.stdout) if f["state"] == "ESTABLISHED"}
+
+
+def moving_streams(cg: str) -> tuple[int, dict[int, int]]:
+    """How many of the cgroup's connections moved data over WINDOW_S."""
+    before = flows(cg)
+    time.sleep(WINDOW_S)
+    after = flows(cg)
+    moved = {c: after[c] - before[c] for c in after if c in before}
+    return sum(1 for b in moved.values() if b >= MOVING_BYTES), moved
+
+
+@pytest.mark.parametrize("tool", TOOLS, ids=lambda t: t.name)
+def test_printed_flags_give_the_advised_streams(tool: Tool) -> None:
+    missing = [b for b in tool.binaries if shutil.which(b) is None]
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not installed: apt-get install {tool.package} "
+                    "(scripts/install-deps --test)")
+    flags = tool_flags(tool.name, STREAMS).split()
+    port = free_port()
+    with public_dir() as d, cgroup() as server_cg, cgroup() as client_cg:
+        os.makedirs(os.path.join(d, "src"))
+        os.makedirs(os.path.join(d, "dst"))
+        for i in range(tool.files):
+            path = os.path.join(d, "src", f"big{i}.bin")
+            with open(path, "wb") as f:
+                f.truncate(tool.file_size)
+            os.chmod(path, 0o644)
+        env = {**os.environ, "HOME": d}  # rclone's config, and nothing of root's
+        server = spawn(tool.server(d, port), cgroup_path=server_cg, env=env,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=d)
+        client = None
+        try:
+            wait_for(lambda: listening(port), 15, f"{tool.name}'s server to listen on {port}")
+            argv = tool.client(d, port, flags)
+            client = spawn(argv, cgroup_path=client_cg, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, cwd=d)
+            deadline = time.monotonic() + 20
+            count, moved = 0, {}
+            # The first reading may come before every stream has connected.
+            while time.monotonic() < deadline and client.poll() is None:
+                count, moved = moving_streams(client_cg)
+                if count >= STREAMS:
+                    break
+            if client.poll() is not None:
+                out = client.stdout.read().decode(errors="replace") if client.stdout else ""
+                pytest.fail(f"{' '.join(argv)} exited {client.returncode}: {out[-2000:]}")
+            print(f"{tool.name} {' '.join(flags)}: {count} connections moved data; bytes per "
+                  f"connection over {WINDOW_S:g} s: {sorted(moved.values())}")
+            assert count == STREAMS, (
+                f"{' '.join(argv)}: {count} connections moved data, expected {STREAMS} "
+                f"(bytes per connection over {WINDOW_S:g} s: {sorted(moved.values())})")
+        finally:
+            if client is not None:
+                stop(client)
+            stop(server)
