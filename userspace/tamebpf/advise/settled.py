@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tamebpf.estimate.acktrain import estimate_capacity
-from tamebpf.estimate.adaptive import MIN_SAMPLES, MIN_WINDOW_S, past_start_up
+from tamebpf.estimate.adaptive import MIN_SAMPLES, MIN_WINDOW_S, past_start_up, tight_capacity
 from tamebpf.estimate.advice import SETTLED_EPOCHS, SETTLED_MIN_RTTS
 from tamebpf.estimate.steady import Steady, window_samples
 from tamebpf.model.confidence import relative_standard_error
@@ -87,7 +87,7 @@ class Settled:
         counted = s.median_epochs >= self.epochs and ran_rtts >= self.min_rtts and (
             self.max_trend is None or (s.trend is not None and abs(s.trend) <= self.max_trend))
         if counted:
-            if self.capacity and not _tight_capacity(ack_rates(), s.goodput_mbps,
+            if self.capacity and not tight_capacity(ack_rates(), s.goodput_mbps,
                                                      self.capacity_halfwidth):
                 return None
             return SETTLED
@@ -100,7 +100,7 @@ class Settled:
         if not self.capacity or s.retrans or s.trend is None or abs(s.trend) > FLAT_TREND:
             return None
         rates = ack_rates()
-        if not _tight_capacity(rates, s.goodput_mbps, self.capacity_halfwidth):
+        if not tight_capacity(rates, s.goodput_mbps, self.capacity_halfwidth):
             return None
         e = estimate_capacity(rates, s.goodput_mbps)
         alone = e.goodput_mbps is not None and s.goodput_mbps >= ALONE_SHARE * e.goodput_mbps
@@ -123,14 +123,8 @@ class BbrSettled:
             return None
         if relative_standard_error(s.noise, samples) > self.rse:
             return None
-        if self.capacity and not _tight_capacity(ack_rates(), s.goodput_mbps,
+        if self.capacity and not tight_capacity(ack_rates(), s.goodput_mbps,
                                                  self.capacity_halfwidth):
             return None
         return SETTLED
 
-
-def _tight_capacity(rates: list[float], goodput: float, halfwidth: float) -> bool:
-    e = estimate_capacity(rates, goodput)
-    if not e.trusted or e.goodput_mbps is None or e.low_mbps is None or e.high_mbps is None:
-        return False
-    return (e.high_mbps - e.low_mbps) / 2 <= halfwidth * e.goodput_mbps

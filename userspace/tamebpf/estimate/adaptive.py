@@ -51,10 +51,16 @@ class Enough:
             return False
         if not self.capacity:
             return True
-        e = estimate_capacity(ack_rates(), s.goodput_mbps)
-        if not e.trusted or e.goodput_mbps is None or e.low_mbps is None or e.high_mbps is None:
-            return False
-        return (e.high_mbps - e.low_mbps) / 2 <= self.capacity_halfwidth * e.goodput_mbps
+        return tight_capacity(ack_rates(), s.goodput_mbps, self.capacity_halfwidth)
+
+
+def tight_capacity(rates: list[float], goodput_mbps: float, halfwidth: float) -> bool:
+    """The ACK-spacing capacity estimate from `rates` is trusted, and its 90%
+    interval within `halfwidth` (a fraction) either side of it."""
+    e = estimate_capacity(rates, goodput_mbps)
+    if not e.trusted or e.goodput_mbps is None or e.low_mbps is None or e.high_mbps is None:
+        return False
+    return (e.high_mbps - e.low_mbps) / 2 <= halfwidth * e.goodput_mbps
 
 
 # The steady window starts half-way from the end of slow start to the probe's
