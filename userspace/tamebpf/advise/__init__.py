@@ -21,6 +21,7 @@ from tamebpf.estimate.advice import AdviseResult, Target, build
 from tamebpf.kernel.netns import default_congestion_control
 from tamebpf.kernel.probe import StopRule, run_probe, run_probes
 from tamebpf.model import DEFAULT_MODEL, ModelName, Settings
+from tamebpf.options import IPERF3_PORT
 from tamebpf.records import Progress
 
 DEFAULT_PROBES = (1, 10)
@@ -96,7 +97,7 @@ def probe_congestion(target: Target) -> tuple[str, str]:
     return cc, f"the default of {where}; --congestion to choose"
 
 
-def advise_target(host: str, max_impact: float, port: int = 5201,
+def advise_target(host: str, max_impact: float, port: int = IPERF3_PORT,
                   congestion: str = "system",
                   on_progress: Callable[[Progress], None] | None = None) -> tuple[int, float]:
     """(advised stream count, its predicted throughput in Mbit/s): the N of a

@@ -22,6 +22,7 @@ from tamebpf.advise import (
     run_advice,
 )
 from tamebpf.advise.memory import DEFAULT_MAX_AGE_S, AdviceMemory
+from tamebpf.capfile import CONGESTION
 from tamebpf.errors import NoAdviceError, UsageError
 from tamebpf.kernel import preflight
 from tamebpf.options import (
@@ -40,8 +41,6 @@ from tamebpf.present.plot import check_path, write_plot
 from tamebpf.present.progress import ProgressLine
 from tamebpf.present.toolflags import FORMATS, tool_flags
 
-CONGESTION = ("reno", "cubic", "bbr", "system")
-
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
@@ -59,7 +58,8 @@ def register(sub: Any) -> None:
         "a second advise within --max-age answers at once from path memory, sending "
         "nothing (docs/paths.md).",
     )
-    p.add_argument("dest", metavar="HOST[:PORT]", help="iperf3 server (default port 5201)")
+    p.add_argument("dest", metavar="HOST[:PORT]",
+                   help=f"iperf3 server (default port {IPERF3_PORT})")
     add_advice_options(p, required_impact=True)
     p.add_argument("--probes", default=",".join(map(str, DEFAULT_PROBES)), metavar="N1,N2",
                    help="stream counts of the two probes (default %(default)s)")
