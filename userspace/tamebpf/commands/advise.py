@@ -20,10 +20,13 @@ from tamebpf.advise import (
 )
 from tamebpf.errors import TamebpfError, UsageError
 from tamebpf.kernel import preflight
+from tamebpf.kernel.netns import check_netns
 from tamebpf.options import (
     IPERF3_PORT,
     add_advice_options,
     dump_json,
+    parse_count,
+    parse_duration,
     parse_host_port,
     parse_rate_mbps,
     settings_from,
@@ -95,11 +98,10 @@ def parse_capacity(text: str) -> float:
 def parse_durations(text: str) -> tuple[float, float]:
     parts = text.split(",")
     try:
-        values = [float(p) for p in parts]
-    except ValueError:
+        values = [parse_duration(p, "--duration", MIN_PROBE_S, MAX_PROBE_S) for p in parts]
+    except UsageError:
         values = []
-    if len(parts) not in (1, 2) or len(values) != len(parts) or not all(
-            MIN_PROBE_S <= v <= MAX_PROBE_S for v in values):
+    if len(parts) not in (1, 2) or len(values) != len(parts):
         raise UsageError(f"--duration {text}: give seconds per probe, one value or two "
                          f"(e.g. 2 or 2.5,1.5), each from {MIN_PROBE_S:g} to {MAX_PROBE_S:g}")
     return (values[0], values[-1])
@@ -114,9 +116,10 @@ def parse_max_probe(seconds: float) -> float:
 
 def parse_probes(text: str) -> tuple[int, int]:
     parts = text.split(",")
-    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
-        raise UsageError(f"--probes {text}: give two stream counts, e.g. 1,10")
-    n1, n2 = (int(p) for p in parts)
+    try:
+        n1, n2 = (parse_count(p, "--probes") for p in parts)
+    except (UsageError, ValueError):
+        raise UsageError(f"--probes {text}: give two stream counts, e.g. 1,10") from None
     if not 1 <= n1 < n2:
         raise UsageError(f"--probes {text}: need 1 <= N1 < N2")
     return n1, n2
@@ -166,6 +169,8 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         check_path(args.plot)
     settings = settings_from(args)
+    if args.netns is not None:
+        check_netns(args.netns)  # a bad name is exit 2, as for flows and watch
     preflight.check("advise")  # after the arguments: a bad one is exit 2 for anyone
     target = Target(host, port, args.netns, args.congestion)
     progress = ProgressLine()

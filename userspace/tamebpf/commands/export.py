@@ -26,6 +26,7 @@ from tamebpf.logs import log
 from tamebpf.options import add_reader_arguments, parse_host_port, settings_from
 from tamebpf.present.prometheus import Reading, TamebpfCollector, make_registry
 from tamebpf.present.watch import group_to_json
+from tamebpf.values import parse_duration
 
 DEFAULT_LISTEN = "127.0.0.1:9477"
 DEFAULT_MAX_GROUPS = 1000
@@ -58,7 +59,7 @@ def register(sub: Any) -> None:
     p.add_argument("--jsonl", metavar="FILE",
                    help="also append one JSON object per group every --interval to FILE "
                    "('-' for standard output)")
-    p.add_argument("--interval", type=float, default=10.0, metavar="SEC",
+    p.add_argument("--interval", default="10", metavar="SEC",
                    help="seconds between JSON-lines records (default 10)")
     p.add_argument("--per-flow", action="store_true",
                    help="also one series per open flow (label cardinality grows with flows)")
@@ -66,6 +67,9 @@ def register(sub: Any) -> None:
                    help="keep at most N groups; idle ones beyond are forgotten, oldest "
                    f"first (default {DEFAULT_MAX_GROUPS})")
     p.set_defaults(func=run)
+
+
+MIN_INTERVAL_S, MAX_INTERVAL_S = 0.01, 86400.0  # a JSON line at most every 10 ms, at least daily
 
 
 def parse_listen(text: str) -> tuple[str, int] | None:
@@ -81,8 +85,7 @@ def run(args: argparse.Namespace) -> int:
     listen = parse_listen(args.listen)
     if listen is None and not args.jsonl:
         raise UsageError("nothing to do: --listen off and no --jsonl FILE")
-    if not args.interval > 0:
-        raise UsageError(f"bad --interval {args.interval}: must be > 0 seconds")
+    interval = parse_duration(args.interval, "--interval", MIN_INTERVAL_S, MAX_INTERVAL_S)
     if args.max_groups < 1:
         raise UsageError(f"bad --max-groups {args.max_groups}: must be >= 1")
     agg = Aggregator(args.group_by, settings_from(args), max_groups=args.max_groups)
@@ -95,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
                 if out is None:
                     threading.Event().wait()
                 else:
-                    write_jsonl(collector, out, args.interval)
+                    write_jsonl(collector, out, interval)
     except KeyboardInterrupt:
         pass
     return 0
