@@ -106,7 +106,9 @@ def resolve_cgroup(path: str, all_processes: bool = False, option: str = "--cgro
     check_cgroup_text(path, option, all_processes)
     root = require_cgroup2()
     under_root = (path.rstrip("/") + "/").startswith(root.rstrip("/") + "/")
-    if os.path.isabs(path) and not under_root and not os.path.exists(path):
+    if path.strip() == "/":
+        cg = resolve(root)
+    elif os.path.isabs(path) and not under_root and not os.path.exists(path):
         cg = resolve(os.path.join(root, path.lstrip("/")))
     else:
         cg = resolve(path)
