@@ -101,8 +101,9 @@ def parse_dest(text: str, option: str = "--dest") -> Dest:
     if "%" in net_text:
         addr, _, zone = net_text.partition("%")
         raise UsageError(
-            f"bad {option} {text!r}: a cap cannot be limited to one interface (zone %{zone})",
-            f"give the address without the zone ({addr.split('/')[0]}): the cap then "
+            f"bad {option} {text!r}: a cap cannot be limited to one interface "
+            f"(zone {'%' + zone!r})",
+            f"give the address without the zone ({addr.split('/')[0]!r}): the cap then "
             "covers it on every interface")
     if not net_text.isascii():
         raise UsageError(f"bad {option} {text!r}: not an IP address or CIDR",

@@ -92,7 +92,7 @@ def parse_port_range(text: str, option: str, whole: str | None = None) -> tuple[
         return low, low
     high = parse_port(high_text, option, whole)
     if high < low:
-        raise UsageError(f"bad {option} {_show(whole or text)}: port range {text} runs "
+        raise UsageError(f"bad {option} {_show(whole or text)}: port range {text!r} runs "
                          "backwards", f"write it low-high, {high}-{low}")
     return low, high
 

@@ -102,7 +102,7 @@ def parse_durations(text: str) -> tuple[float, float]:
     except UsageError:
         values = []
     if len(parts) not in (1, 2) or len(values) != len(parts):
-        raise UsageError(f"--duration {text}: give seconds per probe, one value or two "
+        raise UsageError(f"--duration {text!r}: give seconds per probe, one value or two "
                          f"(e.g. 2 or 2.5,1.5), each from {MIN_PROBE_S:g} to {MAX_PROBE_S:g}")
     return (values[0], values[-1])
 
@@ -119,9 +119,9 @@ def parse_probes(text: str) -> tuple[int, int]:
     try:
         n1, n2 = (parse_count(p, "--probes") for p in parts)
     except (UsageError, ValueError):
-        raise UsageError(f"--probes {text}: give two stream counts, e.g. 1,10") from None
+        raise UsageError(f"--probes {text!r}: give two stream counts, e.g. 1,10") from None
     if not 1 <= n1 < n2:
-        raise UsageError(f"--probes {text}: need 1 <= N1 < N2")
+        raise UsageError(f"--probes {text!r}: need 1 <= N1 < N2")
     return n1, n2
 
 
