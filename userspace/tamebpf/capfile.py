@@ -6,12 +6,12 @@ A caps file::
     # /etc/tamebpf/caps.toml
     [[cap]]
     cgroup = "transfer.slice"          # below the cgroup v2 root, or absolute
-    dest = "198.18.0.0/15"             # CIDR, CIDR:PORT, [IPv6-CIDR]:PORT
+    dest = "198.18.0.0/15"             # CIDR, CIDR:PORT[-PORT], [IPv6-CIDR]:PORT
     max_streams = 8
 
     [[cap]]
-    cgroup = "transfer.slice"
-    dest = "[fd00:7462::/48]:2811"
+    cgroup = "transfer.slice"          # GridFTP data channels: the ports of
+    dest = "198.51.100.0/24:50000-51000"  # GLOBUS_TCP_PORT_RANGE, not 2811
     auto = "dtn2.example.org"          # instead of max_streams: ask the
     max_impact = "5%"                  # advisor (tamebpf advise), probing
     congestion = "cubic"               # as the transfers run (default: system)
