@@ -270,8 +270,10 @@ class CapTable:
     def find(self, cgroup: str, dest: Dest) -> Cap | None:
         """The cap on this cgroup (a path; one removed since can still be
         named by the path it had) for this destination."""
+        root_named = cgroup.strip() == "/"  # removing a cap on the root needs no confirming
+        check_cgroup_text(cgroup, "--cgroup", root_named)
         try:
-            wanted: int | str = resolve_cgroup(cgroup).id
+            wanted: int | str = resolve_cgroup(cgroup, root_named).id
         except UsageError:
             root = self.root.rstrip("/")
             rel = cgroup[len(root):] if (cgroup + "/").startswith(root + "/") else cgroup
