@@ -221,3 +221,17 @@ def test_storm_of_connects_keeps_the_count_exact(net: Net, pins: str, cg: str) -
     wait_value(lambda: the_cap(table, cg, dest).streams, 0, "streams after kill -9")
     cap = the_cap(table, cg, dest)
     assert cap.charged == cap.released == procs * (cycles + hold), cap
+
+
+def test_caps_of_an_older_layout_are_named_and_left_alone(pins: str, cg: str) -> None:
+    """Maps pinned by a tamebpf from before issue 30 (cap_rules keyed by the
+    cgroup id alone) are neither reused nor torn down by `cap list`."""
+    os.mkdir(pins)
+    old = os.path.join(pins, "cap_rules")
+    subprocess.run(["bpftool", "map", "create", old, "type", "hash", "key", "8", "value", "8",
+                    "entries", "4", "name", "cap_rules"], check=True, timeout=30)
+    for argv in (["list"], ["set", "--cgroup", cg, "--dest", "192.0.2.0/24",
+                            "--max-streams", "2"]):
+        res = tamebpf("cap", *argv)
+        assert res.returncode == 1 and "older tamebpf" in res.stderr, (argv, res.stderr)
+        assert os.listdir(pins) == ["cap_rules"], f"{argv} touched the old pins"

@@ -496,6 +496,26 @@ static void delete_orphan_counts(const char *dir, const struct cap_maps *m,
 	}
 }
 
+int cap_check_layout(const char *dir)
+{
+	struct bpf_map_info info = {};
+	__u32 len = sizeof(info);
+	int fd, err = 0;
+
+	fd = cap_open_pinned(dir, "cap_rules");
+	if (fd < 0)
+		return 0; /* nothing pinned yet */
+	if (!bpf_obj_get_info_by_fd(fd, &info, &len) &&
+	    info.key_size != sizeof(struct tb_cap_key)) {
+		tb_set_error("the caps in %s were set by an older tamebpf (another map layout); "
+			     "remove them with that version ('cap apply --prune /dev/null'), or "
+			     "remove the directory to drop them", dir);
+		err = -EPROTO;
+	}
+	close(fd);
+	return err;
+}
+
 int cap_tidy_locked(const char *dir, const int *netns_fds, int n_netns,
 		    int teardown_if_empty)
 {
@@ -503,6 +523,8 @@ int cap_tidy_locked(const char *dir, const int *netns_fds, int n_netns,
 	struct cap_maps m;
 	size_t caps = 0;
 
+	if (cap_check_layout(dir))
+		return 0; /* not ours to tidy: never tear down another layout */
 	if (cap_open_maps(dir, &m)) {
 		/* a first command killed before its maps were all pinned */
 		if (teardown_if_empty)
@@ -530,7 +552,7 @@ int cap_tidy_locked(const char *dir, const int *netns_fds, int n_netns,
 
 int tb_cap_tidy(const char *pin_dir, const int *netns_fds, int n_netns)
 {
-	int lock;
+	int lock, err;
 
 	tb_libbpf_logging();
 	lock = cap_lock_dir(pin_dir, 0, LOCK_EX);
@@ -538,9 +560,11 @@ int tb_cap_tidy(const char *pin_dir, const int *netns_fds, int n_netns)
 		return 0;
 	if (lock < 0)
 		return lock;
-	cap_tidy_locked(pin_dir, netns_fds, n_netns, 1);
+	err = cap_check_layout(pin_dir);
+	if (!err)
+		cap_tidy_locked(pin_dir, netns_fds, n_netns, 1);
 	close(lock);
-	return 0;
+	return err;
 }
 
 int tb_cap_list(const char *pin_dir, __u64 *cgids, struct tb_cap_cgroup *cgs,

@@ -362,6 +362,11 @@ int tb_cap_commit(const char *pin_dir, struct tb_cap_change *ch, size_t n,
 		}
 		return lock;
 	}
+	err = cap_check_layout(pin_dir);
+	if (err) {
+		close(lock);
+		return err;
+	}
 	p = calloc(1, sizeof(*p));
 	if (!p) {
 		close(lock);

@@ -52,6 +52,9 @@ int cap_same_dest(const struct tb_cap_rule *a, const struct tb_cap_rule *b);
 int cap_seed(const char *dir, const struct tb_cap_rule *rule, __u64 cgid,
 	     __u32 level, const int *netns_fds, int n_netns);
 int cap_unpace(const char *dir, __u64 id, const int *netns_fds, int n_netns);
+/* 0, or -EPROTO (error text set) when the pinned maps are of another
+ * layout (an older tamebpf): they are never reused nor torn down. */
+int cap_check_layout(const char *dir);
 /* Open the pinned maps (all must be there); 0 or -errno. */
 int cap_open_maps(const char *dir, struct cap_maps *m);
 void cap_close_maps(struct cap_maps *m);
