@@ -7,7 +7,7 @@
 #   make test       lint, type-check and the whole test suite (README, CI)
 #   make bench      overhead benchmark -> docs/performance.md
 #   make cap-pace-eval  pace-mode caps on the testbed, beside no cap -> docs/cap.md
-#   make probetime  advise's probing time, fast start on and off -> docs/accuracy.md
+#   make probetime  advise's probing time, fast start on and off -> docs/results/probetime.md
 #   make testbed-accuracy  the WAN testbed's rate, RTT and queue accuracy -> docs/testbed.md
 #   make install    DESTDIR/PREFIX-aware install of library and command (links nothing)
 #   make deb        the Debian package, build/tamebpf_VERSION_ARCH.deb
@@ -58,7 +58,7 @@ LIB_LDLIBS := -lbpf -lelf -lz
 
 .SECONDARY: $(BPF_OBJS)
 
-.PHONY: all compile deps test-deps run test lint unit bench eval eval-fresh eval-fresh-staged eval-fresh-delivered eval-fresh-settled eval-fresh2-settled eval-fresh2-long eval-fresh-long eval-convergence cap-pace-eval probetime testbed-accuracy install deb clean cmd man
+.PHONY: all compile deps test-deps run test lint unit bench eval eval-fresh eval-fresh-staged eval-fresh-delivered eval-fresh-settled eval-fresh2-settled eval-fresh2-long eval-fresh-long eval-convergence eval-settled-design eval-fresh3 cap-pace-eval probetime testbed-accuracy install deb clean cmd man
 
 # `make` also links the command onto PATH; every other target only builds, so
 # running the tests or a benchmark leaves /usr/local/bin as it was.
@@ -133,26 +133,28 @@ bench: deps compile
 	$(SUDO) $(PY) scripts/bench_pace.py --write docs/performance.md
 	$(SUDO) $(PY) scripts/bench_scale.py --write docs/performance.md
 
-# Accuracy of the advisor on the WAN testbed -> docs/accuracy.md (about 4
-# min per case; EVAL_ARGS='--cross 0,2,8,30' gives the full design table).
+# Accuracy of the advisor on the WAN testbed. Each run writes its tables into
+# its own file under docs/results/ (docs/accuracy.md, the summary, links them).
+# The design cases -> docs/results/design-runs.md (about 4 min per case;
+# EVAL_ARGS='--cross 0,2,8,30' gives the full design table).
 eval: deps compile
-	$(SUDO) $(PY) scripts/eval_advise.py --write docs/accuracy.md $(EVAL_ARGS)
+	$(SUDO) $(PY) scripts/eval_advise.py --write docs/results/design-runs.md $(EVAL_ARGS)
 
 # The 20 fresh cases drawn before their first run, scored on their own
-# (about 100 min) -> docs/results/eval-fresh.json and docs/accuracy.md.
+# (about 100 min) -> docs/results/eval-fresh.json and run-fresh.md.
 eval-fresh: deps compile
 	$(SUDO) $(PY) scripts/eval_advise.py --set fresh --plans 2+2 --truth-window 5 \
-		--rounds 3 --results docs/results/eval-fresh.json --write docs/accuracy.md \
+		--rounds 3 --results docs/results/eval-fresh.json --write docs/results/run-fresh.md \
 		--section eval_fresh --heading "Fresh cases, first run" $(EVAL_ARGS)
 
 # The fresh cases' probes measured again, as stages of one test (2:2) beside
 # two tests (2+2) in the same run, scored against the first run's ground
-# truth (about 15 min) -> docs/results/eval-fresh-staged.json, docs/accuracy.md.
+# truth (about 15 min) -> docs/results/eval-fresh-staged.json, run-fresh-staged.md.
 eval-fresh-staged: deps compile
 	test -e docs/results/eval-fresh-staged.json || \
 		cp docs/results/eval-fresh.json docs/results/eval-fresh-staged.json
 	$(SUDO) $(PY) scripts/eval_advise.py --set fresh --reprobe --plans 2+2 --plan 2:2 \
-		--results docs/results/eval-fresh-staged.json --write docs/accuracy.md \
+		--results docs/results/eval-fresh-staged.json --write docs/results/run-fresh-staged.md \
 		--section eval_fresh_staged --heading "$(STAGED_HEADING)" $(EVAL_ARGS)
 STAGED_HEADING = Fresh cases: probes as stages of one test (re-measured beside two tests; first-run ground truth)
 
@@ -160,29 +162,29 @@ STAGED_HEADING = Fresh cases: probes as stages of one test (re-measured beside t
 # segments delivered (ACKed or SACKed), scored against the first run's ground
 # truth; each probe also keeps the bytes-acked goodput of the same window, so
 # `--report --goodput-from acked` scores the very same probes the old way
-# (about 12 min) -> docs/results/eval-fresh-delivered.json, docs/accuracy.md.
+# (about 12 min) -> docs/results/eval-fresh-delivered.json, run-fresh-delivered.md.
 eval-fresh-delivered: deps compile
 	test -e docs/results/eval-fresh-delivered.json || \
 		cp docs/results/eval-fresh.json docs/results/eval-fresh-delivered.json
 	$(SUDO) $(PY) scripts/eval_advise.py --set fresh --reprobe --plans 2:2 --plan 2:2 \
-		--results docs/results/eval-fresh-delivered.json --write docs/accuracy.md \
+		--results docs/results/eval-fresh-delivered.json --write docs/results/run-fresh-delivered.md \
 		--section eval_fresh_delivered --heading "$(DELIVERED_HEADING)" $(EVAL_ARGS)
 DELIVERED_HEADING = Fresh cases: probe goodput from segments delivered (default probes re-measured; first-run ground truth)
 
 # The fresh cases against a settled ground truth: 30 s of warm-up before each
-# 30-s window (docs/accuracy.md, "The ground truth needs a warm-up"), at 1, 4
+# 30-s window (docs/results/ground-truth.md), at 1, 4
 # and 16 streams and the advised count, 3 rounds. About 17 min a case, 6 h
 # for all 20, so it keeps what earlier parts measured: run it in parts with
 # EVAL_ARGS='--only fresh0', '--only fresh1', '--only fresh20'
 # The advisor's probes (2-s stages) beside stages that run on, up to 4.5 s,
 # until past start-up. EVAL_ARGS='--reprobe --only fresh20' measures a case's
 # probes again and keeps its ground truth.
-# -> docs/results/eval-fresh-settled.json, docs/accuracy.md.
+# -> docs/results/eval-fresh-settled.json, run-fresh-settled.md.
 eval-fresh-settled: deps compile
 	$(SUDO) $(PY) scripts/eval_advise.py --set fresh --append --plans 2:2,2:2~4.5 \
 		--plan 2:2 \
 		--truth-warmup 30 --truth-window 30 --rounds 3 --streams 1,4,16 \
-		--results docs/results/eval-fresh-settled.json --write docs/accuracy.md \
+		--results docs/results/eval-fresh-settled.json --write docs/results/run-fresh-settled.md \
 		--section eval_fresh_settled --heading "Fresh cases against a settled ground truth" \
 		$(EVAL_ARGS)
 
@@ -190,12 +192,12 @@ eval-fresh-settled: deps compile
 # studied: the default probes beside 1 s + 3 s, 1 s + 4 s, 2 s + 10 s and the
 # run-on stages, against the settled ground truth (about 16 min a case;
 # EVAL_ARGS='--only fresh2-05')
-# -> docs/results/eval-fresh2-settled.json, docs/accuracy.md.
+# -> docs/results/eval-fresh2-settled.json, run-fresh2-settled.md.
 eval-fresh2-settled: deps compile
 	$(SUDO) $(PY) scripts/eval_advise.py --set fresh2 --append --plans 2:2,1:3,1:4,2:10,2:2~4.5 \
 		--plan 2:2 \
 		--truth-warmup 30 --truth-window 30 --rounds 3 --streams 1,4,16 \
-		--results docs/results/eval-fresh2-settled.json --write docs/accuracy.md \
+		--results docs/results/eval-fresh2-settled.json --write docs/results/run-fresh2-settled.md \
 		--section eval_fresh2_settled \
 		--heading "Second fresh draw against a settled ground truth" $(EVAL_ARGS)
 
@@ -203,38 +205,52 @@ eval-fresh2-settled: deps compile
 # beside 5, 10 and 15 s stages, measured side by side on the loss-based
 # cases of the second draw and scored against the settled ground truth
 # eval-fresh2-settled measured (about 12 min)
-# -> docs/results/eval-fresh2-long.json, docs/accuracy.md.
+# -> docs/results/eval-fresh2-long.json, run-fresh2-long.md.
 # Probes only, each case's ground truth from --truth-from, every plan re-measured.
-REPROBE = $(SUDO) $(PY) scripts/eval_advise.py --reprobe --plan 2:2 --write docs/accuracy.md
+REPROBE = $(SUDO) $(PY) scripts/eval_advise.py --reprobe --plan 2:2
 
 eval-fresh2-long: deps compile
 	$(REPROBE) --set fresh2 --truth-from docs/results/eval-fresh2-settled.json \
 		--plans 2:2,5:5,10:10,15:15 --results docs/results/eval-fresh2-long.json \
-		--section eval_fresh2_long \
+		--write docs/results/run-fresh2-long.md --section eval_fresh2_long \
 		--heading "Second fresh draw: longer probes against the settled ground truth" $(EVAL_ARGS)
 
 # The same longer probes on the first draw's 15 loss-based cases, against
 # the settled truth eval-fresh-settled measured (about 20 min; the rule the
 # result applies: docs/results/fresh-long-decision-rules.md)
-# -> docs/results/eval-fresh-long.json, docs/accuracy.md.
+# -> docs/results/eval-fresh-long.json, run-fresh-long.md.
 eval-fresh-long: deps compile
 	$(REPROBE) --set fresh --truth-from docs/results/eval-fresh-settled.json \
 		--plans 2:2,10:10,15:15 --results docs/results/eval-fresh-long.json \
-		--section eval_fresh_long \
+		--write docs/results/run-fresh-long.md --section eval_fresh_long \
 		--heading "First fresh draw: longer probes against the settled ground truth" $(EVAL_ARGS)
 
 # How long a probe must run before its share of a shared path is the long
 # run's: 10 streams for a minute on each loss-based case of the second fresh
-# draw (about 10 min) -> docs/results/convergence.json, docs/accuracy.md.
+# draw (about 10 min) -> docs/results/convergence.json, run-convergence.md.
 eval-convergence: deps compile
-	$(SUDO) $(PY) scripts/eval_convergence.py --write docs/accuracy.md $(CONVERGENCE_ARGS)
+	$(SUDO) $(PY) scripts/eval_convergence.py --write docs/results/run-convergence.md $(CONVERGENCE_ARGS)
+
+# The default stop rule's design study (issue 29): every candidate rule on
+# the same 15 s + 15 s probes of the earlier draws' 22 loss-based cases,
+# against their settled truth (about 40 min; EVAL_ARGS=--report re-scores)
+# -> docs/results/settled-design.json.gz, settled-design.md.
+eval-settled-design: deps compile
+	$(SUDO) $(PY) scripts/eval_settled.py --write docs/results/settled-design.md $(EVAL_ARGS)
+
+# Issue 29's fresh draw: the settled default and --quick against a settled
+# truth, 18 loss-based and 6 BBR cases (about 8 min a case, resumable: the
+# cases measured are kept; EVAL_ARGS=--report re-scores, --only KEY picks)
+# -> docs/results/eval-fresh3.json, run-fresh3.md (docs/accuracy.md's table).
+eval-fresh3: deps compile
+	$(SUDO) $(PY) scripts/eval_fresh3.py --write docs/results/run-fresh3.md $(EVAL_ARGS)
 
 # Pace-mode caps on the testbed beside no cap (issue 16) -> docs/cap.md (~3 min).
 cap-pace-eval: deps compile
 	$(SUDO) $(PY) scripts/cap_pace_eval.py --write docs/cap.md $(CAP_PACE_ARGS)
 
 probetime: deps compile
-	$(SUDO) $(PY) scripts/bench_probetime.py --write docs/accuracy.md $(PROBETIME_ARGS)
+	$(SUDO) $(PY) scripts/bench_probetime.py --write docs/results/probetime.md $(PROBETIME_ARGS)
 
 # The testbed's own accuracy (rate, RTT, queue) -> docs/testbed.md (~12 min).
 testbed-accuracy: deps compile

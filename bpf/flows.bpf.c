@@ -11,7 +11,12 @@
  *    final counters in `closed` until userspace has read them.
  *  - iter/task_file (claim_owners) maps open sockets to the process holding
  *    them; the answer is kept in socket storage so it survives until close.
- * Nothing here runs per packet or per ACK.
+ *  - tp_btf/tcp_cong_state_set (on_cong_state) counts a flow's congestion
+ *    events: each entry into CWR, Recovery or Loss from Open or Disorder is
+ *    one window reduction, the step by which loss-based flows converge to
+ *    their share (advise's stop rule counts them: docs/advise.md).
+ * Nothing here runs per packet or per ACK: a congestion-state change happens
+ * at most once per loss event.
  */
 #include "common.bpf.h"
 #include <bpf/bpf_tracing.h>
@@ -32,6 +37,8 @@ struct sk_info {
 	__u32 pid;
 	__u32 flags; /* TB_FLOW_START_KNOWN | TB_FLOW_OWNER_KNOWN */
 	char comm[TB_COMM_LEN];
+	__u32 cong_events;
+	__u32 pad;
 };
 
 struct {
@@ -118,6 +125,7 @@ static __always_inline void fill_flow(struct tb_flow *f, struct tcp_sock *tp,
 		f->pid = info->pid;
 		f->flags |= info->flags & (TB_FLOW_START_KNOWN | TB_FLOW_OWNER_KNOWN);
 		__builtin_memcpy(f->comm, info->comm, sizeof(f->comm));
+		f->cong_events = info->cong_events;
 	}
 }
 
@@ -187,6 +195,27 @@ int BPF_PROG(on_state, struct sock *sk, int oldstate, int newstate)
 		__sync_fetch_and_add(&stats.closed_dropped, 1);
 	else
 		__sync_fetch_and_add(&stats.closed_recorded, 1);
+	return 0;
+}
+
+/* The tracepoint fires before icsk_ca_state takes the new value, so the
+ * socket still shows the state it leaves. */
+SEC("tp_btf/tcp_cong_state_set")
+int BPF_PROG(on_cong_state, struct sock *sk, const u8 ca_state)
+{
+	struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
+	struct sk_info *info;
+
+	if (!tp || ca_state < TCP_CA_CWR || tp->inet_conn.icsk_ca_state >= TCP_CA_CWR)
+		return 0; /* not a new reduction (Recovery -> Loss is the same one) */
+	if (!in_subtree(sk))
+		return 0;
+	info = bpf_sk_storage_get(&sk_info, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (!info) {
+		__sync_fetch_and_add(&stats.owners_dropped, 1);
+		return 0;
+	}
+	info->cong_events++;
 	return 0;
 }
 

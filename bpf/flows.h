@@ -47,7 +47,8 @@ struct tb_flow {
 	__u32 rate_interval_us; /* ... over this interval */
 	__u32 snd_wnd;          /* peer's advertised receive window, bytes */
 	__u32 delivered;        /* segments the peer got (ACKed or SACKed), whole life */
-	__u32 reserved;         /* zero: the struct has no implicit padding */
+	__u32 cong_events;      /* entries into CWR/Recovery/Loss seen since the
+				 * flow started (0 if tamebpf was not loaded) */
 	__u32 pid;              /* owning process (tgid); valid if OWNER_KNOWN */
 	__u32 netns_ino;        /* network namespace inode */
 	__u16 family;           /* AF_INET or AF_INET6 */

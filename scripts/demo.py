@@ -3,7 +3,9 @@
 
 1. a WAN testbed in network namespaces (50 Mbit/s, 40 ms, 50-packet queue);
 2. cross traffic: 2 CUBIC flows that were there first;
-3. `tamebpf advise` against the testbed's receiver (two short probes);
+3. `tamebpf advise` against the testbed's receiver (two probes, each until
+   its share of the path has settled: seconds here, up to 15 s each on long
+   crowded paths; the progress line shows them), then `--quick`;
 4. a transfer that uses too many streams: 4 streams, then 16, while
 5. `tamebpf watch` looks at the sender: live when run in a terminal (q quits),
    otherwise (or with --batch) a few printed refreshes.
@@ -78,10 +80,13 @@ def main() -> int:
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         time.sleep(3)
 
-        say(f"3/5 tamebpf advise {rcv}:{PORT_ADVISE} --max-impact 10% (two short probes)")
-        subprocess.run(tamebpf("advise", f"{rcv}:{PORT_ADVISE}", "--max-impact", "10%",
-                               "--netns", tb.namespaces["sender"], "--congestion", "cubic",
-                               "--max-streams", "16"), check=True)
+        say(f"3/5 tamebpf advise {rcv}:{PORT_ADVISE} --max-impact 10% (two probes, each "
+            "until its share has settled,\n    at most 15 s: the line below shows them)")
+        advise = ["advise", f"{rcv}:{PORT_ADVISE}", "--max-impact", "10%", "--netns",
+                  tb.namespaces["sender"], "--congestion", "cubic", "--max-streams", "16"]
+        subprocess.run(tamebpf(*advise), check=True)
+        say("    the same with --quick (two fixed 2-s probes: a quick look)")
+        subprocess.run(tamebpf(*advise, "--quick"), check=True)
 
         say("4/5 a transfer that uses too many streams (iperf3 -P 4, then -P 16), and\n"
             "    5/5 tamebpf watch on the sender" + (" (q quits)" if live else ""))

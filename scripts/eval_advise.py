@@ -13,7 +13,9 @@ alongside our n streams, as the median of several rounds. Scores
 - advice quality: measured throughput at the advised n over the best measured
   throughput of any n whose measured impact stays within the limit;
 - whether the measured impact at the advised n exceeds the limit.
-Raw records go to docs/results/eval.json, tables into docs/accuracy.md.
+Raw records go to docs/results/eval.json, tables into the run's own file
+under docs/results/ (--write; the Makefile's targets name it), which
+docs/accuracy.md summarises.
 """
 
 from __future__ import annotations
@@ -118,7 +120,7 @@ def plan_seconds(plan: str) -> tuple[float, float]:
     (kernel/probe.run_probes), as `tamebpf advise` runs them; 'S1:S10~L':
     stages that run on after S1 and S10, up to L seconds each, until their
     streams are past start-up (estimate/adaptive.PastStartUp; measured
-    beside the default, not kept: docs/accuracy.md)."""
+    beside the default, not kept: docs/results/run-fresh-settled.md)."""
     s1, s10, limit = plan_parts(plan)  # ValueError unless two lengths
     d1, d10 = float(s1), float(s10)
     if not (0.5 <= d1 <= 60 and 0.5 <= d10 <= 60):
@@ -136,7 +138,8 @@ def plan_limit(plan: str) -> float | None:
 
 # A second fresh set, drawn by draw_cases(FRESH2_SEED, 12) from the same
 # ranges on 2026-11-25, before any of them was run: the first set has been
-# looked at case by case (docs/accuracy.md, "Probes that end in start-up"),
+# looked at case by case (docs/results/run-fresh-settled.md, "Probes that
+# end in start-up"),
 # so a change designed since is checked on these.
 FRESH2_SEED = 20261125
 RATES = (20, 30, 40, 80, 100, 120, 150)  # Mbit/s

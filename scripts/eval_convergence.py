@@ -5,18 +5,18 @@ long-run share (make eval-convergence).
 The advice rests on the competing flows a probe implies, m = n (C / T - 1)
 for n streams that got T of a bottleneck carrying C (model/capacity.py).
 On long paths with full queues a 2-s probe reads T in start-up
-(docs/accuracy.md, "Probes that end in start-up"). This measures how far
-from the long run a probe of each length reads: for each case it starts the
-cross traffic, then runs n streams for a minute through the advisor's own
-probe machinery (kernel/probe.run_probe: the same BPF counters, the same
-cgroup), and compares the goodput of the later half of the first e seconds
-(what a probe of e seconds would see past its start-up) with the goodput of
-the run's second half (the ground truth's 30-s warm-up and 30-s window).
+(docs/results/run-fresh-settled.md, "Probes that end in start-up"). This
+measures how far from the long run a probe of each length reads: for each
+case it starts the cross traffic, then runs n streams for a minute through
+the advisor's own probe machinery (kernel/probe.run_probe: the same BPF
+counters, the same cgroup), and compares the goodput of the later half of
+the first e seconds (what a probe of e seconds would see past its start-up)
+with the goodput of the run's second half (the ground truth's 30-s warm-up and 30-s window).
 C is the bottleneck's TCP goodput from its configured rate, so the table
 shows the share's convergence alone, not the capacity estimate's error.
 
 Raw records go to docs/results/convergence.json; the table into
-docs/accuracy.md (section `convergence`).
+docs/results/run-convergence.md (section `convergence`).
 """
 
 from __future__ import annotations

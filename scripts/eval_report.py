@@ -1,4 +1,5 @@
-"""The tables of docs/accuracy.md, from make eval's raw records."""
+"""The tables of each evaluation run's file under docs/results/ (summarised
+in docs/accuracy.md), from make eval's raw records."""
 
 from __future__ import annotations
 
@@ -142,7 +143,7 @@ def _case_label(rec: dict[str, Any]) -> str:
 
 def tables(records: list[dict[str, Any]], limit: float, section: str = SECTION,
            heading: str = "Results") -> str:
-    """The whole generated section `section` of docs/accuracy.md."""
+    """The whole generated section `section` of a run's file under docs/results/."""
     start, end = markers(section)
     if not records:
         return f"{start}\n## {heading}\n\nNo cases measured yet.\n{end}\n"

@@ -51,8 +51,10 @@ def probe_from_dict(d: dict[str, Any]) -> ProbeResult:
     s["congestion_control"] = tuple(s["congestion_control"])
     s["series"] = tuple(tuple(x) for x in s.get("series", ()))
     s["rtt_series"] = tuple(tuple(x) for x in s.get("rtt_series", ()))
+    s["epochs"] = tuple(s.get("epochs", ()))
     return ProbeResult(d["streams"], d["duration_s"], Steady(**s), d["iperf3_mbps"],
-                       ack_pair_mbps=tuple(d.get("ack_pair_mbps") or ()))
+                       ack_pair_mbps=tuple(d.get("ack_pair_mbps") or ()),
+                       stopped=d.get("stopped"))
 
 
 def capacity_estimate_score(rec: dict[str, Any], plan: str | None = None) -> dict[str, Any]:

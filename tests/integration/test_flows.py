@@ -206,6 +206,11 @@ def test_lossy_bottleneck_retransmits_match_ss() -> None:
             seen = [(f.local_port, f.remote_port, f.data_segs_out) for f in flows]
             assert len(data) == 2, f"expected 2 data flows in {pair.sender}, got {seen}"
             assert {f.congestion_control for f in data} == {"cubic"}
+            # Every window reduction here is a loss recovery, and each
+            # retransmits at least one segment (no ECN on the path).
+            assert all(1 <= f.cong_events <= f.total_retrans for f in data), (
+                "congestion events (entries into Recovery/Loss) between 1 and the "
+                f"retransmits: {[(f.cong_events, f.total_retrans) for f in data]}")
             assert all(f.srtt_us and f.srtt_us > 1000 for f in data), (
                 f"a full 10-packet queue at 20 Mbit/s adds ms of RTT: {[f.srtt_us for f in data]}")
         finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -67,19 +68,29 @@ def test_json_has_predict_shape_and_measurements() -> None:
 
 
 def test_a_probe_ended_in_start_up_is_told_how_to_come_closer() -> None:
+    # A fixed-length probe (--quick, --duration) is told the default runs on.
     r = build(TARGET, [probe(1, 50.0, past=False), probe(10, 200.0)], Settings(max_impact=0.10))
     start_up = [w for w in r.warnings if "1-stream probe ended still in slow start" in w]
-    assert start_up and "--duration 15 came closer" in start_up[0], r.warnings
+    assert start_up and "run until settled" in start_up[0], r.warnings
     # Both probes in start-up: two warnings, the remedy said once.
     r = build(TARGET, [probe(1, 50.0, past=False), probe(10, 200.0, past=False)],
               Settings(max_impact=0.10))
     start_up = [w for w in r.warnings if "ended still in slow start" in w]
-    assert len(start_up) == 2 and sum("--duration 15" in w for w in start_up) == 1, r.warnings
-    # A probe already that long is not told to run as long again.
-    long = ProbeResult(1, 16.0, probe(1, 50.0, past=False).steady, None)
-    r = build(TARGET, [long, probe(10, 200.0)], Settings(max_impact=0.10))
+    assert len(start_up) == 2 and sum("until settled" in w for w in start_up) == 1, r.warnings
+    # A default probe that hit its limit is told the limit can be raised.
+    limited = replace(probe(1, 50.0, past=False), stopped="time limit")
+    r = build(TARGET, [limited, replace(probe(10, 200.0), stopped="settled")],
+              Settings(max_impact=0.10))
     start_up = [w for w in r.warnings if "1-stream probe ended still in slow start" in w]
-    assert start_up and "--duration" not in start_up[0], r.warnings
+    assert start_up and "--max-probe-time" in start_up[0], r.warnings
+
+
+def test_a_default_probe_that_ran_out_of_time_unsettled_says_so() -> None:
+    limited = replace(probe(1, 50.0), stopped="time limit")
+    r = build(TARGET, [limited, replace(probe(10, 200.0), stopped="settled")],
+              Settings(max_impact=0.10))
+    assert [w for w in r.warnings if "1-stream probe ran to its time limit" in w], r.warnings
+    assert not [w for w in r.warnings if "10-stream probe ran to" in w], r.warnings
 
 
 @pytest.mark.parametrize(("kwargs", "needle"), [
@@ -96,12 +107,12 @@ def test_assumption_warnings(kwargs: dict[str, object], needle: str) -> None:
     assert needle in render(r)
 
 
-def test_bbr_probes_get_no_advice_and_say_why() -> None:
-    """The model describes loss-based TCP: BBR probes are answered plainly,
+def test_bbr_probes_without_a_capacity_get_no_advice_and_say_why() -> None:
+    """BBR's advice rests on the capacity: without one it is refused plainly,
     with no second answer hidden in the output."""
     r = build(TARGET, [probe(1, 50.0, cc="bbr"), probe(10, 200.0, cc="bbr")],
               Settings(max_impact=0.10))
-    assert r.refused and "BBR" in r.refused and "--congestion cubic" in r.refused
+    assert r.refused and "BBR" in r.refused and "--capacity" in r.refused
     text = render(r)
     assert "ADVICE: none" in text and "BBR" in text
     assert "impact on cross traffic" not in text  # no curve, no advised number
@@ -109,6 +120,26 @@ def test_bbr_probes_get_no_advice_and_say_why() -> None:
     assert out["advice"] is None and out["curve"] == [] and "BBR" in out["refused"]
     ok = build(TARGET, [probe(1, 50.0), probe(10, 200.0)], Settings(max_impact=0.10))
     assert ok.refused is None and to_json(ok)["refused"] is None
+
+
+def test_bbr_probes_with_a_capacity_are_advised_from_the_share() -> None:
+    # 100 Mbit/s link (95.1 of goodput): 1 BBR stream 20, 10 streams 80 ->
+    # the other traffic kept 75.1 and 15.1.
+    c = tcp_goodput_mbps(100.0, 1448, False)
+    r = build(TARGET, [probe(1, 20.0, cc="bbr"), probe(10, 80.0, cc="bbr")],
+              Settings(max_impact=0.10), capacity_mbps=100.0)
+    assert r.refused is None and r.used == "share" and r.share is not None
+    ten = r.share.at(10)
+    assert ten.cross == pytest.approx(c - 80.0)
+    assert ten.impact == pytest.approx(1 - (c - 80.0) / (c - 20.0))
+    assert r.share.at(1).impact_vs_none == pytest.approx(20.0 / c)
+    n = r.prediction.advice.num_flows
+    assert 1 <= n < 10 and r.prediction.advice.cross_traffic_impact <= 0.10
+    assert r.share.at(n + 1).impact > 0.10
+    text = render(r)
+    assert "capacity share, BBR" in text and "against no transfer" in text
+    out = json.loads(json.dumps(to_json(r)))
+    assert out["estimators"]["used"] == "share" and out["share"]["curve"][9]["measured"]
 
 
 def test_no_loss_warns_and_still_advises() -> None:

@@ -1,5 +1,5 @@
-"""make eval's scoring (scripts/eval_score.py): the numbers in
-docs/accuracy.md come from here, so its definitions are checked by hand."""
+"""make eval's scoring (scripts/eval_score.py): the numbers in docs/accuracy.md
+and docs/results/ come from here, so its definitions are checked by hand."""
 
 from __future__ import annotations
 

@@ -53,6 +53,10 @@ class Flow:
     loss_rate: float | None  # total_retrans / data_segs_out
     netns: int
     read_monotonic_ns: int  # CLOCK_MONOTONIC when the counters were read
+    # Window reductions (entries into CWR, Recovery or Loss) while tamebpf's
+    # flow programs were loaded: the congestion epochs advise's stop rule
+    # counts. 0 for a flow that never lost, or when not counted.
+    cong_events: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -128,3 +132,19 @@ class Cap:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How far a probe has got (kernel/probe.run_probes reports it)."""
+
+    index: int  # 1-based probe number
+    total: int
+    streams: int
+    elapsed_s: float
+    duration_s: float
+    goodput_mbps: float | None  # over the last sample interval
+    # With a stop rule: the stage may end before duration_s, and the median
+    # stream's congestion epochs since slow start at the last check.
+    until_settled: bool = False
+    epochs: float | None = None

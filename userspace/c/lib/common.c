@@ -97,7 +97,7 @@ static const struct {
 	FIELD(tb_flow, snd_cwnd), FIELD(tb_flow, snd_ssthresh),
 	FIELD(tb_flow, mss), FIELD(tb_flow, rate_delivered),
 	FIELD(tb_flow, rate_interval_us), FIELD(tb_flow, snd_wnd),
-	FIELD(tb_flow, delivered), FIELD(tb_flow, reserved),
+	FIELD(tb_flow, delivered), FIELD(tb_flow, cong_events),
 	FIELD(tb_flow, pid), FIELD(tb_flow, netns_ino),
 	FIELD(tb_flow, family), FIELD(tb_flow, sport), FIELD(tb_flow, dport),
 	FIELD(tb_flow, state), FIELD(tb_flow, flags),

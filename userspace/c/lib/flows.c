@@ -387,6 +387,12 @@ int tb_flows_open(struct tb_flows **out, __u64 cgid, __u32 level,
 	h->skel->rodata->target_level = level;
 	err = bpf_map__set_max_entries(h->skel->maps.closed,
 				       closed_max ? closed_max : DEFAULT_CLOSED_MAX);
+	/* tcp_cong_state_set came with Linux 6.3: older kernels get every
+	 * other counter, and cong_events stays 0 (advise's probes then run to
+	 * their time limit rather than stop on epochs they cannot count). */
+	if (!err && libbpf_find_vmlinux_btf_id("tcp_cong_state_set",
+					       BPF_TRACE_RAW_TP) < 0)
+		bpf_program__set_autoload(h->skel->progs.on_cong_state, false);
 	if (!err)
 		err = flows_bpf__load(h->skel);
 	if (err) {

@@ -9,12 +9,11 @@ from types import FrameType
 from typing import Any
 
 from tamebpf.advise import (
-    DEFAULT_DURATIONS_S,
+    DEFAULT_MAX_PROBE_S,
     DEFAULT_MODEL,
     DEFAULT_PROBES,
+    QUICK_DURATIONS_S,
     TWO_PROBE_MODELS,
-    NoAdvice,
-    Progress,
     Target,
     run_advice,
 )
@@ -31,10 +30,10 @@ from tamebpf.options import (
     parse_rate_mbps,
     settings_from,
 )
-from tamebpf.present.advice import refusal_json, render, render_refusal, to_json
+from tamebpf.present.advice import render, to_json
 from tamebpf.present.plot import check_path, write_plot
+from tamebpf.present.progress import ProgressLine
 from tamebpf.present.toolflags import FORMATS, tool_flags
-from tamebpf.words import count
 
 CONGESTION = ("reno", "cubic", "bbr", "system")
 
@@ -43,34 +42,43 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "advise",
         help="probe a destination twice and advise how many streams to use (root)",
-        description="Run two short iperf3 probes (n1 and n2 parallel streams) against an "
+        description="Run two iperf3 probes (n1 and n2 parallel streams) against an "
         "'iperf3 -s' server at HOST, measure them in the kernel, fit the model and advise "
         "the largest stream count whose predicted impact on cross traffic stays within "
-        "--max-impact.",
+        "--max-impact. By default each probe runs until its share of the path has settled "
+        "(it counts the streams' congestion epochs in the kernel), at most "
+        f"{DEFAULT_MAX_PROBE_S:g} s: a few seconds on short or idle paths, up to about "
+        f"{2 * DEFAULT_MAX_PROBE_S + 2:g} s in all on long crowded ones. BBR senders are "
+        "advised from the bottleneck's capacity less what the probes took (a third probe "
+        "where the first two leave the answer open).",
     )
     p.add_argument("dest", metavar="HOST[:PORT]", help="iperf3 server (default port 5201)")
     add_advice_options(p, required_impact=True)
     p.add_argument("--probes", default=",".join(map(str, DEFAULT_PROBES)), metavar="N1,N2",
                    help="stream counts of the two probes (default %(default)s)")
+    p.add_argument("--quick", action="store_true",
+                   help="two fixed " + " s + ".join(f"{d:g}" for d in QUICK_DURATIONS_S)
+                   + " s probes (about 5 s in all): a quick look. Close on short paths and "
+                   "paths without cross traffic; on long paths (60 ms and more) whose queues "
+                   "other traffic keeps full the probes end in start-up and the advice was "
+                   "off by a median 25%% of the throughput, over the impact limit by more than "
+                   "0.05 in 6 of 15 cases (docs/accuracy.md)")
     p.add_argument("--duration", default=None,
                    metavar="S[,S2]",
-                   help="seconds of traffic per probe: one value for both, or one each "
-                   "(default " + ",".join(f"{d:g}" for d in DEFAULT_DURATIONS_S)
-                   + "; where the probes end in start-up, as on long paths with full "
-                   "queues, 15 came closer: docs/accuracy.md)")
+                   help="fixed seconds of traffic per probe instead of probing until settled: "
+                   "one value for both, or one each")
     p.add_argument("--max-probe-time", type=float, metavar="S",
-                   help="instead of --duration: each probe ends once its goodput and, for "
-                   "the last, the capacity estimate are measured tightly enough (docs/advise.md),"
-                   " after at most S seconds of traffic")
+                   help="the most each probe runs while waiting for its share to settle "
+                   f"(default {DEFAULT_MAX_PROBE_S:g})")
     p.add_argument("--model", choices=TWO_PROBE_MODELS, default=DEFAULT_MODEL,
                    help="loss curve fitted to the probes: square = (alpha n + beta)^2, the "
                    "(m+n)^2 growth; partial = the paper's a n^2 + b (default %(default)s; "
-                   "docs/accuracy.md compares them)")
+                   "docs/results/design-runs.md compares them)")
     p.add_argument("--capacity", metavar="RATE",
                    help="the bottleneck's link rate if you know it, in Mbit/s or with a unit "
                    "(10G, 100M, 500k): the probes then only estimate the competing traffic, "
                    "which makes the advice much more accurate with cross traffic "
-                   "(docs/accuracy.md)")
+                   "(docs/results/design-runs.md)")
     p.add_argument("--congestion", choices=CONGESTION, default="system",
                    help="congestion control of the probes (default: the host's)")
     p.add_argument("--netns", metavar="NAME", help="probe from this network namespace")
@@ -125,31 +133,6 @@ def parse_probes(text: str) -> tuple[int, int]:
     return n1, n2
 
 
-class ProgressLine:
-    """Progress on stderr: one rewritten line on a terminal, else a line a
-    second (logs and pipes should not fill with carriage returns)."""
-
-    def __init__(self) -> None:
-        self.tty = sys.stderr.isatty()
-        self.last: tuple[int, int] = (0, -1)
-
-    def __call__(self, p: Progress) -> None:
-        rate = "" if p.goodput_mbps is None else f", {p.goodput_mbps:9.1f} Mbit/s"
-        line = (f"probe {p.index}/{p.total}: {count(p.streams, 'stream')}, "
-                f"{min(p.elapsed_s, p.duration_s):.1f}/{p.duration_s:g} s{rate}")
-        if self.tty:
-            sys.stderr.write("\r\x1b[K" + line)
-            sys.stderr.flush()
-        elif (p.index, int(p.elapsed_s)) != self.last:
-            self.last = (p.index, int(p.elapsed_s))
-            print(line, file=sys.stderr, flush=True)
-
-    def clear(self) -> None:
-        if self.tty:
-            sys.stderr.write("\r\x1b[K")
-            sys.stderr.flush()
-
-
 def _sigterm(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
@@ -157,11 +140,15 @@ def _sigterm(signum: int, frame: FrameType | None) -> None:
 def run(args: argparse.Namespace) -> int:
     host, port = parse_dest(args.dest)
     n1, n2 = parse_probes(args.probes)
-    if args.duration is not None and args.max_probe_time is not None:
-        raise UsageError("--duration and --max-probe-time: choose one (fixed probe lengths, "
-                         "or probes that end when they know enough)")
+    fixed = [name for name, given in (("--quick", args.quick),
+                                      ("--duration", args.duration is not None)) if given]
+    if len(fixed) > 1 or (fixed and args.max_probe_time is not None):
+        raise UsageError(" and ".join(fixed + (["--max-probe-time"] if args.max_probe_time
+                                               is not None else []))
+                         + ": choose one (--quick or --duration: fixed probe lengths; "
+                         "--max-probe-time: probes that end when settled)")
     durations = parse_durations(args.duration) if args.duration is not None \
-        else DEFAULT_DURATIONS_S
+        else QUICK_DURATIONS_S if args.quick else None
     max_probe = None if args.max_probe_time is None else parse_max_probe(args.max_probe_time)
     capacity = None if args.capacity is None else parse_capacity(args.capacity)
     if args.json and args.format:
@@ -179,14 +166,6 @@ def run(args: argparse.Namespace) -> int:
         result = run_advice(target, settings, (n1, n2), durations, args.model,
                             on_progress=progress, capacity_mbps=capacity,
                             max_probe_s=max_probe)
-    except NoAdvice as err:
-        # Refused before probing: the same answer as a refusal after it,
-        # without measurements.
-        if args.json:
-            dump_json(refusal_json(target, err.message), sys.stdout)
-        elif not args.format:
-            sys.stdout.write(render_refusal(err.message))
-        raise TamebpfError(f"no advice: {err.message}") from None
     finally:
         signal.signal(signal.SIGTERM, old)
         progress.clear()
@@ -195,7 +174,9 @@ def run(args: argparse.Namespace) -> int:
             dump_json(to_json(result), sys.stdout)
         elif not args.format:
             sys.stdout.write(render(result))
-        raise TamebpfError(f"no advice: {result.refused}")
+        # The reason is in the report above; said once, not twice.
+        raise TamebpfError(f"no advice for {host}:{port}" + (
+            f": {result.refused}" if args.format else " (the reason is above)"))
     if args.plot:
         write_plot(result, args.plot)
     if args.format:

@@ -15,7 +15,7 @@ Estimators (docs/model.md section 3):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tamebpf.estimate.acktrain import CapacityEstimate, estimate_capacity
 from tamebpf.estimate.adaptive import past_start_up
@@ -36,6 +36,7 @@ from tamebpf.model import (
     predict,
 )
 from tamebpf.model.confidence import ImpactRange, impact_ranges, relative_standard_error
+from tamebpf.model.share import ShareAdvice, as_curve, share_advice
 from tamebpf.words import count
 
 NOISY_CV = 0.30  # per-interval goodput varying more than this: probe too noisy
@@ -44,10 +45,12 @@ RWND_LIMITED = 0.5  # fraction of samples bounded by the receive window
 CAPACITY_DISAGREE = 0.10
 DISAGREE_IMPACT = 0.10  # estimators' impact at the advised n differ by more
 # ... or their stream counts differ by a factor of two or more (and by >= 2).
-# Seconds per probe to name when a probe ended in start-up: 15 s + 15 s came
-# closer than 2 s + 2 s on both fresh draws (docs/accuracy.md, "Longer
-# probes"; the rule that chose it: docs/results/fresh-long-decision-rules.md).
-LONGER_PROBE_S = 15
+# Congestion epochs since slow start after which the default probes may stop
+# early (advise/settled.py). Chosen on the two earlier fresh draws
+# (docs/results/settled-design.md), checked on a draw it was not chosen on.
+SETTLED_EPOCHS = 4
+# How a probe that ran to its limit is marked (kernel/probe.TIME_LIMIT).
+TIME_LIMIT = "time limit"
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,10 @@ class ProbeResult:
     # The rate of each pair of consecutive ACKs of a data stream (Mbit/s,
     # estimate/acktrain.py): the capacity estimate reads them.
     ack_pair_mbps: tuple[float, ...] = ()
+    # Why the probe ended: its stop rule's reason ("settled", "alone on the
+    # link", ...), "time limit" when it ran to its limit, None for a probe of
+    # fixed length (--duration, --quick).
+    stopped: str | None = None
 
 
 @dataclass(frozen=True)
@@ -107,12 +114,20 @@ class AdviseResult:
     # The impact at each stream count of the curve with its 90% range from
     # the probes' measurement noise (model/confidence.py).
     confidence: tuple[ImpactRange, ...] = ()
-    # Why there is no advice although the fit ran (BBR probes), or None.
+    # Why there is no advice although the probes ran, or None.
     refused: str | None = None
+    # For senders the loss law does not describe (BBR): the advice from the
+    # capacity share (model/share.py), which `prediction` then carries.
+    share: ShareAdvice | None = None
+    # The congestion control the advice is for, and where that came from
+    # (the probes' sockets; "--congestion" or "the host's default").
+    congestion: str | None = None
 
     @property
     def used(self) -> str:
-        """Which estimator the advice uses: "capacity" or "throughput"."""
+        """Which estimator the advice uses: "share", "capacity" or "throughput"."""
+        if self.share is not None:
+            return "share"
         return "capacity" if self.capacity and self.capacity.competing_flows is not None \
             else "throughput"
 
@@ -197,35 +212,45 @@ def build(target: Target, probes: Sequence[ProbeResult], settings: Settings,
                 f"(impact {a.cross_traffic_impact:.1%}), the loss-RTT fit {b.num_flows} "
                 f"(it puts the impact at {count(n, 'stream')} at {other:.1%}); the advice "
                 f"follows the {used} fit, whose advice was the better of the two on the "
-                "testbed (docs/accuracy.md)" + why)
+                "testbed (docs/results/design-runs.md)" + why)
     confidence = impact_ranges(
         refit, measured, [relative_standard_error(p.steady.noise, window_samples(p.steady))
                           for p in probes],
         [c.streams for c in prediction.curve], baseline=settings.baseline)
-    return AdviseResult(target, tuple(probes), prediction, loss_pred, loss_error,
-                        tuple(warnings), free, capacity, estimate, tuple(confidence),
-                        cannot_advise(probes))
+    result = AdviseResult(target, tuple(probes), prediction, loss_pred, loss_error,
+                          tuple(warnings), free, capacity, estimate, tuple(confidence), None)
+    return _by_share(result, settings, goodput) if probes_run_bbr(probes) else result
 
 
-def cannot_advise(probes: Sequence[ProbeResult]) -> str | None:
-    """Why the model cannot advise on these probes, or None (the check after
-    probing, on the congestion control the kernel saw on the probe sockets)."""
-    ccs = sorted({cc for p in probes for cc in p.steady.congestion_control})
-    return refuses_congestion("bbr", "the probes ran BBR") if "bbr" in ccs else None
+def probes_run_bbr(probes: Sequence[ProbeResult]) -> bool:
+    """The kernel saw BBR on the probes' sockets: the loss law does not hold."""
+    return any("bbr" in p.steady.congestion_control for p in probes)
 
 
-def refuses_congestion(cc: str, source: str) -> str | None:
-    """Why probes with congestion control `cc` cannot be advised on, or None;
-    `source` says where `cc` came from. BBR: it paces to its own estimate of
-    the bottleneck and does not back off on loss, so the loss curve the model
-    fits does not describe it; on the testbed the fit's predictions for BBR
-    were far off (docs/accuracy.md, the BBR cases)."""
-    if cc != "bbr":
-        return None
-    return (f"{source}, which does not back off on loss: the model behind the advice "
-            "describes loss-based TCP, and its predictions for BBR were far off on the "
-            "testbed (docs/accuracy.md). Probe with --congestion cubic (or reno) to advise "
-            "for transfers that use it")
+def _by_share(result: AdviseResult, settings: Settings, goodput: float | None) -> AdviseResult:
+    """BBR probes: the advice from the capacity share (model/share.py), the
+    loss-law fits kept only as checks; no advice without a capacity."""
+    probes = result.probes
+    if goodput is None:
+        e = result.capacity_estimate
+        why = "none" if e is None or e.goodput_mbps is None else \
+            f"{e.goodput_mbps:.2f} Mbit/s, not trusted: {e.reason}"
+        return replace(result, refused=(
+            "the probes ran BBR, whose advice rests on the bottleneck's capacity (what the "
+            "other traffic keeps is the capacity less what our streams got), and the "
+            f"probes' ACK spacing gave no trusted capacity estimate ({why}); give --capacity "
+            "RATE if you know the bottleneck's rate, or probe with --congestion cubic"))
+    measured = [Probe(p.streams, p.steady.goodput_mbps) for p in probes]
+    try:
+        share = share_advice(measured, goodput, settings)
+    except ModelInputError as err:
+        return replace(result, refused=f"the probes ran BBR and the share advice failed: {err}")
+    pred = replace(result.prediction, curve=as_curve(share), advice=share.advice)
+    ranges = tuple(ImpactRange(p.streams, p.impact, p.impact_low, p.impact_high)
+                   for p in share.curve)
+    warnings = [w for w in result.warnings if not w.startswith("the estimators disagree")]
+    return replace(result, prediction=pred, share=share, confidence=ranges,
+                   warnings=tuple(warnings))
 
 
 def _assumption_warnings(probes: Sequence[ProbeResult]) -> list[str]:
@@ -235,28 +260,35 @@ def _assumption_warnings(probes: Sequence[ProbeResult]) -> list[str]:
                    f"{max(p.streams for p in probes)} streams, so the loss-RTT fit has "
                    "nothing to fit and the impact estimate rests on throughput alone")
     start_up = None  # where the last start-up warning is, to say once what to do
-    shorter = False
+    fixed = False
     for p in probes:
-        if not past_start_up(p.steady):
+        # BBR leaves ssthresh unset: the kernel never marks it out of slow
+        # start, and its share does not move by loss epochs.
+        bbr = "bbr" in p.steady.congestion_control
+        if not bbr and not past_start_up(p.steady):
             rtts = p.steady.window_rtts
             where = ("still in slow start" if not p.steady.after_slow_start else
                      "past slow start but with no RTT measured" if rtts is None else
                      f"only {rtts:.0f} RTTs past slow start")
             start_up = len(out)
-            shorter = shorter or p.duration_s < LONGER_PROBE_S
+            fixed = fixed or p.stopped is None
             out.append(f"the {p.streams}-stream probe ended {where}: its share of the path "
                        "was its start-up share, which on long-RTT paths was far from the "
                        "long-run one (docs/accuracy.md); the advice may be far off")
+        elif not bbr and p.stopped == TIME_LIMIT and p.steady.retrans:
+            out.append(f"the {p.streams}-stream probe ran to its time limit with "
+                       f"{p.steady.median_epochs:g} congestion epochs counted since slow start "
+                       f"(it stops early after {SETTLED_EPOCHS}): its share may still have "
+                       "been moving (--max-probe-time gives it longer)")
         if p.steady.rwnd_limited > RWND_LIMITED:
             out.append(f"the {p.streams}-stream probe was limited by the receiver's window "
                        f"{p.steady.rwnd_limited:.0%} of the time, not by the network: "
                        "raise the receiver's buffers (net.ipv4.tcp_rmem)")
         if p.steady.noise is not None and p.steady.noise > NOISY_CV:
             out.append(f"the {p.streams}-stream probe was noisy (goodput varied by "
-                       f"{p.steady.noise:.0%} between samples): try a longer --duration")
-    if start_up is not None and shorter:
-        out[start_up] += (f"; probes of --duration {LONGER_PROBE_S} came closer on such paths "
-                          "(docs/accuracy.md, \"Longer probes\")")
+                       f"{p.steady.noise:.0%} between samples): try a longer --max-probe-time")
+    if start_up is not None:
+        out[start_up] += ("; the default probes (without --quick or --duration) run until "
+                          "settled" if fixed else
+                          "; --max-probe-time gives the probes longer")
     return out
-
-

@@ -34,6 +34,8 @@ class FlowPoint:
     # cumulative ACK passes everything SACKed behind it: over a window of a
     # few RTTs such a jump read as more than the link's rate (docs/advise.md).
     delivered_bytes: int | None = None
+    # Window reductions so far (kernel: entries into CWR/Recovery/Loss).
+    cong_events: int = 0
 
     @property
     def carried(self) -> int:
@@ -75,17 +77,30 @@ class Steady:
     # Every data flow had left slow start (ssthresh set) when the window
     # began. When not, the window saw start-up: on long-RTT paths with deep
     # queues 2 s can end with a stream still in slow start, far from its
-    # long-run share (docs/accuracy.md, "Probes that end in start-up").
+    # long-run share (docs/results/run-fresh-settled.md, "Probes that end in
+    # start-up").
     after_slow_start: bool = False
     # (seconds since the first sample, the data flows' mean smoothed RTT in
     # ms, their retransmissions so far) at every sample: how fast the queue
-    # fills between losses, kept for make eval to study (docs/accuracy.md,
-    # "Probes that end in start-up": a lead for counting competing flows).
+    # fills between losses, kept for make eval to study
+    # (docs/results/run-fresh-settled.md: a lead for counting competing flows).
     rtt_series: tuple[tuple[float, float, int], ...] = ()
     # When every data flow had left slow start, in seconds since the first
     # sample (None: one never did): how long start-up took (make
     # eval-convergence).
     slow_start_end_s: float | None = None
+    # Per data flow, the window reductions since it left slow start, up to
+    # the window's end: the congestion epochs in which loss-based flows move
+    # toward their share (advise/settled.py).
+    epochs: tuple[int, ...] = ()
+    # The window's second half's goodput less its first half's, over the
+    # window's goodput: still rising (> 0) or falling toward the share.
+    trend: float | None = None
+
+    @property
+    def median_epochs(self) -> float:
+        """Our streams' typical epoch count (0 with none recorded)."""
+        return float(statistics.median(self.epochs)) if self.epochs else 0.0
 
     @property
     def window_rtts(self) -> float | None:
@@ -159,7 +174,7 @@ def steady(series: Mapping[int, Sequence[FlowPoint]], streams: int,
         # Slow start ended in a loss burst: cwnd was cut and climbs back in
         # the first part of congestion avoidance, below the flow's long-run
         # rate (a new flow among established ones takes longest). Measure the
-        # later part; make eval chose half (docs/accuracy.md).
+        # later part; make eval chose half (docs/results/method.md).
         start += recovery_skip * (end - start)
     window = [t for t in times if start <= t <= end]
     if len(window) < 2:
@@ -191,6 +206,10 @@ def steady(series: Mapping[int, Sequence[FlowPoint]], streams: int,
     mean_rate = statistics.fmean(rates) if rates else 0.0
     noise = (statistics.pstdev(rates) / mean_rate) if len(rates) >= 3 and mean_rate > 0 else None
     in_window = [p for pts in flows for p in pts if ws <= p.t <= we]
+    mid = ws + dt / 2
+    halves = (total(mid) - total(ws), total(we) - total(mid))
+    trend = (halves[1] - halves[0]) / (halves[0] + halves[1]) * 2 \
+        if sum(halves) > 0 and len(window) >= 4 else None
     flow_rtts = [f.srtt_ms for f in per_flow if f.srtt_ms is not None]
     ccs = sorted({p.congestion_control for p in in_window if p.congestion_control})
     return Steady(
@@ -212,7 +231,19 @@ def steady(series: Mapping[int, Sequence[FlowPoint]], streams: int,
         after_slow_start=bool(left) and left[0] <= ws,
         rtt_series=tuple(_rtt_sample(flows, t, t0) for t in times),
         slow_start_end_s=round(left[0] - t0, 4) if left else None,
+        epochs=tuple(_epochs(pts, we) for pts in flows),
+        trend=trend,
     )
+
+
+def _epochs(points: Sequence[FlowPoint], end: float) -> int:
+    """The flow's window reductions after it left slow start, up to `end`.
+    The reduction that ended slow start (if a loss ended it, not HyStart)
+    is already counted at its first sample out of slow start."""
+    out = next((p for p in points if not p.slow_start and p.t <= end), None)
+    if out is None:
+        return 0
+    return max(0, _at(points, end).cong_events - out.cong_events)
 
 
 def _rtt_sample(flows: Sequence[Sequence[FlowPoint]], t: float,

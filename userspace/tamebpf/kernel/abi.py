@@ -47,7 +47,7 @@ class TbFlow(ctypes.Structure):
         ("rate_interval_us", u32),
         ("snd_wnd", u32),
         ("delivered", u32),
-        ("reserved", u32),
+        ("cong_events", u32),
         ("pid", u32),
         ("netns_ino", u32),
         ("family", u16),

@@ -111,7 +111,7 @@ def flow_row(buf: Any, offset: int, names: CgroupNames | None, now_ns: int
     (cookie, cgroup_id, start_ns, update_ns, bytes_acked, bytes_received, bytes_sent,
      bytes_retrans, segs_out, segs_in, data_segs_out, data_segs_in, total_retrans,
      retrans_out, lost_out, srtt_us, rttvar_us, min_rtt_us, snd_cwnd, snd_ssthresh, mss,
-     rate_delivered, rate_interval_us, snd_wnd, delivered, _reserved, pid, netns_ino,
+     rate_delivered, rate_interval_us, snd_wnd, delivered, cong_events, pid, netns_ino,
      family_no, sport, dport, state, flags, saddr, daddr, comm,
      cc) = _RECORD.unpack_from(buf, offset)
     family, local = _addr(family_no, saddr)
@@ -161,6 +161,7 @@ def flow_row(buf: Any, offset: int, names: CgroupNames | None, now_ns: int
         total_retrans / data_segs_out if data_segs_out else None,  # loss_rate
         netns_ino,  # netns
         update_ns,  # read_monotonic_ns
+        cong_events,
     )
 
 

@@ -23,13 +23,14 @@ from typing import Any
 from tamebpf.cgroups import require_cgroup2
 from tamebpf.errors import TamebpfError
 from tamebpf.estimate.acktrain import pair_rates
-from tamebpf.estimate.advice import ProbeResult, Target
+from tamebpf.estimate.advice import TIME_LIMIT, ProbeResult, Target
 from tamebpf.estimate.steady import FlowPoint, Steady, only_data_flows, steady
 from tamebpf.kernel import iperf3_client
 from tamebpf.kernel.acktrain import AckTrain
 from tamebpf.kernel.flows import Flow, FlowReader
 from tamebpf.kernel.netns import enter_netns
 from tamebpf.kernel.synrto import SynRto
+from tamebpf.records import Progress
 
 SAMPLE_INTERVAL_S = 0.1
 # Set-up and result exchange, each: on a congested path a SYN or a control
@@ -46,18 +47,10 @@ FIRST_SYN_RTO_US = 300_000
 CHECK_INTERVAL_S = 0.25
 
 # Whether a probe has measured enough: given the steady window so far and a
-# way to read its ACK pair rates (Mbit/s; read only when needed).
-StopRule = Callable[[Steady, Callable[[], list[float]]], bool]
+# way to read its ACK pair rates (Mbit/s; read only when needed). A true
+# answer ends the stage; a string says why (shown with the probe).
+StopRule = Callable[[Steady, Callable[[], list[float]]], "bool | str | None"]
 
-
-@dataclass(frozen=True)
-class Progress:
-    index: int  # 1-based probe number
-    total: int
-    streams: int
-    elapsed_s: float
-    duration_s: float
-    goodput_mbps: float | None  # over the last sample interval
 
 
 @contextlib.contextmanager
@@ -193,6 +186,7 @@ def _point(f: Flow, t: float) -> FlowPoint:
         mss=f.mss,
         ipv6=f.family == "ipv6",
         delivered_bytes=f.delivered * f.mss,
+        cong_events=f.cong_events,
     )
 
 
@@ -281,6 +275,8 @@ def run_probes(target: Target, stages: Sequence[tuple[int, float]],
     series: dict[int, list[FlowPoint]] = {}
     current = -1  # the stage the child said it is in
     stop_asked = -1
+    why_stopped: dict[int, str] = {}
+    epochs: dict[int, float] = {}
     last_check = 0.0
     report: dict[str, Any] = {}
     with contextlib.ExitStack() as stack:
@@ -324,8 +320,10 @@ def run_probes(target: Target, stages: Sequence[tuple[int, float]],
                     rate = (acked - last_total) * 8 / (now - last_t) / 1e6 \
                         if now > last_t and acked >= last_total else None
                     began = stage.begin if current >= 0 else t_start
-                    on_progress(Progress(first_index + max(current, 0) + 1, total,
-                                         stage.streams, now - began, stage.seconds, rate))
+                    k = max(current, 0)
+                    on_progress(Progress(first_index + k + 1, total, stage.streams, now - began,
+                                         stage.seconds, rate, rules[k] is not None,
+                                         epochs.get(k)))
                 last_total, last_t = acked, now
                 rule = rules[current] if current >= 0 else None
                 if rule is not None and stop_asked < current and not finished and \
@@ -333,11 +331,15 @@ def run_probes(target: Target, stages: Sequence[tuple[int, float]],
                         now - stage.begin >= minimum[current]:
                     last_check = now
                     so_far = steady(stage.points(series), stage.streams)
-                    if so_far is not None and rule(so_far, functools.partial(
-                            _ack_rates, ack_train, so_far.mss, stage)):
+                    if so_far is not None:
+                        epochs[current] = so_far.median_epochs
+                    why = None if so_far is None else rule(so_far, functools.partial(
+                        _ack_rates, ack_train, so_far.mss, stage))
+                    if why:
                         # The child ends this stage as if its time were up.
                         os.write(child.stop_fd, bytes([current]))
                         stop_asked = current
+                        why_stopped[current] = why if isinstance(why, str) else "enough"
                 if finished:
                     os.waitpid(child.pid, 0)
                     break
@@ -379,5 +381,6 @@ def run_probes(target: Target, stages: Sequence[tuple[int, float]],
             report.get("setup_s") if k == 0 else 0.0,
             report.get("finish_s") if last else 0.0,
             tuple(pair_rates(acks.only(stage.cookies).between(stage.begin_ns, None),
-                             measured.mss or 0))))
+                             measured.mss or 0)),
+            why_stopped.get(k, TIME_LIMIT) if rules[k] is not None else None))
     return results

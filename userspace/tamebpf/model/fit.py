@@ -178,7 +178,7 @@ class Fit:
 # The one default fit of every command (advise, predict, watch, export, cap
 # --auto): Eq 6 restricted to (alpha n + beta)^2, the (m+n)^2 loss growth,
 # which predicted the testbed's short probes better than Eq 7
-# (docs/accuracy.md). Other models stay available by name, as checks.
+# (docs/results/design-runs.md). Other models stay available by name, as checks.
 DEFAULT_MODEL: ModelName = "square"
 
 

@@ -29,6 +29,14 @@ def _measurement(p: ProbeResult) -> dict[str, Any]:
         # its length in smoothed RTTs (estimate/adaptive.PastStartUp).
         "past_slow_start": s.after_slow_start,
         "steady_window_rtts": s.window_rtts,
+        # Why the probe ended (its stop rule's reason, "time limit", or None
+        # for a fixed --duration/--quick probe), the streams' congestion
+        # epochs since slow start (the median stream's, and each), and the
+        # window's trend: second half's goodput less the first's, relative.
+        "stopped": p.stopped,
+        "epochs": s.median_epochs,
+        "stream_epochs": list(s.epochs),
+        "trend": s.trend,
         "retransmits": s.retrans,
         "data_segments": s.data_segs,
         "goodput_cv": s.noise,
@@ -66,6 +74,8 @@ def to_json(result: AdviseResult) -> dict[str, Any]:
         e.considered, "trusted": e.trusted, "reason": e.reason}
     out["confidence"] = _confidence_json(result)
     out["refused"] = result.refused
+    out["congestion"] = result.congestion
+    out["share"] = None if result.share is None else _share_json(result)
     if result.refused:
         # No second answer: the fit's numbers stay under "estimators" only.
         out["advice"] = None
@@ -74,11 +84,20 @@ def to_json(result: AdviseResult) -> dict[str, Any]:
     return out
 
 
-def refusal_json(target: Target, reason: str) -> dict[str, Any]:
-    """A refusal before any probe ran: the keys a script checks first
-    (`advice` null, `refused` the reason), nothing measured."""
-    return {"advice": None, "refused": reason, "measurements": [], "curve": [],
-            "target": _target_json(target)}
+def _share_json(result: AdviseResult) -> dict[str, Any]:
+    """The capacity-share advice (BBR): per stream count our goodput, the
+    other traffic's, the impact against one stream with its range, and
+    against no transfer."""
+    share = result.share
+    assert share is not None
+    return {
+        "capacity_mbps": share.capacity,
+        "third_probe": share.next_probe,
+        "curve": [{"streams": p.streams, "goodput_mbps": p.goodput, "cross_mbps": p.cross,
+                   "impact": p.impact, "impact_low": p.impact_low,
+                   "impact_high": p.impact_high, "impact_vs_none": p.impact_vs_none,
+                   "measured": p.measured} for p in share.curve],
+    }
 
 
 def _target_json(t: Target) -> dict[str, Any]:
@@ -130,22 +149,32 @@ def _estimate_lines(result: AdviseResult) -> list[str]:
 
 
 def render_refusal(reason: str) -> str:
-    """The answer when there is no advice, with or without probes above it."""
+    """The answer when there is no advice."""
     return f"ADVICE: none: {reason}\n"
+
+
+def _stopped(p: ProbeResult) -> str:
+    if p.stopped is None:
+        return "fixed"
+    return p.stopped
 
 
 def render(result: AdviseResult) -> str:
     t = result.target
     lines = [f"advice for {t.host}:{t.port}"
              + (f" (from netns {t.netns})" if t.netns else ""), "",
-             "probe  streams  kernel Mbit/s   loss    srtt ms  cc",
+             "probe  streams  kernel Mbit/s   loss    srtt ms  cc     seconds  epochs  trend  "
+             "ended",
              ]
     for i, p in enumerate(result.probes, 1):
         s = p.steady
         lines.append(
             f"{i:>5}  {p.streams:>7}  {s.goodput_mbps:>13.2f}"
             f"  {_opt(None if s.loss_rate is None else s.loss_rate * 100, '.3f'):>6}%"
-            f"  {_opt(s.srtt_ms, '8.2f'):>8}  {','.join(s.congestion_control) or '-'}")
+            f"  {_opt(s.srtt_ms, '8.2f'):>8}  {','.join(s.congestion_control) or '-':<5}"
+            f"  {p.duration_s:>7.1f}  {s.median_epochs:>6g}"
+            f"  {_opt(None if s.trend is None else s.trend * 100, '+5.0f'):>4}%"
+            f"  {_stopped(p)}")
     # iperf3's server counts one test, and the probes are stages of one test:
     # its figure averages both, slow start included, so it is not a column
     # beside the kernel's per-probe steady goodput (it read half of it).
@@ -157,11 +186,15 @@ def render(result: AdviseResult) -> str:
         lines.append(f"iperf3's own count over its test ({which}, start-up included): "
                      f"{p.iperf3_mbps:.2f} Mbit/s")
         first = i + 1
+    if result.congestion:
+        lines.append(f"advice for senders running {result.congestion}")
     if result.refused:
         return "\n".join(lines) + "\n\n" + render_refusal(result.refused)
     lines += ["", render_prediction_table(result.prediction).rstrip("\n"), ""]
     a = result.prediction.advice
-    if result.loss_prediction is not None:
+    if result.share is not None:
+        lines += _share_lines(result)
+    elif result.loss_prediction is not None:
         b = result.loss_prediction.advice
         lines.append(f"loss-RTT estimator (check): {count(b.num_flows, 'stream')}, "
                      f"{b.max_nondisruptive_thru:.2f} Mbit/s, impact {b.cross_traffic_impact:.1%}")
@@ -179,14 +212,18 @@ def render(result: AdviseResult) -> str:
         lines.append(f"capacity: {where}; the probes put {c.competing_flows:.1f} "
                      "competing flows on it")
     lines += _estimate_lines(result)
-    how = "capacity fit" if result.used == "capacity" else "throughput fit"
+    how = {"capacity": "capacity fit", "share": "capacity share, BBR"}.get(
+        result.used, "throughput fit")
     adv = _advised_range(result)
     if adv is not None:
         straddle = _straddling(result)
         limit = result.prediction.settings.max_impact
         lines.append(
-            f"confidence: impact at {count(adv.streams, 'stream')} {adv.impact:.1%}, 90% range "
-            f"{adv.low:.1%}-{adv.high:.1%} from the probes' noise; "
+            f"confidence: impact at {count(adv.streams, 'stream')} {adv.impact:.1%}, "
+            + ("range " if result.share is not None else "90% range ")
+            + f"{adv.low:.1%}-{adv.high:.1%} "
+            + ("between the probed counts; " if result.share is not None
+               else "from the probes' noise; ")
             + (f"stream counts whose range holds the {limit:.0%} limit: "
                f"{', '.join(map(str, straddle))}" if straddle
                else f"no stream count's range holds the {limit:.0%} limit"))
@@ -195,3 +232,19 @@ def render(result: AdviseResult) -> str:
     for w in result.warnings:
         lines.append(f"warning: {w}")
     return "\n".join(lines) + "\n"
+
+
+def _share_lines(result: AdviseResult) -> list[str]:
+    """What the BBR advice rests on: the capacity, what the other traffic
+    kept at each probed count, and the impact against no transfer."""
+    share = result.share
+    assert share is not None
+    lines = [f"capacity: {share.capacity:.2f} Mbit/s of TCP goodput; the other traffic kept "
+             "the rest while the probes ran (BBR does not follow the loss law, so the "
+             "advice comes from that share)"]
+    for p in share.curve:
+        if p.measured:
+            lines.append(f"  at {count(p.streams, 'stream')}: ours {p.goodput:.2f}, theirs "
+                         f"{p.cross:.2f} Mbit/s; impact {p.impact:.1%} against 1 stream, "
+                         f"{p.impact_vs_none:.1%} against no transfer")
+    return lines

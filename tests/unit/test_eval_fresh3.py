@@ -1,0 +1,65 @@
+"""Issue 29's fresh draw (scripts/eval_fresh3.py): what was drawn, and how
+a plan's advice is scored against the truth."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "scripts"))
+
+from eval_fresh3 import (  # noqa: E402
+    BBR_BBR,
+    BBR_CUBIC,
+    LOSS_BASED,
+    RATES,
+    RTTS,
+    draw,
+    plan_score,
+    report,
+)
+
+
+def test_the_draw_has_the_issues_mix_and_ranges() -> None:
+    cases = draw()
+    assert cases == draw(), "the same seed draws the same cases"
+    loss = [c for c in cases if c.cc != "bbr"]
+    assert len(loss) == LOSS_BASED >= 18
+    assert {c.cc for c in loss} <= {"cubic", "reno"} and all(c.cross_cc == c.cc for c in loss)
+    bbr = [c for c in cases if c.cc == "bbr"]
+    assert sorted(c.cross_cc for c in bbr) == ["bbr"] * BBR_BBR + ["cubic"] * BBR_CUBIC
+    assert BBR_BBR >= 3 and BBR_CUBIC >= 3
+    assert sum(c.cross_rtt is not None for c in loss) == LOSS_BASED // 3
+    for c in cases:
+        assert min(RATES) == 20 <= c.rate <= 200 == max(RATES)
+        assert min(RTTS) == 10 <= c.rtt <= 150 == max(RTTS)
+        assert 1 <= c.cross <= 30 and c.aqm in ("droptail", "red") and c.queue >= 2
+    assert len({c.key for c in cases}) == len(cases)
+
+
+def _rec(advised: int, refused: str | None = None) -> dict[str, object]:
+    # truth: 1 stream 10 Mbit/s (cross 80), 4: 30 (cross 60), 16: 60 (cross 30)
+    truth = {"1": {"mbit": [10.0, 10.0], "cross_with": [80.0, 80.0]},
+             "4": {"mbit": [30.0, 30.0], "cross_with": [60.0, 60.0]},
+             "16": {"mbit": [60.0, 60.0], "cross_with": [30.0, 30.0]}}
+    curve = [[n, 10.0 * n ** 0.6, 1 - 80 / (80 + 5 * (n - 1))] for n in range(1, 33)]
+    advice = {"n": advised, "refused": refused, "curve": curve,
+              "probes": [{"streams": 1, "duration_s": 6.0}, {"streams": 10, "duration_s": 9.0}]}
+    return {"key": "k", "case": {"rtt": 20.0, "cc": "cubic"}, "truth": truth,
+            "max_impact": 0.3, "advice": {"default": advice, "quick": advice}}
+
+
+def test_plan_score_against_the_truth() -> None:
+    s = plan_score(_rec(4), "default")  # type: ignore[arg-type]
+    assert s is not None
+    assert s["quality"] == 1.0 and not s["exceeds"]  # 4 streams: impact 0.25 <= 0.3
+    assert s["probing_s"] == 15.0
+    over = plan_score(_rec(16), "default")  # type: ignore[arg-type]
+    assert over is not None and over["exceeds_by"] > 0.05  # impact 0.625
+    assert plan_score(_rec(1, refused="no capacity"), "default") is None  # type: ignore[arg-type]
+
+
+def test_report_counts_targets_per_group() -> None:
+    text = report([_rec(4), _rec(16)])  # type: ignore[list-item]
+    row = next(ln for ln in text.splitlines() if ln.startswith("| loss-based | default"))
+    assert "| 1/2 |" in row  # one of two over the limit by more than 0.05
