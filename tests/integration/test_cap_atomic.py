@@ -210,8 +210,12 @@ def test_storm_of_connects_keeps_the_count_exact(net: Net, pins: str, cg: str) -
             s.stdin.flush()
         for s in storms:
             assert read_line(s, 120, "storm") == "done"
+        # A socket the storm closed counts until the kernel is done with it
+        # (an orphan in FIN_WAIT1 waits for its FIN to be ACKed; seen on a
+        # loaded machine, when the server's accept queue was full): the
+        # count settles to exactly the sockets held, never below.
         wait_value(lambda: the_cap(table, cg, dest).streams, procs * hold,
-                   "streams after the storm (sockets still open)")
+                   "streams after the storm (sockets still open)", timeout=90)
         cap = the_cap(table, cg, dest)
         assert cap.charged == procs * (cycles + hold), cap
         assert cap.refused == 0, cap
