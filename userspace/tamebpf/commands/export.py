@@ -26,7 +26,7 @@ from tamebpf.logs import log
 from tamebpf.options import add_reader_arguments, parse_host_port, settings_from
 from tamebpf.present.prometheus import Reading, TamebpfCollector, make_registry
 from tamebpf.present.watch import group_to_json
-from tamebpf.values import parse_duration
+from tamebpf.values import parse_count, parse_duration
 
 DEFAULT_LISTEN = "127.0.0.1:9477"
 DEFAULT_MAX_GROUPS = 1000
@@ -63,7 +63,7 @@ def register(sub: Any) -> None:
                    help="seconds between JSON-lines records (default 10)")
     p.add_argument("--per-flow", action="store_true",
                    help="also one series per open flow (label cardinality grows with flows)")
-    p.add_argument("--max-groups", type=int, default=DEFAULT_MAX_GROUPS, metavar="N",
+    p.add_argument("--max-groups", default=str(DEFAULT_MAX_GROUPS), metavar="N",
                    help="keep at most N groups; idle ones beyond are forgotten, oldest "
                    f"first (default {DEFAULT_MAX_GROUPS})")
     p.set_defaults(func=run)
@@ -86,9 +86,8 @@ def run(args: argparse.Namespace) -> int:
     if listen is None and not args.jsonl:
         raise UsageError("nothing to do: --listen off and no --jsonl FILE")
     interval = parse_duration(args.interval, "--interval", MIN_INTERVAL_S, MAX_INTERVAL_S)
-    if args.max_groups < 1:
-        raise UsageError(f"bad --max-groups {args.max_groups}: must be >= 1")
-    agg = Aggregator(args.group_by, settings_from(args), max_groups=args.max_groups)
+    max_groups = parse_count(args.max_groups, "--max-groups", 1)
+    agg = Aggregator(args.group_by, settings_from(args), max_groups=max_groups)
     try:
         with terminate_as_exit(), FlowReader(cgroup=args.cgroup, netns=args.netns,
                                              verbose=args.verbose, command="export") as reader:
