@@ -346,7 +346,7 @@ int tb_cap_commit(const char *pin_dir, struct tb_cap_change *ch, size_t n,
 	struct cap_maps m = { -1, -1, -1, -1 };
 	struct cap_bpf *base = NULL;
 	struct plan *p;
-	int lock, err = 0, adding = 0, switched = 0;
+	int lock, err = 0, adding = 0, switched = 0, retired;
 	__u32 gen, zero = 0;
 	__u64 next_id = 0;
 
@@ -435,12 +435,9 @@ int tb_cap_commit(const char *pin_dir, struct tb_cap_change *ch, size_t n,
 	/* 4. after: the new caps are in force; what fails now is reported,
 	 * and what is left is removed by the next command. */
 	err = seed_adds(pin_dir, ch, n, netns_fds, n_netns);
-	{
-		int e = retire_removed(&m, pin_dir, ch, n, netns_fds, n_netns);
-
-		if (!err)
-			err = e;
-	}
+	retired = retire_removed(&m, pin_dir, ch, n, netns_fds, n_netns);
+	if (!err)
+		err = retired;
 	for (size_t i = 0; i < p->t.n; i++)
 		if (!p->t.cgs[i].n)
 			cap_unpin_cgroup(pin_dir, p->t.cgids[i]);
