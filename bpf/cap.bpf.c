@@ -70,11 +70,21 @@ const volatile __u64 unpace_id = 0; /* unpace: the pace cap being removed */
  * shared by every instance. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
-	__type(key, __u64);                 /* cgroup id */
+	__uint(max_entries, 2 * TB_CAP_CGROUPS_MAX); /* both generations */
+	__type(key, struct tb_cap_key);
 	__type(value, struct tb_cap_cgroup);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } cap_rules SEC(".maps");
+
+/* The generation of cap_rules in force (see struct tb_cap_key); written by
+ * userspace only, one 4-byte store: the switch to a new set of caps. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cap_gen SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -164,7 +174,8 @@ static __always_inline bool rule_matches(const struct tb_cap_rule *r,
 					 const __u32 *dst, __u16 family,
 					 __u16 port)
 {
-	if (r->family != family || (r->port && r->port != port))
+	if (r->family != family ||
+	    (r->port && (port < r->port || port > r->port_end)))
 		return false;
 	if ((dst[0] & r->mask[0]) != r->addr[0])
 		return false;
@@ -179,17 +190,22 @@ static __always_inline int charge(struct bpf_sock_addr *ctx, __u32 *dst,
 				  __u16 family)
 {
 	__u16 port = bpf_ntohs((__u16)ctx->user_port);
+	struct tb_cap_key key = { .cgid = my_cgid };
 	struct tb_cap_cgroup *cg;
 	struct tb_cap_sock *st;
 	struct tb_cap_count *c;
 	struct bpf_sock *sk;
-	__u64 cgid = my_cgid;
+	__u32 zero = 0, *gen;
 	bool ok;
 	int i;
 
 	if (ctx->type != SOCK_STREAM || ctx->protocol != IPPROTO_TCP)
 		return ALLOW;
-	cg = bpf_map_lookup_elem(&cap_rules, &cgid);
+	gen = bpf_map_lookup_elem(&cap_gen, &zero);
+	if (!gen)
+		return ALLOW;
+	key.gen = *gen & 1;
+	cg = bpf_map_lookup_elem(&cap_rules, &key);
 	if (!cg)
 		return ALLOW;
 	/* A program before us (a deeper cap, or someone else's) refused:

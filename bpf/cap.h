@@ -15,6 +15,7 @@
 #endif
 
 #define TB_CAP_RULES_MAX 16  /* caps on one cgroup */
+#define TB_CAP_CGROUPS_MAX 4096 /* capped cgroups */
 #define TB_CAP_SOCK_MAX 8    /* caps one socket can be charged to (power of 2) */
 #define TB_CAP_PATH_LEN 256
 
@@ -29,11 +30,24 @@ struct tb_cap_rule {
 				 * IPv4 uses addr[0] only */
 	__u32 mask[4];          /* prefix mask, network order */
 	__u16 family;           /* AF_INET or AF_INET6 */
-	__u16 port;             /* destination port, host order; 0: any port */
+	__u16 port;             /* first destination port, host order; 0: any */
+	__u16 port_end;         /* last destination port (== port: just one) */
+	__u16 pad;
 	__u32 prefix_len;
+	__u32 pad2;
 };
 
-/* Value of cap_rules, keyed by cgroup id: every cap on that cgroup. */
+/* Key of cap_rules. The rules in force are those of generation *cap_gen
+ * (0 or 1): a new set of rules is written under the other generation and
+ * switched in by one update of cap_gen, so a connect() sees the old caps
+ * or the new ones, never a mix (docs/cap.md, "Atomic changes"). */
+struct tb_cap_key {
+	__u64 cgid;             /* cgroup id */
+	__u32 gen;              /* generation, 0 or 1 */
+	__u32 pad;
+};
+
+/* Value of cap_rules, keyed by tb_cap_key: every cap on that cgroup. */
 struct tb_cap_cgroup {
 	__u32 n;                /* rules[0..n) are in use */
 	__u32 level;            /* depth below the cgroup v2 root */

@@ -17,7 +17,18 @@ differences to `none`, and connects per second sustained (connect + close,
 median over rounds). End-to-end numbers on a small VM are noisy, so it also
 reports what each of our programs costs per run, from the kernel's BPF
 run-time statistics (enabled for the run through BPF_ENABLE_STATS, which
-ends when we exit). Writes its section of docs/performance.md with --write.
+ends when we exit).
+
+Second, what a refuse-mode cap costs per socket that sends data (issue 30):
+sockets in the capped cgroup each send --bytes over loopback with an
+Ethernet-sized MSS (so ACKs come as on a real path), and the BPF run time of
+all our programs is summed per socket. *before*: tb_cap_pace turns on the
+per-ACK RTT callback for every socket of a capped cgroup, as it did until
+issue 30 (the same object, loaded with rtt_for_all set, through
+TAMEBPF_BENCH_RTT_FOR_ALL); *after*: only for paced sockets. The two
+alternate round by round in one run.
+
+Writes its sections of docs/performance.md with --write.
 """
 
 from __future__ import annotations
@@ -196,6 +207,133 @@ def run(rounds: int, batch: int) -> tuple[Results, dict[str, dict[str, list[int]
     return res, costs
 
 
+# Drains every connection until EOF, then closes it.
+SINK = r"""
+import socket, sys, threading
+lst = socket.socket()
+lst.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+lst.bind(("127.0.0.1", 0))
+lst.listen(4096)
+print(lst.getsockname()[1], flush=True)
+def drain(conn):
+    while conn.recv(1 << 20):
+        pass
+    conn.close()
+while True:
+    conn, _ = lst.accept()
+    threading.Thread(target=drain, args=(conn,), daemon=True).start()
+"""
+
+# "go K BYTES": K sockets one after another, each connects, sends BYTES with
+# an MSS of 1448 (Ethernet's), waits for the server's close and closes.
+SENDER = r"""
+import socket, sys
+port = int(sys.argv[1])
+data = b"x" * (1 << 20)
+for line in sys.stdin:
+    _, k, size = line.split()
+    for _ in range(int(k)):
+        s = socket.socket()
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 1448)
+        s.connect(("127.0.0.1", port))
+        left = int(size)
+        while left > 0:
+            left -= s.send(data[:left])
+        s.shutdown(socket.SHUT_WR)
+        s.recv(1)
+        s.close()
+    print("done", flush=True)
+"""
+VARIANTS = ("before", "after")
+
+
+def run_per_socket(rounds: int, sockets: int, size: int) -> dict[str, dict[str, list[int]]]:
+    """(runs, ns) of each of our programs per variant, summed over rounds."""
+    costs: dict[str, dict[str, list[int]]] = {v: {} for v in VARIANTS}
+    with bench_cgroup() as cg, pin_dir() as pin, bpf_run_stats():
+        table = CapTable("bench")
+        server = subprocess.Popen([sys.executable, "-c", SINK], stdout=subprocess.PIPE,
+                                  text=True)
+        assert server.stdout is not None
+        port = server.stdout.readline().strip()
+
+        def enter() -> None:
+            with open(os.path.join(cg, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+
+        client = subprocess.Popen([sys.executable, "-c", SENDER, port], preexec_fn=enter,
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert client.stdin is not None and client.stdout is not None
+        dest = parse_dest("127.0.0.0/8")
+        try:
+            for r in range(rounds):
+                for variant in VARIANTS[r % 2:] + VARIANTS[:r % 2]:
+                    if variant == "before":
+                        os.environ["TAMEBPF_BENCH_RTT_FOR_ALL"] = "1"
+                    try:
+                        table.add(cg, dest, 1_000_000)  # refuse mode, never binds
+                    finally:
+                        os.environ.pop("TAMEBPF_BENCH_RTT_FOR_ALL", None)
+                    client.stdin.write(f"go {sockets} {size}\n")
+                    client.stdin.flush()
+                    assert client.stdout.readline().strip() == "done"
+                    for name, (cnt, ns) in prog_costs(cg, pin).items():
+                        acc = costs[variant].setdefault(name, [0, 0])
+                        acc[0] += cnt
+                        acc[1] += ns
+                    table.remove(cg, dest)
+        finally:
+            client.kill()
+            server.kill()
+            client.wait()
+            server.wait()
+            with contextlib.suppress(Exception):
+                table.remove(cg, dest)
+    return costs
+
+
+def per_socket_section(costs: dict[str, dict[str, list[int]]], rounds: int, sockets: int,
+                       size: int) -> str:
+    per = {v: sockets * rounds for v in VARIANTS}  # every round runs both variants
+    start, end = markers("bench_cap_refuse")
+    total = {v: sum(ns for _, ns in costs[v].values()) / per[v] for v in VARIANTS}
+    lines = [
+        start,
+        "## cap: BPF time per socket of a refuse-mode cap",
+        "",
+        f"A refuse-mode cap (never binding) on a test cgroup; {sockets} sockets per round "
+        f"one after another, each sending {size // 1024} KiB over loopback with an MSS of "
+        f"1448 bytes, then closing; {rounds} rounds, the two variants alternating within "
+        "each round. *before*: `tb_cap_pace` turns on the per-ACK RTT callback for every "
+        "socket of a capped cgroup, as it did until issue 30 (the same object loaded with "
+        "`rtt_for_all` set); *after*: only for sockets a pace cap paces. Runs and time "
+        "from the kernel's BPF run-time statistics, per socket. `tb_cap_state` runs for "
+        "every TCP state change on the host, so other traffic adds to it.",
+        "",
+        f"Measured {time.strftime('%Y-%m-%d')} on this VM: "
+        f"Linux {platform.release()}, {os.cpu_count()} CPUs.",
+        "",
+        "| program | before: runs per socket | before: ns per socket "
+        "| after: runs per socket | after: ns per socket |",
+        "|---|---|---|---|---|",
+    ]
+    names = sorted(set(costs["before"]) | set(costs["after"]))
+    for name in names:
+        b = costs["before"].get(name, [0, 0])
+        a = costs["after"].get(name, [0, 0])
+        if not b[0] and not a[0]:
+            continue  # (connect6: the sockets are IPv4)
+        lines.append(f"| {name} | {b[0] / per['before']:.1f} | {b[1] / per['before']:.0f} "
+                     f"| {a[0] / per['after']:.1f} | {a[1] / per['after']:.0f} |")
+    lines.append(f"| **all** | | **{total['before']:.0f}** | | **{total['after']:.0f}** |")
+    cmd = " ".join(["scripts/bench_cap.py", *sys.argv[1:]])
+    lines += ["", f"After / before: {total['after'] / total['before']:.3f} of the BPF time "
+              "per socket.", "",
+              f"Reproduce: `sudo .venv/bin/python {cmd}` (also run by `make bench`).",
+              end]
+    return "\n".join(lines) + "\n"
+
+
 def section(res: Results, costs: dict[str, dict[str, list[int]]], rounds: int,
             batch: int) -> str:
     base = res["none"]
@@ -255,13 +393,25 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=15, help="alternating rounds")
     ap.add_argument("--batch", type=int, default=2000, help="connects per mode and round")
+    ap.add_argument("--sockets", type=int, default=20,
+                    help="per-socket part: sockets per variant and round")
+    ap.add_argument("--bytes", type=int, default=1 << 20,
+                    help="per-socket part: bytes each socket sends")
+    ap.add_argument("--per-socket-only", action="store_true",
+                    help="only the per-socket part (the refuse-mode cap's BPF time)")
     ap.add_argument("--write", metavar="FILE", help="write the section into this Markdown file")
     args = ap.parse_args()
-    res, costs = run(args.rounds, args.batch)
-    text = section(res, costs, args.rounds, args.batch)
+    if not args.per_socket_only:
+        res, costs = run(args.rounds, args.batch)
+        text = section(res, costs, args.rounds, args.batch)
+        sys.stdout.write(text)
+        if args.write:
+            write_section(args.write, "bench_cap", text, "Performance")
+    per = run_per_socket(args.rounds, args.sockets, args.bytes)
+    text = per_socket_section(per, args.rounds, args.sockets, args.bytes)
     sys.stdout.write(text)
     if args.write:
-        write_section(args.write, "bench_cap", text, "Performance")
+        write_section(args.write, "bench_cap_refuse", text, "Performance")
     return 0
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tamebpf.kernel import native
-from tamebpf.kernel.abi import STRUCTS
+from tamebpf.kernel.abi import LIB_STRUCTS, STRUCTS
 
 BUILD = Path(__file__).resolve().parents[2] / "build"
 BPF_OBJ = BUILD / "flows.bpf.o"
@@ -34,10 +34,10 @@ def btf_structs(obj: Path) -> dict[str, dict[str, int | dict[str, int]]]:
     return structs
 
 
-@pytest.mark.parametrize("name", sorted(STRUCTS))
+@pytest.mark.parametrize("name", sorted({**STRUCTS, **LIB_STRUCTS}))
 def test_ctypes_matches_c_compiler(name: str) -> None:
     lib = native.load()
-    cls = STRUCTS[name]
+    cls = {**STRUCTS, **LIB_STRUCTS}[name]
     assert lib.tb_abi_sizeof(name.encode()) == ctypes.sizeof(cls), (
         f"sizeof(struct {name}): C {lib.tb_abi_sizeof(name.encode())}, "
         f"ctypes {ctypes.sizeof(cls)}")
@@ -67,7 +67,7 @@ def test_ctypes_matches_bpf_btf(name: str) -> None:
 
 
 def test_no_implicit_padding() -> None:
-    for name, cls in STRUCTS.items():
+    for name, cls in {**STRUCTS, **LIB_STRUCTS}.items():
         end = 0
         for field, ctype, *_ in cls._fields_:
             off = getattr(cls, field).offset

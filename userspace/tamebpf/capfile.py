@@ -6,15 +6,16 @@ A caps file::
     # /etc/tamebpf/caps.toml
     [[cap]]
     cgroup = "transfer.slice"          # below the cgroup v2 root, or absolute
-    dest = "198.18.0.0/15"             # CIDR, CIDR:PORT, [IPv6-CIDR]:PORT
+    dest = "198.18.0.0/15"             # CIDR, CIDR:PORT[-PORT], [IPv6-CIDR]:PORT
     max_streams = 8
 
     [[cap]]
-    cgroup = "transfer.slice"
-    dest = "[fd00:7462::/48]:2811"
+    cgroup = "transfer.slice"          # GridFTP data channels: the ports of
+    dest = "198.51.100.0/24:50000-51000"  # GLOBUS_TCP_PORT_RANGE, not 2811
     auto = "dtn2.example.org"          # instead of max_streams: ask the
     max_impact = "5%"                  # advisor (tamebpf advise), probing
     congestion = "cubic"               # as the transfers run (default: system)
+    fallback = 4                       # if the advisor cannot run (at boot)
 
     [[cap]]
     cgroup = "backup.slice"
@@ -31,7 +32,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tamebpf.errors import UsageError
-from tamebpf.options import parse_rate_mbps
+from tamebpf.options import IPERF3_PORT, parse_host_port
+from tamebpf.values import parse_count, parse_fraction, parse_port_range, rate_bytes_per_s
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 MAX_STREAMS = 2**32 - 1
@@ -39,29 +41,52 @@ MAX_STREAMS = 2**32 - 1
 
 @dataclass(frozen=True)
 class Dest:
-    """A destination prefix, optionally one port (None: every port)."""
+    """A destination prefix, optionally one port or a range of ports
+    (port None: every port; port_end None: just `port`)."""
 
     network: Network
     port: int | None = None
+    port_end: int | None = None  # last port of a range, included
 
     @property
     def family(self) -> str:
         return "ipv4" if self.network.version == 4 else "ipv6"
 
-    def __str__(self) -> str:
+    @property
+    def ports(self) -> tuple[int, int] | None:
+        """(first, last) port, or None for every port."""
         if self.port is None:
+            return None
+        return (self.port, self.port_end if self.port_end is not None else self.port)
+
+    def covers_port(self, port: int) -> bool:
+        span = self.ports
+        return span is None or span[0] <= port <= span[1]
+
+    def __str__(self) -> str:
+        span = self.ports
+        if span is None:
             return str(self.network)
+        ports = str(span[0]) if span[0] == span[1] else f"{span[0]}-{span[1]}"
         if self.network.version == 6:
-            return f"[{self.network}]:{self.port}"
-        return f"{self.network}:{self.port}"
+            return f"[{self.network}]:{ports}"
+        return f"{self.network}:{ports}"
+
+
+DEST_FORMS = "198.18.0.0/15, 198.18.0.2:5201, 198.51.100.0/24:50000-51000, [fd00::/64]:5201"
 
 
 def parse_dest(text: str, option: str = "--dest") -> Dest:
-    """'198.18.0.0/15', '198.18.0.2:5201', 'fd00::/64', '[fd00::/64]:5201'.
-    A bare address is a /32 (/128). Host bits set in the prefix are refused,
-    so a typo does not silently cap a different network."""
+    """'198.18.0.0/15', '198.18.0.2:5201', '198.51.100.0/24:50000-51000',
+    'fd00::/64', '[fd00::/64]:5201'. A bare address is a /32 (/128). Host
+    bits set in the prefix are refused, so a typo does not silently cap a
+    different network; so is a zone ('fe80::1%eth0'): a cap matches the
+    destination address of every interface, and dropping the zone silently
+    would cap more than was asked."""
+    if not isinstance(text, str):
+        raise UsageError(f"bad {option} {text!r}: expected a string such as {DEST_FORMS}")
     raw = text.strip()
-    port: int | None = None
+    ports: tuple[int, int] | None = None
     net_text = raw
     if raw.startswith("["):
         close = raw.find("]")
@@ -69,38 +94,60 @@ def parse_dest(text: str, option: str = "--dest") -> Dest:
             raise UsageError(f"bad {option} {text!r}: expected [IPv6-CIDR]:PORT")
         net_text, rest = raw[1:close], raw[close + 1:]
         if rest:
-            port = _port(rest[1:], text, option)
+            ports = parse_port_range(rest[1:], option, text)
     elif raw.count(":") == 1:  # IPv4 with a port; IPv6 has two or more colons
         net_text, port_text = raw.split(":")
-        port = _port(port_text, text, option)
+        ports = parse_port_range(port_text, option, text)
+    if "%" in net_text:
+        addr, _, zone = net_text.partition("%")
+        raise UsageError(
+            f"bad {option} {text!r}: a cap cannot be limited to one interface "
+            f"(zone {'%' + zone!r})",
+            f"give the address without the zone ({addr.split('/')[0]!r}): the cap then "
+            "covers it on every interface")
+    if not net_text.isascii():
+        raise UsageError(f"bad {option} {text!r}: not an IP address or CIDR",
+                         f"give one of {DEST_FORMS}")
     try:
         network = ipaddress.ip_network(net_text, strict=True)
     except ValueError as exc:
-        hint = None
+        hint = f"give one of {DEST_FORMS}"
         try:
             loose = ipaddress.ip_network(net_text, strict=False)
             hint = f"did you mean {loose}?"
         except ValueError:
             pass
         raise UsageError(f"bad {option} {text!r}: {exc}", hint) from None
-    return Dest(network, port)
-
-
-def _port(text: str, whole: str, option: str) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= 65535:
-        raise UsageError(f"bad {option} {whole!r}: port must be 1..65535")
-    return int(text)
+    if ports is None:
+        return Dest(network)
+    return Dest(network, ports[0], ports[1] if ports[1] != ports[0] else None)
 
 
 def check_max_streams(value: object, option: str = "--max-streams") -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        try:
-            value = int(str(value), 10)
-        except ValueError:
-            raise UsageError(f"bad {option} {value!r}: expected a whole number") from None
-    if not 1 <= value <= MAX_STREAMS:
-        raise UsageError(f"bad {option} {value}: must be at least 1 (and below 2^32)")
-    return value
+    return parse_count(value, option, 1, MAX_STREAMS)
+
+
+def check_cgroup_text(value: object, option: str, all_processes: bool = False) -> str:
+    """A cgroup as written: non-empty, and the cgroup v2 root only when
+    written as '/' and confirmed (--all-processes / all_processes = true).
+    (An unset shell variable must not cap every process on the host.)"""
+    if not isinstance(value, str) or not value.strip():
+        raise UsageError(f"{option} {value!r}: empty",
+                         "name the cgroup to cap, e.g. transfer.slice")
+    text = value.strip()
+    if all_processes and text != "/":
+        raise UsageError(f"{option} {value!r} with all processes: only for the root",
+                         "write the root as '/' to cap every process, or drop "
+                         "--all-processes")
+    if text.strip("/.") == "" and text != "/":
+        raise UsageError(f"{option} {value!r}: that is the cgroup v2 root (every process)",
+                         "name the cgroup to cap; to cap every process write '/' and add "
+                         "--all-processes (all_processes = true in a caps file)")
+    if text == "/" and not all_processes:
+        raise UsageError(f"{option} '/': that caps every process on the host",
+                         "confirm with --all-processes (all_processes = true in a caps "
+                         "file), or name a cgroup")
+    return text
 
 
 @dataclass(frozen=True)
@@ -116,6 +163,10 @@ class CapSpec:
     mode: str = "refuse"  # "refuse" or "pace"
     rate: str | None = None  # pace mode: "500M", "2G" or Mbit/s, as the CLI takes it
     congestion: str = "system"  # auto: the probes' congestion control (advise --congestion)
+    # auto: what to use when the advisor cannot run (N in refuse mode, a rate
+    # in pace mode); None: keep the value in force, or fail (docs/cap.md)
+    fallback: str | None = None
+    all_processes: bool = False  # cgroup "/" confirmed: cap every process
 
     @property
     def key(self) -> tuple[str, str]:
@@ -123,7 +174,7 @@ class CapSpec:
 
 
 CAP_KEYS = {"cgroup", "dest", "max_streams", "auto", "max_impact", "mode", "rate",
-            "congestion"}
+            "congestion", "fallback", "all_processes"}
 CONGESTION = ("reno", "cubic", "bbr", "system")
 MODES = ("refuse", "pace")
 LIMIT_KEY = {"refuse": "max_streams", "pace": "rate"}  # each mode's fixed limit
@@ -165,11 +216,15 @@ def _spec(entry: Any, where: str) -> CapSpec:
         raise UsageError(f"{where}: must be a table")
     unknown = set(entry) - CAP_KEYS
     if unknown:
-        raise UsageError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}",
+        raise UsageError(f"{where}: unknown key(s) {', '.join(sorted(map(str, unknown)))}",
                          f"known keys: {', '.join(sorted(CAP_KEYS))}")
     for key in ("cgroup", "dest"):
         if not isinstance(entry.get(key), str) or not entry[key]:
             raise UsageError(f"{where}: '{key}' (a string) is required")
+    all_processes = entry.get("all_processes", False)
+    if not isinstance(all_processes, bool):
+        raise UsageError(f"{where}: all_processes must be true or false")
+    cgroup = check_cgroup_text(entry["cgroup"], "cgroup", all_processes)
     dest = parse_dest(entry["dest"], "dest")
     mode = entry.get("mode", "refuse")
     if mode not in MODES:
@@ -182,19 +237,44 @@ def _spec(entry: Any, where: str) -> CapSpec:
     has_limit, has_auto = key in entry, "auto" in entry
     if has_limit == has_auto:
         raise UsageError(f"{where}: give either {key} or auto (with max_impact)")
+    common: dict[str, Any] = {"mode": mode, "all_processes": all_processes}
     if has_limit:
-        if "max_impact" in entry:
-            raise UsageError(f"{where}: max_impact goes with auto, not {key}")
+        for extra in ("max_impact", "fallback", "congestion"):
+            if extra in entry:
+                raise UsageError(f"{where}: {extra} goes with auto, not {key}")
         if mode == "pace":
-            rate = str(entry["rate"])
-            parse_rate_mbps(rate, "rate")
-            return CapSpec(entry["cgroup"], dest, mode="pace", rate=rate)
+            rate = _text(entry["rate"], "rate")
+            rate_bytes_per_s(rate, "rate")
+            return CapSpec(cgroup, dest, rate=rate, **common)
         n = check_max_streams(entry["max_streams"], "max_streams")
-        return CapSpec(entry["cgroup"], dest, max_streams=n)
+        return CapSpec(cgroup, dest, max_streams=n, **common)
     if not isinstance(entry["auto"], str) or "max_impact" not in entry:
         raise UsageError(f"{where}: auto needs a host name and max_impact")
+    parse_host_port(entry["auto"], "auto", default_port=IPERF3_PORT)
+    impact = _text(entry["max_impact"], "max_impact")
+    parse_fraction(impact, "max_impact")
     cc = entry.get("congestion", "system")
     if cc not in CONGESTION:
         raise UsageError(f"{where}: congestion {cc!r}: one of {', '.join(CONGESTION)}")
-    return CapSpec(entry["cgroup"], dest, auto=entry["auto"],
-                   max_impact=str(entry["max_impact"]), mode=mode, congestion=cc)
+    fallback = None
+    if "fallback" in entry:
+        fallback = _text(entry["fallback"], "fallback")
+        check_fallback(fallback, mode)
+    return CapSpec(cgroup, dest, auto=entry["auto"], max_impact=impact, congestion=cc,
+                   fallback=fallback, **common)
+
+
+def _text(value: object, key: str) -> str:
+    """A caps-file value given as a string or a number (rate = 500 or
+    "500M"); anything else is refused naming the key."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise UsageError(f"{key} {value!r}: expected a number or a string")
+    return value if isinstance(value, str) else repr(value)
+
+
+def check_fallback(text: str, mode: str) -> None:
+    """An auto cap's fallback: N streams (refuse mode) or a rate (pace)."""
+    if mode == "pace":
+        rate_bytes_per_s(text, "fallback")
+    else:
+        check_max_streams(text, "fallback")

@@ -116,13 +116,20 @@ class CapLimit:
     """A limit on streams set by `tamebpf cap`, as watch and export see it.
 
     None in cgroup or remote means "any"; cgroup covers its subtree; remote
-    is an address or a network (CIDR); port None means every port."""
+    is an address or a network (CIDR); port None means every port, and
+    port_end the last port of a range (None: just `port`)."""
 
     streams: int
     cgroup: str | None = None
     remote: str | None = None
     port: int | None = None
     pace_bps: float | None = None  # a pace cap: the group's target, bit/s (streams unused)
+    port_end: int | None = None
+
+    def covers_port(self, port: int) -> bool:
+        if self.port is None:
+            return True
+        return self.port <= port <= (self.port if self.port_end is None else self.port_end)
 
     def matches(self, cgroups: Iterable[str | None], remote_addr: str) -> bool:
         if self.cgroup is not None and not any(
@@ -581,7 +588,9 @@ class Aggregator:
         paced = [c.pace_bps for c in matching if c.pace_bps is not None]
         matching = [c for c in matching if c.pace_bps is None]  # pace caps refuse nothing
         over_cap = any(
-            (r.streams if c.port is None else r.ports[c.port]) > c.streams for c in matching
+            (r.streams if c.port is None
+             else sum(n for p, n in r.ports.items() if c.covers_port(p))) > c.streams
+            for c in matching
         )
         return Group(
             key=g.key,

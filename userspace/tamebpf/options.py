@@ -1,7 +1,8 @@
 """Values typed on the command line, parsed the same way by every command,
 and the options several commands share.
 
-Pure (no I/O). Each parser raises UsageError naming the option and the bad
+Pure (no I/O). The parsers of single values live in tamebpf.values. Each
+parser raises UsageError naming the option and the bad
 value, so a bad input is one line on stderr and exit 2.
 """
 
@@ -21,6 +22,11 @@ from tamebpf.model import (
     ModelInputError,
     Settings,
 )
+from tamebpf.values import parse_count as parse_count  # shared from here too
+from tamebpf.values import parse_duration as parse_duration
+from tamebpf.values import parse_fraction as parse_fraction
+from tamebpf.values import parse_port
+from tamebpf.values import parse_rate_mbps as parse_rate_mbps
 
 JSON_INDENT = 1  # every command's --json output
 IPERF3_PORT = 5201  # where advise and cap --auto find the iperf3 server by default
@@ -84,49 +90,7 @@ def parse_host_port(text: str, option: str, default_port: int | None = None, *,
         if default_port is None:
             raise UsageError(f"bad {option} {text!r}: no port", "give HOST:PORT")
         return host, default_port
-    low = 0 if port_zero else 1
-    if not port_text.isdigit() or not low <= int(port_text) <= 65535:
-        raise UsageError(f"bad {option} {text!r}: port {port_text!r} is not a number "
-                         f"from {low} to 65535")
-    return host, int(port_text)
-
-
-def parse_fraction(text: str, option: str) -> float:
-    """'5%' or '0.05' -> 0.05; anything outside [0, 1] is refused, so that a
-    bare '5' is not silently read as 500%."""
-    raw = text.strip()
-    try:
-        value = float(raw[:-1]) / 100.0 if raw.endswith("%") else float(raw)
-    except ValueError:
-        raise UsageError(f"bad {option} {text!r}: expected a percentage like 5% or 0.05") from None
-    if not 0.0 <= value <= 1.0:  # also false for NaN
-        raise UsageError(f"bad {option} {text!r}: must be between 0% and 100% (or 0 and 1)")
-    return value
-
-
-RATE_UNITS = {"": 1.0, "k": 1e-3, "m": 1.0, "g": 1e3, "t": 1e6}  # -> Mbit/s
-
-
-def parse_rate_mbps(text: str, option: str) -> float:
-    """A rate in Mbit/s: a bare number, or one with k, M, G or T (bit/s), with
-    or without 'bit/s', 'bps' or 'bit' after it: 100, 9.4G, 500k, 1.5Gbit/s."""
-    body = text.strip().lower().removesuffix("bit/s").removesuffix("bps").removesuffix("bit")
-    unit = body[-1:] if body[-1:] in RATE_UNITS else ""
-    try:
-        value = float(body[:len(body) - len(unit)]) * RATE_UNITS[unit]
-    except ValueError:
-        value = 0.0
-    if not (value > 0 and value < float("inf")):
-        raise UsageError(f"bad {option} {text!r}: not a rate",
-                         "give Mbit/s (100) or a number with a unit (100M, 9.4G)")
-    return value
-
-
-def parse_count(text: str, option: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise UsageError(f"bad {option} {text!r}: expected a whole number") from None
+    return host, parse_port(port_text, option, text, zero=port_zero)
 
 
 def add_advice_options(p: argparse.ArgumentParser, *, required_impact: bool = False) -> None:

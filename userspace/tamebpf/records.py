@@ -128,6 +128,7 @@ class Cap:
     released: int  # streams counted down, total
     mode: str = "refuse"  # "refuse" or "pace"
     rate_bytes_per_s: int = 0  # pace target of the group; 0 in refuse mode
+    port_end: int | None = None  # last port of a range (None: just `port`)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -3,13 +3,14 @@
  * Stream caps loader: sets and removes caps, and reads them back, from any
  * process. Everything lives in one bpffs directory so caps outlive us:
  *
- *   cap_rules cap_counts cap_state cap_ids cap_socks   maps (pinned by name)
+ *   cap_rules cap_gen cap_counts cap_state cap_ids cap_socks  maps (pinned by name)
  *   state                     link of tb_cap_state (tp_btf), one for all
- *   cg<ID>_c4 cg<ID>_c6 cg<ID>_rel   links of one capped cgroup
+ *   cg<ID>_c4 cg<ID>_c6 cg<ID>_rel cg<ID>_pace  links of one capped cgroup
  *
  * Each operation takes an exclusive flock on the directory, so two tamebpf
  * processes never interleave. Removing a pin of a link detaches it; removing
- * the last cap removes every pin and the directory.
+ * the last cap removes every pin and the directory. This file has the
+ * mechanics and the read side; changes go through cap_commit.c.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -20,13 +21,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <dirent.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <linux/magic.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-#include "internal.h"
+#include "cap_internal.h"
 #include "cap.skel.h"
 
 #ifndef AF_INET
@@ -35,26 +37,14 @@
 #endif
 
 static const char *const MAP_PINS[] = {
-	"cap_rules", "cap_counts", "cap_state", "cap_ids", "cap_socks",
+	"cap_rules", "cap_gen", "cap_counts", "cap_state", "cap_ids", "cap_socks",
 };
 /* Links pinned per capped cgroup. "pace" (sock_ops) is attached with the
  * others: it does work only for sockets charged to a pace-mode cap. */
 static const char *const CG_LINKS[] = { "c4", "c6", "rel", "pace" };
 #define N_CG_LINKS 4
 
-enum { P_CONNECT = 1, P_STATE = 2, P_SEED = 4, P_UNPACE = 8 };
-
-struct instance_cfg {
-	unsigned progs;
-	__u64 cgid;
-	__u32 level;
-	const struct tb_cap_rule *seed; /* with P_SEED */
-	__u64 seed_cgid;
-	__u32 seed_level;
-	__u64 unpace_id; /* with P_UNPACE */
-};
-
-static int pin_path(char *out, const char *dir, const char *name)
+int cap_pin_path(char *out, const char *dir, const char *name)
 {
 	if (snprintf(out, PATH_MAX, "%s/%s", dir, name) >= PATH_MAX)
 		return -ENAMETOOLONG;
@@ -67,7 +57,7 @@ static int cg_link_path(char *out, const char *dir, __u64 cgid, int i)
 
 	snprintf(name, sizeof(name), "cg%llu_%s", (unsigned long long)cgid,
 		 CG_LINKS[i]);
-	return pin_path(out, dir, name);
+	return cap_pin_path(out, dir, name);
 }
 
 static int mkdirs(const char *dir)
@@ -93,7 +83,7 @@ static int mkdirs(const char *dir)
 /* Lock the pin directory (creating it when asked). A process that waited
  * for the lock while the last cap was removed holds a deleted directory:
  * it starts again. Returns the locked fd, or -errno. */
-static int lock_dir(const char *dir, int create, int how)
+int cap_lock_dir(const char *dir, int create, int how)
 {
 	struct stat held, now;
 	struct statfs fs;
@@ -128,19 +118,19 @@ static int lock_dir(const char *dir, int create, int how)
 	}
 }
 
-static int exists(const char *dir, const char *name)
+int cap_exists(const char *dir, const char *name)
 {
 	char path[PATH_MAX];
 
-	return !pin_path(path, dir, name) && !access(path, F_OK);
+	return !cap_pin_path(path, dir, name) && !access(path, F_OK);
 }
 
-static int open_pinned(const char *dir, const char *name)
+int cap_open_pinned(const char *dir, const char *name)
 {
 	char path[PATH_MAX];
 	int fd, err;
 
-	err = pin_path(path, dir, name);
+	err = cap_pin_path(path, dir, name);
 	if (err)
 		return err;
 	fd = bpf_obj_get(path);
@@ -149,7 +139,7 @@ static int open_pinned(const char *dir, const char *name)
 
 /* Load one instance of the object. Its maps come from (or are pinned into)
  * the directory; only the programs asked for are loaded. */
-static struct cap_bpf *load_instance(const char *dir,
+struct cap_bpf *cap_load_instance(const char *dir,
 				     const struct instance_cfg *cfg, int *err)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, opts, .pin_root_path = dir);
@@ -171,6 +161,8 @@ static struct cap_bpf *load_instance(const char *dir,
 		       sizeof(*cfg->seed));
 	}
 	skel->rodata->unpace_id = cfg->unpace_id;
+	/* scripts/bench_cap.py's "before" (cap_pace.bpf.h): never set else */
+	skel->rodata->rtt_for_all = getenv("TAMEBPF_BENCH_RTT_FOR_ALL") != NULL;
 	bpf_program__set_autoload(skel->progs.tb_cap_connect4, cfg->progs & P_CONNECT);
 	bpf_program__set_autoload(skel->progs.tb_cap_connect6, cfg->progs & P_CONNECT);
 	bpf_program__set_autoload(skel->progs.tb_cap_release, cfg->progs & P_CONNECT);
@@ -204,7 +196,29 @@ static int attach_pinned(struct bpf_link *link, const char *path,
 	return err;
 }
 
-static void unpin_cgroup(const char *dir, __u64 cgid)
+int cap_cgroup_attached(const char *dir, __u64 cgid)
+{
+	char path[PATH_MAX];
+
+	for (int i = 0; i < N_CG_LINKS; i++)
+		if (cg_link_path(path, dir, cgid, i) || access(path, F_OK))
+			return 0;
+	return 1;
+}
+
+int cap_attach_state(struct cap_bpf *skel, const char *dir)
+{
+	char path[PATH_MAX];
+	int err;
+
+	err = cap_pin_path(path, dir, "state");
+	if (!err)
+		err = attach_pinned(bpf_program__attach(skel->progs.tb_cap_state),
+				    path, "tb_cap_state");
+	return err;
+}
+
+void cap_unpin_cgroup(const char *dir, __u64 cgid)
 {
 	char path[PATH_MAX];
 
@@ -213,7 +227,7 @@ static void unpin_cgroup(const char *dir, __u64 cgid)
 			unlink(path);
 }
 
-static int attach_cgroup(struct cap_bpf *skel, const char *dir, __u64 cgid,
+int cap_attach_cgroup(struct cap_bpf *skel, const char *dir, __u64 cgid,
 			 int cgfd)
 {
 	struct bpf_program *progs[N_CG_LINKS] = {
@@ -229,36 +243,51 @@ static int attach_cgroup(struct cap_bpf *skel, const char *dir, __u64 cgid,
 			err = attach_pinned(bpf_program__attach_cgroup(progs[i], cgfd),
 					    path, bpf_program__name(progs[i]));
 		if (err) {
-			unpin_cgroup(dir, cgid);
+			cap_unpin_cgroup(dir, cgid);
 			return err;
 		}
 	}
 	return 0;
 }
 
+/* Unpin the links of every cgroup whose id is not in `keep` (NULL: of
+ * all), found by name in the directory: also those a killed command left. */
+static void unpin_cgroups_except(const char *dir, const struct cap_table *keep)
+{
+	unsigned long long cgid;
+	struct dirent *e;
+	char path[PATH_MAX], link[16];
+	DIR *d;
+	size_t i;
+
+	d = opendir(dir);
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		if (sscanf(e->d_name, "cg%llu_%15s", &cgid, link) != 2)
+			continue;
+		for (i = 0; keep && i < keep->n; i++)
+			if (keep->cgids[i] == cgid && keep->cgs[i].n)
+				break;
+		if (keep && i < keep->n)
+			continue;
+		if (!cap_pin_path(path, dir, e->d_name))
+			unlink(path);
+	}
+	closedir(d);
+}
+
 /* Remove every pin we make, then the directory (and a parent named
  * "tamebpf" left empty). Names we did not make are left alone. */
-static void teardown(const char *dir)
+void cap_teardown(const char *dir)
 {
 	char path[PATH_MAX], parent[PATH_MAX];
-	int fd;
 
-	fd = open_pinned(dir, "cap_rules");
-	if (fd >= 0) {
-		__u64 key, next;
-		void *prev = NULL;
-
-		while (!bpf_map_get_next_key(fd, prev, &next)) {
-			unpin_cgroup(dir, next);
-			key = next;
-			prev = &key;
-		}
-		close(fd);
-	}
-	if (!pin_path(path, dir, "state"))
+	unpin_cgroups_except(dir, NULL);
+	if (!cap_pin_path(path, dir, "state"))
 		unlink(path);
 	for (size_t i = 0; i < sizeof(MAP_PINS) / sizeof(MAP_PINS[0]); i++)
-		if (!pin_path(path, dir, MAP_PINS[i]))
+		if (!cap_pin_path(path, dir, MAP_PINS[i]))
 			unlink(path);
 	if (rmdir(dir))
 		return;
@@ -269,17 +298,10 @@ static void teardown(const char *dir)
 	}
 }
 
-static int map_empty(int fd)
-{
-	__u64 next;
-
-	return bpf_map_get_next_key(fd, NULL, &next) != 0;
-}
-
-static int same_dest(const struct tb_cap_rule *a, const struct tb_cap_rule *b)
+int cap_same_dest(const struct tb_cap_rule *a, const struct tb_cap_rule *b)
 {
 	return a->family == b->family && a->port == b->port &&
-	       a->prefix_len == b->prefix_len &&
+	       a->port_end == b->port_end && a->prefix_len == b->prefix_len &&
 	       !memcmp(a->addr, b->addr, sizeof(a->addr));
 }
 
@@ -322,7 +344,7 @@ static int iterate(const char *dir, const struct instance_cfg *cfg,
 	struct bpf_link *link;
 	int err;
 
-	skel = load_instance(dir, cfg, &err);
+	skel = cap_load_instance(dir, cfg, &err);
 	if (!skel)
 		return err;
 	link = bpf_program__attach_iter(prog(skel), NULL);
@@ -349,7 +371,7 @@ static struct bpf_program *unpace_prog(struct cap_bpf *skel)
 	return skel->progs.tb_cap_unpace;
 }
 
-static int seed(const char *dir, const struct tb_cap_rule *rule, __u64 cgid,
+int cap_seed(const char *dir, const struct tb_cap_rule *rule, __u64 cgid,
 		__u32 level, const int *netns_fds, int n_netns)
 {
 	struct instance_cfg cfg = {
@@ -361,7 +383,7 @@ static int seed(const char *dir, const struct tb_cap_rule *rule, __u64 cgid,
 		       netns_fds, n_netns);
 }
 
-static int unpace(const char *dir, __u64 id, const int *netns_fds, int n_netns)
+int cap_unpace(const char *dir, __u64 id, const int *netns_fds, int n_netns)
 {
 	struct instance_cfg cfg = { .progs = P_UNPACE, .unpace_id = id };
 
@@ -369,225 +391,178 @@ static int unpace(const char *dir, __u64 id, const int *netns_fds, int n_netns)
 		       netns_fds, n_netns);
 }
 
-int tb_cap_add(const char *pin_dir, const char *cg_path, const char *rel_path,
-	       __u32 level, struct tb_cap_rule *rule, __u32 max, __u32 mode,
-	       __u64 rate, const int *netns_fds, int n_netns)
+int cap_open_maps(const char *dir, struct cap_maps *m)
 {
-	struct instance_cfg cfg = { .level = level };
-	struct tb_cap_cgroup cg, old;
-	/* Mode and target go in with the counters: the cap is whole from the
-	 * moment any program can see it. */
-	struct tb_cap_count count = {
-		.max = max, .mode = mode, .rate_bytes_per_s = rate,
-	};
-	struct cap_bpf *skel = NULL;
-	char path[PATH_MAX];
-	int lock = -1, cgfd, err, had_old = 0, new_state = 0, new_cg = 0;
-	int rules_fd, counts_fd, ids_fd;
-	__u32 zero = 0;
-	struct statfs fs;
-	struct stat st;
-	__u64 id;
-
-	tb_libbpf_logging();
-	if (strlen(rel_path) >= TB_CAP_PATH_LEN) {
-		tb_set_error("cgroup path %s is longer than %d characters",
-			     rel_path, TB_CAP_PATH_LEN - 1);
-		return -ENAMETOOLONG;
-	}
-	if (!max || (rule->family != AF_INET && rule->family != AF_INET6) ||
-	    rule->prefix_len > (rule->family == AF_INET ? 32u : 128u)) {
-		tb_set_error("invalid cap (max %u, family %u, prefix /%u)", max,
-			     rule->family, rule->prefix_len);
-		return -EINVAL;
-	}
-	if (mode > TB_CAP_MODE_PACE || (mode == TB_CAP_MODE_PACE) != (rate != 0)) {
-		tb_set_error("invalid cap mode %u with rate %llu", mode,
-			     (unsigned long long)rate);
-		return -EINVAL;
-	}
-	cgfd = open(cg_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (cgfd < 0) {
-		err = -errno;
-		tb_set_error("cannot open cgroup %s: %s", cg_path, strerror(-err));
-		return err;
-	}
-	if (fstatfs(cgfd, &fs) || fs.f_type != CGROUP2_SUPER_MAGIC || fstat(cgfd, &st)) {
-		tb_set_error("%s is not a cgroup v2 directory", cg_path);
-		close(cgfd);
-		return -ENOTDIR;
-	}
-	cfg.cgid = st.st_ino;
-	lock = lock_dir(pin_dir, 1, LOCK_EX);
-	if (lock < 0) {
-		close(cgfd);
-		return lock;
-	}
-	new_state = !exists(pin_dir, "state");
-	cg_link_path(path, pin_dir, cfg.cgid, 0);
-	new_cg = access(path, F_OK) != 0;
-	cfg.progs = (new_state ? P_STATE : 0) | (new_cg ? P_CONNECT : 0);
-	skel = load_instance(pin_dir, &cfg, &err);
-	if (!skel)
-		goto out;
-	rules_fd = bpf_map__fd(skel->maps.cap_rules);
-	counts_fd = bpf_map__fd(skel->maps.cap_counts);
-	ids_fd = bpf_map__fd(skel->maps.cap_ids);
-
-	memset(&cg, 0, sizeof(cg));
-	if (!bpf_map_lookup_elem(rules_fd, &cfg.cgid, &old)) {
-		had_old = 1;
-		cg = old;
-	}
-	for (__u32 i = 0; i < cg.n && i < TB_CAP_RULES_MAX; i++) {
-		if (same_dest(&cg.rules[i], rule)) {
-			*rule = cg.rules[i];
-			err = -EEXIST;
-			tb_set_error("that destination is already capped on this cgroup");
-			goto out;
-		}
-	}
-	if (cg.n >= TB_CAP_RULES_MAX) {
-		err = -ENOSPC;
-		tb_set_error("cgroup %s already has %d caps, the most it can have",
-			     rel_path, TB_CAP_RULES_MAX);
-		goto out;
-	}
-	if (bpf_map_lookup_elem(ids_fd, &zero, &id))
-		id = 0;
-	id++;
-	rule->id = id;
-	err = bpf_map_update_elem(ids_fd, &zero, &id, BPF_ANY);
-	if (!err)
-		err = bpf_map_update_elem(counts_fd, &id, &count, BPF_NOEXIST);
-	if (err) {
-		err = -errno;
-		tb_set_error("cannot create the cap's counters: %s", strerror(-err));
-		goto out;
-	}
-	cg.level = level;
-	snprintf(cg.path, sizeof(cg.path), "%s", rel_path);
-	cg.rules[cg.n++] = *rule;
-	if (bpf_map_update_elem(rules_fd, &cfg.cgid, &cg, BPF_ANY)) {
-		err = -errno;
-		tb_set_error("cannot store the cap: %s", strerror(-err));
-		goto undo_count;
-	}
-	if (new_state) {
-		err = pin_path(path, pin_dir, "state");
-		if (!err)
-			err = attach_pinned(bpf_program__attach(skel->progs.tb_cap_state),
-					    path, "tb_cap_state");
-		if (err)
-			goto undo_rule;
-	}
-	if (new_cg) {
-		err = attach_cgroup(skel, pin_dir, cfg.cgid, cgfd);
-		if (err)
-			goto undo_rule;
-	}
-	/* Programs are in force from here: whatever connects now is charged
-	 * by them, and the iterator skips it (same id in its storage). */
-	err = seed(pin_dir, rule, cfg.cgid, level, netns_fds, n_netns);
-	if (err)
-		goto undo_rule;
-	goto out;
-
-undo_rule:
-	if (new_cg)
-		unpin_cgroup(pin_dir, cfg.cgid);
-	if (had_old)
-		bpf_map_update_elem(rules_fd, &cfg.cgid, &old, BPF_ANY);
-	else
-		bpf_map_delete_elem(rules_fd, &cfg.cgid);
-undo_count:
-	bpf_map_delete_elem(counts_fd, &id);
-out:
-	cap_bpf__destroy(skel);
-	if (err) {
-		/* A failed first cap leaves nothing behind. */
-		int fd = open_pinned(pin_dir, "cap_rules");
-
-		if (fd < 0 || map_empty(fd))
-			teardown(pin_dir);
-		if (fd >= 0)
-			close(fd);
-	}
-	close(cgfd);
-	close(lock);
+	m->rules = cap_open_pinned(dir, "cap_rules");
+	m->counts = cap_open_pinned(dir, "cap_counts");
+	m->ids = cap_open_pinned(dir, "cap_ids");
+	m->gen = cap_open_pinned(dir, "cap_gen");
+	if (m->rules >= 0 && m->counts >= 0 && m->ids >= 0 && m->gen >= 0)
+		return 0;
+	int err = m->rules < 0 ? m->rules : m->counts < 0 ? m->counts :
+		  m->ids < 0 ? m->ids : m->gen;
+	cap_close_maps(m);
 	return err;
 }
 
-int tb_cap_remove(const char *pin_dir, __u64 cgid, const struct tb_cap_rule *rule,
-		  const int *netns_fds, int n_netns)
+void cap_close_maps(struct cap_maps *m)
 {
-	struct tb_cap_count count = {};
-	struct tb_cap_cgroup cg;
-	int lock, rules_fd = -1, counts_fd = -1, err = 0;
-	__u32 i, found = TB_CAP_RULES_MAX;
-	__u64 id;
+	int *fds[] = { &m->rules, &m->counts, &m->ids, &m->gen };
+
+	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++) {
+		if (*fds[i] >= 0)
+			close(*fds[i]);
+		*fds[i] = -1;
+	}
+}
+
+__u32 cap_live_gen(const struct cap_maps *m)
+{
+	__u32 zero = 0, gen = 0;
+
+	if (bpf_map_lookup_elem(m->gen, &zero, &gen))
+		return 0;
+	return gen & 1;
+}
+
+void cap_read_table(const struct cap_maps *m, __u32 gen, struct cap_table *t)
+{
+	struct tb_cap_key key, next;
+	void *prev = NULL;
+
+	t->n = 0;
+	while (!bpf_map_get_next_key(m->rules, prev, &next)) {
+		key = next;
+		prev = &key;
+		if (key.gen != gen || t->n >= TB_CAP_CGROUPS_MAX)
+			continue;
+		if (bpf_map_lookup_elem(m->rules, &key, &t->cgs[t->n]))
+			continue; /* deleted while we walked */
+		t->cgids[t->n++] = key.cgid;
+	}
+}
+
+static int table_has_id(const struct cap_table *t, __u64 id)
+{
+	for (size_t i = 0; i < t->n; i++)
+		for (__u32 j = 0; j < t->cgs[i].n && j < TB_CAP_RULES_MAX; j++)
+			if (t->cgs[i].rules[j].id == id)
+				return 1;
+	return 0;
+}
+
+/* Delete the rules of the generation not in force (collected first:
+ * deleting while walking a hash map can restart the walk). */
+static void delete_stale_rules(int fd, __u32 live)
+{
+	static struct tb_cap_key keys[2 * TB_CAP_CGROUPS_MAX];
+	struct tb_cap_key key, next;
+	void *prev = NULL;
+	size_t n = 0;
+
+	while (n < 2 * TB_CAP_CGROUPS_MAX && !bpf_map_get_next_key(fd, prev, &next)) {
+		key = next;
+		prev = &key;
+		if (key.gen != live)
+			keys[n++] = key;
+	}
+	for (size_t i = 0; i < n; i++)
+		bpf_map_delete_elem(fd, &keys[i]);
+}
+
+static void delete_orphan_counts(const char *dir, const struct cap_maps *m,
+				 const struct cap_table *live, const int *netns_fds,
+				 int n_netns)
+{
+	static __u64 ids[TB_CAP_CGROUPS_MAX * TB_CAP_RULES_MAX];
+	struct tb_cap_count count;
+	__u64 key, next;
+	void *prev = NULL;
+	size_t n = 0;
+
+	while (n < sizeof(ids) / sizeof(ids[0]) &&
+	       !bpf_map_get_next_key(m->counts, prev, &next)) {
+		key = next;
+		prev = &key;
+		if (!table_has_id(live, key))
+			ids[n++] = key;
+	}
+	for (size_t i = 0; i < n; i++) {
+		memset(&count, 0, sizeof(count));
+		bpf_map_lookup_elem_flags(m->counts, &ids[i], &count, BPF_F_LOCK);
+		bpf_map_delete_elem(m->counts, &ids[i]);
+		if (count.mode == TB_CAP_MODE_PACE)
+			cap_unpace(dir, ids[i], netns_fds, n_netns);
+	}
+}
+
+int cap_check_layout(const char *dir)
+{
+	struct bpf_map_info info = {};
+	__u32 len = sizeof(info);
+	int fd, err = 0;
+
+	fd = cap_open_pinned(dir, "cap_rules");
+	if (fd < 0)
+		return 0; /* nothing pinned yet */
+	if (!bpf_obj_get_info_by_fd(fd, &info, &len) &&
+	    info.key_size != sizeof(struct tb_cap_key)) {
+		tb_set_error("the caps in %s were set by an older tamebpf (another map layout); "
+			     "remove them with that version ('cap apply --prune /dev/null'), or "
+			     "remove the directory to drop them", dir);
+		err = -EPROTO;
+	}
+	close(fd);
+	return err;
+}
+
+int cap_tidy_locked(const char *dir, const int *netns_fds, int n_netns,
+		    int teardown_if_empty)
+{
+	struct cap_table *live;
+	struct cap_maps m;
+	size_t caps = 0;
+
+	if (cap_check_layout(dir))
+		return 0; /* not ours to tidy: never tear down another layout */
+	if (cap_open_maps(dir, &m)) {
+		/* a first command killed before its maps were all pinned */
+		if (teardown_if_empty)
+			cap_teardown(dir);
+		return teardown_if_empty;
+	}
+	live = calloc(1, sizeof(*live));
+	if (!live) {
+		cap_close_maps(&m);
+		return 0;
+	}
+	cap_read_table(&m, cap_live_gen(&m), live);
+	delete_stale_rules(m.rules, cap_live_gen(&m));
+	delete_orphan_counts(dir, &m, live, netns_fds, n_netns);
+	unpin_cgroups_except(dir, live);
+	for (size_t i = 0; i < live->n; i++)
+		caps += live->cgs[i].n;
+	cap_close_maps(&m);
+	free(live);
+	if (caps || !teardown_if_empty)
+		return 0;
+	cap_teardown(dir);
+	return 1;
+}
+
+int tb_cap_tidy(const char *pin_dir, const int *netns_fds, int n_netns)
+{
+	int lock, err;
 
 	tb_libbpf_logging();
-	lock = lock_dir(pin_dir, 0, LOCK_EX);
-	if (lock < 0) {
-		if (lock == -ENOENT)
-			tb_set_error("no caps are set");
+	lock = cap_lock_dir(pin_dir, 0, LOCK_EX);
+	if (lock == -ENOENT)
+		return 0;
+	if (lock < 0)
 		return lock;
-	}
-	rules_fd = open_pinned(pin_dir, "cap_rules");
-	counts_fd = open_pinned(pin_dir, "cap_counts");
-	if (rules_fd < 0 || counts_fd < 0) {
-		err = rules_fd < 0 ? rules_fd : counts_fd;
-		tb_set_error("cannot open the pinned cap maps in %s: %s", pin_dir,
-			     strerror(-err));
-		goto out;
-	}
-	if (bpf_map_lookup_elem(rules_fd, &cgid, &cg)) {
-		err = -ENOENT;
-		tb_set_error("no caps on that cgroup");
-		goto out;
-	}
-	for (i = 0; i < cg.n && i < TB_CAP_RULES_MAX; i++)
-		if (same_dest(&cg.rules[i], rule))
-			found = i;
-	if (found == TB_CAP_RULES_MAX) {
-		err = -ENOENT;
-		tb_set_error("no cap for that destination on that cgroup");
-		goto out;
-	}
-	id = cg.rules[found].id;
-	if (cg.n == 1) {
-		/* Detach first: no connect() is charged to a cap in removal. */
-		unpin_cgroup(pin_dir, cgid);
-		bpf_map_delete_elem(rules_fd, &cgid);
-	} else {
-		memmove(&cg.rules[found], &cg.rules[found + 1],
-			(cg.n - found - 1) * sizeof(cg.rules[0]));
-		cg.n--;
-		memset(&cg.rules[cg.n], 0, sizeof(cg.rules[0]));
-		if (bpf_map_update_elem(rules_fd, &cgid, &cg, BPF_ANY)) {
-			err = -errno;
-			tb_set_error("cannot update the caps: %s", strerror(-err));
-			goto out;
-		}
-	}
-	bpf_map_lookup_elem_flags(counts_fd, &id, &count, BPF_F_LOCK);
-	bpf_map_delete_elem(counts_fd, &id);
-	/* The cap is gone; its paced sockets that are still open send unpaced
-	 * again (the maps are still pinned: this runs before any teardown). */
-	if (count.mode == TB_CAP_MODE_PACE)
-		err = unpace(pin_dir, id, netns_fds, n_netns);
-	if (map_empty(rules_fd)) {
-		close(rules_fd);
-		close(counts_fd);
-		rules_fd = counts_fd = -1;
-		teardown(pin_dir);
-	}
-out:
-	if (rules_fd >= 0)
-		close(rules_fd);
-	if (counts_fd >= 0)
-		close(counts_fd);
+	err = cap_check_layout(pin_dir);
+	if (!err)
+		cap_tidy_locked(pin_dir, netns_fds, n_netns, 1);
 	close(lock);
 	return err;
 }
@@ -595,35 +570,42 @@ out:
 int tb_cap_list(const char *pin_dir, __u64 *cgids, struct tb_cap_cgroup *cgs,
 		size_t max, size_t *n)
 {
-	__u64 key, next;
+	struct tb_cap_key key, next;
+	struct tb_cap_cgroup cg;
+	struct cap_maps m;
 	void *prev = NULL;
-	int lock, fd;
+	int lock, err;
+	__u32 gen;
 
 	tb_libbpf_logging();
 	*n = 0;
-	lock = lock_dir(pin_dir, 0, LOCK_SH);
+	lock = cap_lock_dir(pin_dir, 0, LOCK_SH);
 	if (lock == -ENOENT)
 		return 0;
 	if (lock < 0)
 		return lock;
-	fd = open_pinned(pin_dir, "cap_rules");
-	if (fd < 0) {
+	err = cap_open_maps(pin_dir, &m);
+	if (err) {
 		close(lock);
-		if (fd == -ENOENT)
-			return 0;
-		tb_set_error("cannot open %s/cap_rules: %s", pin_dir, strerror(-fd));
-		return fd;
+		if (err == -ENOENT)
+			return 0; /* half made or half removed: no cap is in force */
+		tb_set_error("cannot open the pinned cap maps in %s: %s", pin_dir,
+			     strerror(-err));
+		return err;
 	}
-	while (!bpf_map_get_next_key(fd, prev, &next)) {
+	gen = cap_live_gen(&m);
+	while (!bpf_map_get_next_key(m.rules, prev, &next)) {
 		key = next;
 		prev = &key;
-		if (*n < max && !bpf_map_lookup_elem(fd, &key, &cgs[*n]))
-			cgids[*n] = key;
-		else if (*n < max)
+		if (key.gen != gen || bpf_map_lookup_elem(m.rules, &key, &cg) || !cg.n)
 			continue;
+		if (*n < max) {
+			cgs[*n] = cg;
+			cgids[*n] = key.cgid;
+		}
 		(*n)++;
 	}
-	close(fd);
+	cap_close_maps(&m);
 	close(lock);
 	return 0;
 }
@@ -633,7 +615,7 @@ static int read_one(const char *pin_dir, const char *map, const void *key,
 {
 	int fd, err = 0;
 
-	fd = open_pinned(pin_dir, map);
+	fd = cap_open_pinned(pin_dir, map);
 	if (fd < 0) {
 		tb_set_error("cannot open %s/%s: %s", pin_dir, map, strerror(-fd));
 		return fd;

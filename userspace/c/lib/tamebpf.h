@@ -63,26 +63,43 @@ long tb_abi_offsetof(const char *type, const char *field);
  * directory) and outlives the calling process. */
 #include "cap.h"
 
-/* Cap the cgroup at `cg_path` (absolute; shown as `rel_path`, at depth
- * `level` below the cgroup v2 root) to `max` streams matching `rule`; the
- * new cap's id is written to rule->id. Streams that already exist are
- * counted by the TCP iterator in each network namespace given (none: ours).
- * mode TB_CAP_MODE_REFUSE (rate 0) refuses connect()s over max; mode
- * TB_CAP_MODE_PACE (rate > 0, bytes/s) paces the streams to share rate.
- * -EEXIST: that destination is already capped on that cgroup (rule then
- * holds the existing cap). */
-int tb_cap_add(const char *pin_dir, const char *cg_path, const char *rel_path,
-	       __u32 level, struct tb_cap_rule *rule, __u32 max, __u32 mode,
-	       __u64 rate, const int *netns_fds, int n_netns);
+/* One change of a cap plan (tb_cap_commit). Library API only (BPF never
+ * sees it); mirrored by userspace/tamebpf/kernel/abi.py. */
+#define TB_CAP_OP_ADD 1
+#define TB_CAP_OP_REMOVE 2
+struct tb_cap_change {
+	struct tb_cap_rule rule; /* destination; for an add the new cap's id
+				  * is written back (on -EEXIST: the cap there) */
+	__u64 cgid;              /* remove: the capped cgroup (it may be gone) */
+	__u64 rate;              /* add, pace mode: target bytes/s; else 0 */
+	__u32 op;                /* TB_CAP_OP_* */
+	__u32 max;               /* add: N (pace mode: any, never refuses) */
+	__u32 mode;              /* add: TB_CAP_MODE_* */
+	__u32 level;             /* add: depth below the cgroup v2 root */
+	const char *cg_path;     /* add: the cgroup directory, absolute */
+	const char *rel_path;    /* add: below the cgroup v2 root, for list */
+};
 
-/* Remove the cap on cgroup `cgid` whose destination (family, prefix,
- * port) equals `rule`'s; removing the last cap removes every program and
- * pin. A pace cap's sockets still open in the namespaces netns_fds[] (our
- * own if none) get their pacing rate back to unlimited. -ENOENT: no such
- * cap. */
-int tb_cap_remove(const char *pin_dir, __u64 cgid,
-		  const struct tb_cap_rule *rule, const int *netns_fds,
-		  int n_netns);
+/* Make a set of changes (removes and adds, in that order) be in force
+ * all at once, or none of them. Every change is checked against the caps
+ * in force and the limits (TB_CAP_RULES_MAX per cgroup, TB_CAP_CGROUPS_MAX
+ * cgroups) before anything is written; the new rules are staged under the
+ * generation of cap_rules not in force and switched in with one update of
+ * cap_gen; a failure before the switch undoes the staging. A command
+ * killed at any point leaves the old caps or the new ones in force, and
+ * the next command (tb_cap_commit, tb_cap_tidy) removes what it left.
+ * Streams that already exist are counted for each new cap by the TCP
+ * iterator in each namespace given (none: ours); a removed pace cap's
+ * sockets get their pacing rate back to unlimited. On an error *failed is
+ * the index of the change that caused it (n when none did): -EEXIST (that
+ * destination is already capped there), -ENOENT (no such cap), -ENOSPC (a
+ * limit), -EINVAL (a bad change). */
+int tb_cap_commit(const char *pin_dir, struct tb_cap_change *changes, size_t n,
+		  size_t *failed, const int *netns_fds, int n_netns);
+
+/* Remove what a command killed midway left in pin_dir (see tb_cap_commit);
+ * `cap list` calls it first, so what it lists is exactly what is pinned. */
+int tb_cap_tidy(const char *pin_dir, const int *netns_fds, int n_netns);
 
 /* The capped cgroups: up to `max` of them into cgids[] and cgs[]; *n is
  * how many there are (0, and success, when no cap is set). */

@@ -25,11 +25,14 @@ from tamebpf.advise.memory import DEFAULT_MAX_AGE_S, AdviceMemory
 from tamebpf.capfile import CONGESTION
 from tamebpf.errors import NoAdviceError, UsageError
 from tamebpf.kernel import preflight
+from tamebpf.kernel.netns import check_netns
 from tamebpf.options import (
     IPERF3_PORT,
     add_advice_options,
     add_state_dir_option,
     dump_json,
+    parse_count,
+    parse_duration,
     parse_host_port,
     parse_rate_mbps,
     settings_from,
@@ -140,12 +143,11 @@ def parse_capacity(text: str) -> float:
 def parse_durations(text: str) -> tuple[float, float]:
     parts = text.split(",")
     try:
-        values = [float(p) for p in parts]
-    except ValueError:
+        values = [parse_duration(p, "--duration", MIN_PROBE_S, MAX_PROBE_S) for p in parts]
+    except UsageError:
         values = []
-    if len(parts) not in (1, 2) or len(values) != len(parts) or not all(
-            MIN_PROBE_S <= v <= MAX_PROBE_S for v in values):
-        raise UsageError(f"--duration {text}: give seconds per probe, one value or two "
+    if len(parts) not in (1, 2) or len(values) != len(parts):
+        raise UsageError(f"--duration {text!r}: give seconds per probe, one value or two "
                          f"(e.g. 2 or 2.5,1.5), each from {MIN_PROBE_S:g} to {MAX_PROBE_S:g}")
     return (values[0], values[-1])
 
@@ -159,11 +161,12 @@ def parse_max_probe(seconds: float) -> float:
 
 def parse_probes(text: str) -> tuple[int, int]:
     parts = text.split(",")
-    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
-        raise UsageError(f"--probes {text}: give two stream counts, e.g. 1,10")
-    n1, n2 = (int(p) for p in parts)
+    try:
+        n1, n2 = (parse_count(p, "--probes") for p in parts)
+    except (UsageError, ValueError):
+        raise UsageError(f"--probes {text!r}: give two stream counts, e.g. 1,10") from None
     if not 1 <= n1 < n2:
-        raise UsageError(f"--probes {text}: need 1 <= N1 < N2")
+        raise UsageError(f"--probes {text!r}: need 1 <= N1 < N2")
     return n1, n2
 
 
@@ -192,6 +195,8 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     if args.max_age < 0:
         raise UsageError(f"--max-age {args.max_age:g}: give seconds, 0 or more")
+    if args.netns is not None:
+        check_netns(args.netns)  # a bad name is exit 2, as for flows and watch
     target = Target(host, port, args.netns, args.congestion)
     memory = AdviceMemory(args.state_dir)
     probe_options = (args.fresh or args.plot or args.duration is not None

@@ -4,30 +4,39 @@ enforced in the kernel at connect() (see docs/cap.md)."""
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from tamebpf.capfile import CONGESTION, CapSpec, check_max_streams, parse_capfile, parse_dest
-from tamebpf.errors import TamebpfError, UsageError
-from tamebpf.kernel.cap import PACE_NO_LIMIT, CapTable, netns_paths, resolve_cgroup
+from tamebpf.cap_plan import (
+    NO_ADVISOR,
+    Plan,
+    Resolved,
+    auto_target,
+    changes_of,
+    plan_apply,
+    resolve_spec,
+)
+from tamebpf.capfile import (
+    CONGESTION,
+    CapSpec,
+    check_cgroup_text,
+    check_max_streams,
+    parse_capfile,
+    parse_dest,
+)
+from tamebpf.errors import UsageError
+from tamebpf.kernel.cap import CapChangeError, CapTable, netns_paths, resolve_cgroup
 from tamebpf.kernel.caps_view import limit_of
 from tamebpf.kernel.flows import FlowReader
-from tamebpf.options import (
-    IPERF3_PORT,
-    dump_json,
-    parse_fraction,
-    parse_host_port,
-    parse_rate_mbps,
-)
+from tamebpf.options import IPERF3_PORT, dump_json, parse_fraction, parse_host_port
 from tamebpf.present.caps import render_table
 from tamebpf.records import Cap
+from tamebpf.values import parse_duration, rate_bytes_per_s
 from tamebpf.words import count
 
-NO_ADVISOR = "--auto needs 'tamebpf advise', not available in this build"
+__all__ = ["NO_ADVISOR", "auto_target", "register", "render_table", "resolve_spec"]
 
 
 def register(sub: Any) -> None:
@@ -63,6 +72,9 @@ def register(sub: Any) -> None:
                    "throughput, with --auto), each paced by the kernel")
     s.add_argument("--rate", metavar="RATE",
                    help="pace mode: the group's target, in Mbit/s or with a unit (500M, 9.4G)")
+    s.add_argument("--all-processes", action="store_true",
+                   help="with --cgroup /: yes, cap every process on the host")
+    s.add_argument("--json", action="store_true", help="the cap set, as a JSON object")
     s.add_argument("-v", "--verbose", action="store_true", help="libbpf's debug log on stderr")
     s.set_defaults(func=run_set)
 
@@ -71,50 +83,44 @@ def register(sub: Any) -> None:
                           "live streams, refused connect()s, and the rate the cap's streams "
                           "send at now (bytes acked over --window, in every namespace).")
     ls.add_argument("--json", action="store_true", help="a JSON array of cap objects")
-    ls.add_argument("--window", type=float, default=0.5, metavar="SECONDS",
+    ls.add_argument("--window", default="0.5", metavar="SECONDS",
                     help="how long to measure the live rate (default %(default)s; 0: do not)")
     ls.set_defaults(func=run_list)
 
     rm = verbs.add_parser("rm", help="remove a cap (the last one removes every program)")
     _target_args(rm)
+    rm.add_argument("--json", action="store_true", help="the cap removed, as a JSON object")
     rm.set_defaults(func=run_rm)
 
     ap = verbs.add_parser("apply", help="make the caps of a TOML file be in force",
                           description="Set every cap of FILE (see docs/cap.md); a cap "
-                          "already in force with another N is replaced. The whole file is "
-                          "checked first: one bad entry and nothing changes.")
+                          "already in force with another N is replaced. All at once or not "
+                          "at all: the whole file is checked first, and the kernel switches "
+                          "to the new caps in one step.")
     ap.add_argument("file", metavar="FILE", help="TOML file of caps (docs/cap.md)")
     ap.add_argument("--prune", action="store_true",
                     help="also remove caps in force that FILE does not list")
+    ap.add_argument("--check", action="store_true",
+                    help="only check FILE (syntax, cgroups, limits; auto entries are not "
+                    "probed) and change nothing")
+    ap.add_argument("--json", action="store_true",
+                    help="what changed, as a JSON object (removed, set, kept)")
     ap.add_argument("-v", "--verbose", action="store_true", help="libbpf's debug log on stderr")
     ap.set_defaults(func=run_apply)
 
 
 def _target_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cgroup", required=True, metavar="PATH",
-                   help="cgroup v2 directory, absolute or below the cgroup2 root")
-    p.add_argument("--dest", required=True, metavar="CIDR[:PORT]",
-                   help="198.18.0.0/15, 198.18.0.2:5201, fd00::/64, [fd00::/64]:5201")
+                   help="cgroup v2 directory, absolute or below the cgroup2 root "
+                   "(not the root itself, unless '/' with --all-processes)")
+    p.add_argument("--dest", required=True, metavar="CIDR[:PORT[-PORT]]",
+                   help="198.18.0.0/15, 198.18.0.2:5201, 198.51.100.0/24:50000-51000, "
+                   "fd00::/64, [fd00::/64]:5201")
 
 
 def _usage(p: argparse.ArgumentParser) -> int:
     p.print_help(sys.stderr)
     return 2
-
-
-def auto_target(host: str, max_impact: str, congestion: str = "system") -> tuple[int, float]:
-    """(N, Mbit/s) from the advisor, if this build has it."""
-    try:
-        advise = importlib.import_module("tamebpf.advise")
-    except ImportError:
-        raise TamebpfError(NO_ADVISOR) from None
-    fn = getattr(advise, "advise_target", None)
-    if fn is None:
-        raise TamebpfError(NO_ADVISOR)
-    impact = parse_fraction(max_impact, "--max-impact")
-    name, port = parse_host_port(host, "--auto", default_port=IPERF3_PORT)
-    n, mbit = fn(name, impact, port, congestion)
-    return check_max_streams(int(n), "advised stream count"), float(mbit)
 
 
 def _streams(n: int) -> str:
@@ -123,6 +129,8 @@ def _streams(n: int) -> str:
 
 def spec_from_args(args: argparse.Namespace) -> CapSpec:
     """The cap `cap set` asks for, checked as a caps-file entry is."""
+    all_processes = bool(getattr(args, "all_processes", False))
+    cgroup = check_cgroup_text(args.cgroup, "--cgroup", all_processes)
     dest = parse_dest(args.dest)
     if args.auto is not None:
         if args.max_impact is None:
@@ -133,14 +141,15 @@ def spec_from_args(args: argparse.Namespace) -> CapSpec:
         raise UsageError("--max-impact goes with --auto")
     elif args.congestion != "system":
         raise UsageError("--congestion goes with --auto")
+    common: dict[str, Any] = {"all_processes": all_processes, "congestion": args.congestion}
     if args.mode == "refuse":
         if args.rate is not None:
             raise UsageError("--rate goes with --mode pace")
         if args.max_streams is None and args.auto is None:
             raise UsageError("give --max-streams N or --auto HOST")
         n = None if args.max_streams is None else check_max_streams(args.max_streams)
-        return CapSpec(args.cgroup, dest, max_streams=n, auto=args.auto,
-                       max_impact=args.max_impact, congestion=args.congestion)
+        return CapSpec(cgroup, dest, max_streams=n, auto=args.auto,
+                       max_impact=args.max_impact, **common)
     if args.max_streams is not None:
         raise UsageError("--max-streams goes with --mode refuse",
                          "a pace cap never refuses a connect(); give --rate or --auto")
@@ -148,41 +157,13 @@ def spec_from_args(args: argparse.Namespace) -> CapSpec:
         raise UsageError("--mode pace needs --rate RATE (e.g. 500M) or --auto HOST")
     if args.rate is not None:
         rate_bytes(args.rate)
-    return CapSpec(args.cgroup, dest, auto=args.auto, max_impact=args.max_impact,
-                   mode="pace", rate=args.rate, congestion=args.congestion)
+    return CapSpec(cgroup, dest, auto=args.auto, max_impact=args.max_impact,
+                   mode="pace", rate=args.rate, **common)
 
 
 def rate_bytes(rate: str, option: str = "--rate") -> int:
     """A pace target in bytes/s from a rate as the CLI and caps files take it."""
-    value = int(parse_rate_mbps(rate, option) * 1e6 / 8)
-    if value < 1:
-        raise UsageError(f"{option} {rate}: too small", "give at least 8 bit/s")
-    return value
-
-
-@dataclass(frozen=True)
-class Resolved:
-    """A cap spec made concrete: what goes into the kernel."""
-
-    max_streams: int
-    pace_bytes_per_s: int | None = None  # None: refuse mode
-    advised: tuple[int, float] | None = None  # the advisor's (N, Mbit/s) with auto
-
-
-def resolve_spec(spec: CapSpec) -> Resolved:
-    """Runs the advisor for an auto cap."""
-    advised = None
-    if spec.auto is not None:
-        assert spec.max_impact is not None
-        advised = auto_target(spec.auto, spec.max_impact, spec.congestion)
-    if spec.mode == "pace":
-        rate = (rate_bytes(spec.rate) if spec.rate is not None
-                else max(1, int(advised[1] * 1e6 / 8)) if advised else 0)
-        if rate < 1:
-            raise UsageError("the advisor gave no throughput to pace at", "give --rate")
-        return Resolved(PACE_NO_LIMIT, rate, advised)
-    n = spec.max_streams if spec.max_streams is not None else advised[0] if advised else 0
-    return Resolved(check_max_streams(n), None, advised)
+    return rate_bytes_per_s(rate, option)
 
 
 def describe(cap: Cap, how: Resolved | None = None) -> str:
@@ -195,16 +176,32 @@ def describe(cap: Cap, how: Resolved | None = None) -> str:
                 f"({cap.streams} open now)")
     if how is not None and how.advised is not None:
         text += f"; advised {_streams(how.advised[0])} at {how.advised[1]:.2f} Mbit/s"
+    if how is not None and how.fallback_because is not None:
+        text += f"; fallback (the advisor failed: {how.fallback_because})"
     return text
+
+
+def set_json(cap: Cap, how: Resolved | None) -> dict[str, Any]:
+    out = cap.to_json()
+    if how is not None and how.advised is not None:
+        out["advised"] = {"streams": how.advised[0], "mbit": how.advised[1]}
+    if how is not None and how.fallback_because is not None:
+        out["fallback_because"] = how.fallback_because
+    return out
 
 
 def run_set(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)
     table = CapTable("cap set", verbose=args.verbose)
-    resolve_cgroup(spec.cgroup)  # a bad cgroup is refused before the advisor runs
+    # a bad cgroup is refused before the advisor runs
+    resolve_cgroup(spec.cgroup, spec.all_processes)
     how = resolve_spec(spec)
-    cap = table.add(spec.cgroup, spec.dest, how.max_streams, how.pace_bytes_per_s)
-    print(describe(cap, how))
+    cap = table.add(spec.cgroup, spec.dest, how.max_streams, how.pace_bytes_per_s,
+                    spec.all_processes)
+    if args.json:
+        dump_json(set_json(cap, how), sys.stdout)
+    else:
+        print(describe(cap, how))
     return 0
 
 
@@ -216,16 +213,22 @@ def removed(cap: Cap) -> str:
 
 
 def run_rm(args: argparse.Namespace) -> int:
+    # Removing never caps anything: '/' needs no confirmation, but an empty
+    # or '.' cgroup is still refused (it names no cap).
+    check_cgroup_text(args.cgroup, "--cgroup", all_processes=args.cgroup.strip() == "/")
     dest = parse_dest(args.dest)
-    print(removed(CapTable("cap rm").remove(args.cgroup, dest)))
+    cap = CapTable("cap rm").remove(args.cgroup, dest)
+    if args.json:
+        dump_json(cap.to_json(), sys.stdout)
+    else:
+        print(removed(cap))
     return 0
 
 
 def run_list(args: argparse.Namespace) -> int:
-    if not 0 <= args.window <= 60:
-        raise UsageError(f"--window {args.window}: out of range", "give 0..60 seconds")
+    window = parse_duration(args.window, "--window", 0, 60)
     caps = CapTable("cap list").list()
-    rates = live_rates(caps, args.window) if caps and args.window > 0 else {}
+    rates = live_rates(caps, window) if caps and window > 0 else {}
     if args.json:
         dump_json([{**c.to_json(), "live_mbit": rates.get(c.id)} for c in caps], sys.stdout)
     else:
@@ -248,68 +251,64 @@ def live_rates(caps: Sequence[Cap], window_s: float) -> dict[int, float]:
         if acked <= 0:
             continue  # idle: nothing to add (and most flows of a busy host are)
         for cap_id, lim in limits:
-            if lim.matches([f.cgroup], f.remote_addr) and lim.port in (None, f.remote_port):
+            if lim.matches([f.cgroup], f.remote_addr) and lim.covers_port(f.remote_port):
                 rates[cap_id] += acked * 8 / seconds / 1e6
     return rates
 
 
-def run_apply(args: argparse.Namespace) -> int:
+def read_capfile(path: str) -> str:
+    """The text of a caps file; unreadable or not UTF-8 is a usage error."""
     try:
-        with open(args.file, encoding="utf-8") as f:
-            text = f.read()
+        with open(path, encoding="utf-8") as f:
+            return f.read()
     except OSError as exc:
-        raise UsageError(f"cannot read {args.file}: {exc.strerror}") from None
-    specs = parse_capfile(text, args.file)
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not UTF-8 text (byte {exc.start}: "
+                         f"{exc.object[exc.start:exc.start + 1]!r})",
+                         "TOML files are UTF-8; save it as UTF-8") from None
+    except ValueError as exc:  # e.g. a NUL in the path
+        raise UsageError(f"cannot read {path!r}: {exc}") from None
+
+
+def run_apply(args: argparse.Namespace) -> int:
+    specs = parse_capfile(read_capfile(args.file), args.file)
     table = CapTable("cap apply", verbose=args.verbose)
-    plan = plan_apply(table, specs, args.prune, args.file)
-    for line in execute_plan(table, plan):
-        print(line)
+    plan = plan_apply(table, specs, args.prune, args.file, probe=not args.check)
+    if args.check:
+        if args.json:
+            dump_json({"file": args.file, "ok": True, "caps": len(specs)}, sys.stdout)
+        else:
+            print(f"{args.file}: {count(len(specs), 'cap')}, all valid (nothing changed)")
+        return 0
+    result = execute_plan(table, plan, args.file)
+    if args.json:
+        dump_json({k: v for k, v in result.items() if k != "lines"}, sys.stdout)
+    else:
+        for line in result["lines"]:
+            print(line)
     return 0
 
 
-Plan = tuple[list[tuple[CapSpec, Resolved]], list[Cap]]
-
-
-def plan_apply(table: CapTable, specs: Sequence[CapSpec], prune: bool,
-               name: str = "caps file") -> Plan:
-    """Check every entry against the machine (cgroups exist, advisor runs)
-    before changing anything: (caps to set with their N, caps to remove)."""
-    current = {(c.cgroup_id, c.dest): c for c in table.list()}
-    wanted: dict[tuple[int, str], CapSpec] = {}
-    to_set: list[tuple[CapSpec, Resolved]] = []
-    to_remove: list[Cap] = []
-    for i, spec in enumerate(specs, 1):
-        try:
-            cg = resolve_cgroup(spec.cgroup)
-        except UsageError as exc:
-            raise UsageError(f"{name}: cap #{i}: {exc.message.replace('--cgroup ', 'cgroup ')}",
-                             exc.hint) from None
-        key = (cg.id, str(spec.dest))
-        if key in wanted:
-            raise UsageError(f"{name}: cap #{i}: {spec.dest} on {cg.rel} is listed twice")
-        wanted[key] = spec
-        how = resolve_spec(spec)
-        have = current.get(key)
-        if have is not None and (have.max_streams, have.rate_bytes_per_s) == (
-                how.max_streams, how.pace_bytes_per_s or 0):
-            continue
-        if have is not None:
-            to_remove.append(have)
-        to_set.append((spec, how))
-    if prune:
-        to_remove += [c for k, c in current.items() if k not in wanted]
-    return to_set, to_remove
-
-
-def execute_plan(table: CapTable, plan: Plan) -> list[str]:
-    to_set, to_remove = plan
-    lines = []
-    for cap in to_remove:
-        table.remove(cap.cgroup, parse_dest(cap.dest))
-        lines.append(removed(cap))
-    for spec, how in to_set:
-        cap = table.add(spec.cgroup, spec.dest, how.max_streams, how.pace_bytes_per_s)
-        lines.append(describe(cap, how))
+def execute_plan(table: CapTable, plan: Plan, name: str = "caps file") -> dict[str, Any]:
+    """Switch the plan in at once; what changed, as text lines and JSON."""
+    changes = changes_of(plan)
+    owners = [i for i, _ in plan.to_remove] + [i for i, _, _ in plan.to_set]
+    try:
+        done = table.commit(changes) if changes else []
+    except CapChangeError as exc:
+        entry = owners[exc.index]
+        where = f"cap #{entry}" if entry is not None else "pruning"
+        raise UsageError(f"{name}: {where}: {exc.message} (nothing changed)", exc.hint) from None
+    lines = [removed(cap) for _, cap in plan.to_remove]
+    lines += [describe(cap, how) for cap, (_, _, how) in zip(done, plan.to_set, strict=True)]
+    lines += [f"{cap.cgroup}: cap to {cap.dest} kept as in force (cap #{i}: the advisor "
+              f"failed: {why})" for i, cap, why in plan.kept]
     if not lines:
         lines.append("caps already as in the file")
-    return lines
+    return {
+        "lines": lines,
+        "removed": [cap.to_json() for _, cap in plan.to_remove],
+        "set": [set_json(cap, how) for cap, (_, _, how) in zip(done, plan.to_set, strict=True)],
+        "kept": [{**cap.to_json(), "because": why} for _, cap, why in plan.kept],
+    }

@@ -35,6 +35,7 @@ from tamebpf.paths.passive import PathLearner
 from tamebpf.paths.store import PathStore, state_dir
 from tamebpf.paths.where import netns_id
 from tamebpf.present.watch import group_to_json
+from tamebpf.values import parse_count, parse_duration
 
 if TYPE_CHECKING:
     from tamebpf.present.prometheus import Reading, TamebpfCollector
@@ -70,11 +71,11 @@ def register(sub: Any) -> None:
     p.add_argument("--jsonl", metavar="FILE",
                    help="also append one JSON object per group every --interval to FILE "
                    "('-' for standard output)")
-    p.add_argument("--interval", type=float, default=10.0, metavar="SEC",
+    p.add_argument("--interval", default="10", metavar="SEC",
                    help="seconds between JSON-lines records (default 10)")
     p.add_argument("--per-flow", action="store_true",
                    help="also one series per open flow (label cardinality grows with flows)")
-    p.add_argument("--max-groups", type=int, default=DEFAULT_MAX_GROUPS, metavar="N",
+    p.add_argument("--max-groups", default=str(DEFAULT_MAX_GROUPS), metavar="N",
                    help="keep at most N groups; idle ones beyond are forgotten, oldest "
                    f"first (default {DEFAULT_MAX_GROUPS})")
     p.add_argument("--no-learn", action="store_true",
@@ -82,6 +83,9 @@ def register(sub: Any) -> None:
                    "every --interval; docs/paths.md)")
     add_state_dir_option(p)
     p.set_defaults(func=run)
+
+
+MIN_INTERVAL_S, MAX_INTERVAL_S = 0.01, 86400.0  # a JSON line at most every 10 ms, at least daily
 
 
 def parse_listen(text: str) -> tuple[str, int] | None:
@@ -97,11 +101,9 @@ def run(args: argparse.Namespace) -> int:
     listen = parse_listen(args.listen)
     if listen is None and not args.jsonl:
         raise UsageError("nothing to do: --listen off and no --jsonl FILE")
-    if not args.interval > 0:
-        raise UsageError(f"bad --interval {args.interval}: must be > 0 seconds")
-    if args.max_groups < 1:
-        raise UsageError(f"bad --max-groups {args.max_groups}: must be >= 1")
-    agg = Aggregator(args.group_by, settings_from(args), max_groups=args.max_groups)
+    interval = parse_duration(args.interval, "--interval", MIN_INTERVAL_S, MAX_INTERVAL_S)
+    max_groups = parse_count(args.max_groups, "--max-groups", 1)
+    agg = Aggregator(args.group_by, settings_from(args), max_groups=max_groups)
     TamebpfCollector = prometheus_collector()
     try:
         with terminate_as_exit(), FlowReader(cgroup=args.cgroup, netns=args.netns,
@@ -111,11 +113,11 @@ def run(args: argparse.Namespace) -> int:
                                          paths=PathStore(state_dir(args.state_dir)).latest)
             learner = None if args.no_learn else path_learner(args)
             with serving(collector, listen), sink(args.jsonl) as out, \
-                    learning(collector, learner, args.interval):
+                    learning(collector, learner, interval):
                 if out is None:
                     threading.Event().wait()
                 else:
-                    write_jsonl(collector, out, args.interval)
+                    write_jsonl(collector, out, interval)
     except KeyboardInterrupt:
         pass
     return 0

@@ -7,6 +7,7 @@ given on the command line, e.g. from two iperf3 runs at 1 and 10 streams.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from typing import Any
 
@@ -71,18 +72,22 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
+_STREAMS = re.compile(r"[0-9]+", re.ASCII)
+
+
 def parse_probe(text: str) -> Probe:
     """'10:200' or '1:9.4G' -> Probe(n, Mbit/s); the rate as --capacity takes it."""
     streams, sep, rate = text.partition(":")
-    if not sep or not streams.strip().isdigit():
-        raise UsageError(f"bad --probe {text!r}: expected N:RATE, e.g. 10:200 or 10:9.4G")
+    if not sep or not _STREAMS.fullmatch(streams.strip()):
+        raise UsageError(f"bad --probe {text!r}: expected N:RATE, e.g. 10:200 or 10:9.4G",
+                         "N in ASCII digits")
     try:
         mbps = parse_rate_mbps(rate, "--probe")
     except UsageError:
         raise UsageError(f"bad --probe {text!r}: expected N:RATE, e.g. 10:200 or 10:9.4G",
                          "RATE in Mbit/s or with a unit (500k, 100M, 9.4G)") from None
     try:
-        return Probe(int(streams), mbps)
+        return Probe(int(streams.strip()), mbps)
     except ModelInputError as err:
         raise UsageError(f"bad --probe {text!r}: {err}") from None
 

@@ -19,7 +19,6 @@ import time
 from collections.abc import Callable
 from typing import IO, Any
 
-from tamebpf.errors import UsageError
 from tamebpf.groups import SORT_KEYS, Aggregator, Group
 from tamebpf.kernel.caps_view import read_caps
 from tamebpf.kernel.flows import FlowReader
@@ -36,6 +35,7 @@ from tamebpf.present.watch import (
     render,
 )
 from tamebpf.records import FlowSource, ReaderStats
+from tamebpf.values import parse_count, parse_duration
 
 EPILOG = """\
 examples:
@@ -62,7 +62,7 @@ def register(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_reader_arguments(p)
-    p.add_argument("--interval", type=float, default=1.0, metavar="SEC",
+    p.add_argument("--interval", default="1", metavar="SEC",
                    help="seconds between refreshes (default 1)")
     p.add_argument("--sort", choices=SORT_KEYS, default="goodput", help="initial sort order")
     p.add_argument("--filter", default="", metavar="TEXT",
@@ -71,7 +71,7 @@ def register(sub: Any) -> None:
                    help="also groups whose flows sent nothing in the last interval")
     p.add_argument("--json", action="store_true",
                    help="one JSON object per group per refresh, for pipes")
-    p.add_argument("--iterations", type=int, metavar="N",
+    p.add_argument("--iterations", metavar="N",
                    help="print N refreshes and exit (no live screen)")
     p.add_argument("--once", action="store_const", const=1, dest="iterations",
                    help="print one refresh and exit (--iterations 1)")
@@ -79,10 +79,9 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.interval > 0:
-        raise UsageError(f"bad --interval {args.interval}: must be > 0 seconds")
-    if args.iterations is not None and args.iterations < 1:
-        raise UsageError(f"bad --iterations {args.iterations}: must be >= 1")
+    args.interval = parse_duration(str(args.interval), "--interval", 0.01, 86400)
+    if args.iterations is not None:
+        args.iterations = parse_count(args.iterations, "--iterations", 1)
     agg = Aggregator(args.group_by, settings_from(args), retain_s=max(60.0, 30 * args.interval))
     state = ViewState(sort=args.sort, filter=args.filter, show_idle=args.all)
     with terminate_as_exit(), FlowReader(cgroup=args.cgroup, netns=args.netns,

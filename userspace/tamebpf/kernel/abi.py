@@ -72,6 +72,7 @@ class TbFlowsStats(ctypes.Structure):
 
 # cap: ctypes mirror of bpf/cap.h.
 TB_CAP_RULES_MAX = 16
+TB_CAP_CGROUPS_MAX = 4096
 TB_CAP_SOCK_MAX = 8
 TB_CAP_PATH_LEN = 256
 TB_CAP_MODE_REFUSE = 0  # tb_cap_count.mode: connect()s over max fail with EPERM
@@ -84,8 +85,19 @@ class TbCapRule(ctypes.Structure):
         ("addr", u32 * 4),
         ("mask", u32 * 4),
         ("family", u16),
-        ("port", u16),
+        ("port", u16),  # first port; 0: every port
+        ("port_end", u16),  # last port (== port: one)
+        ("pad", u16),
         ("prefix_len", u32),
+        ("pad2", u32),
+    ]
+
+
+class TbCapKey(ctypes.Structure):
+    _fields_ = [
+        ("cgid", u64),
+        ("gen", u32),  # generation of cap_rules, 0 or 1 (cap_gen: the one in force)
+        ("pad", u32),
     ]
 
 
@@ -124,6 +136,26 @@ class TbCapState(ctypes.Structure):
     ]
 
 
+# userspace/c/lib/tamebpf.h: a cap plan's changes (the library's API; BPF
+# never sees them).
+TB_CAP_OP_ADD = 1
+TB_CAP_OP_REMOVE = 2
+
+
+class TbCapChange(ctypes.Structure):
+    _fields_ = [
+        ("rule", TbCapRule),
+        ("cgid", u64),
+        ("rate", u64),
+        ("op", u32),
+        ("max", u32),
+        ("mode", u32),
+        ("level", u32),
+        ("cg_path", ctypes.c_char_p),
+        ("rel_path", ctypes.c_char_p),
+    ]
+
+
 # bpf/acktrain.h
 TB_ACKS_MAX = 1 << 17
 TB_ACK_FLOWS_MAX = 256
@@ -143,10 +175,15 @@ STRUCTS: dict[str, type[ctypes.Structure]] = {
     "tb_flow": TbFlow,
     "tb_flows_stats": TbFlowsStats,
     "tb_cap_rule": TbCapRule,
+    "tb_cap_key": TbCapKey,
     "tb_cap_cgroup": TbCapCgroup,
     "tb_cap_count": TbCapCount,
     "tb_cap_state": TbCapState,
     "tb_ack": TbAck,
+}
+# Structs of the C library's API alone (not in any BPF object).
+LIB_STRUCTS: dict[str, type[ctypes.Structure]] = {
+    "tb_cap_change": TbCapChange,
 }
 
 

@@ -15,16 +15,21 @@ import ipaddress
 import os
 import socket
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
 
-from tamebpf.capfile import Dest
+from tamebpf.capfile import Dest, check_cgroup_text, parse_dest
 from tamebpf.cgroups import Cgroup, CgroupNames, _mounts, require_cgroup2, resolve
 from tamebpf.errors import TamebpfError, UsageError
 from tamebpf.kernel import native, preflight
 from tamebpf.kernel.abi import (
     TB_CAP_MODE_PACE,
     TB_CAP_MODE_REFUSE,
+    TB_CAP_OP_ADD,
+    TB_CAP_OP_REMOVE,
     TbCapCgroup,
+    TbCapChange,
     TbCapCount,
     TbCapRule,
     TbCapState,
@@ -40,6 +45,25 @@ PACE_NO_LIMIT = 2**32 - 1  # the max of a pace cap, which never refuses
 REFUSED_ERRNO = errno.EPERM
 
 
+@dataclass(frozen=True)
+class Add:
+    """A cap to set (CapTable.commit)."""
+
+    cgroup: str
+    dest: Dest
+    max_streams: int
+    pace_bytes_per_s: int | None = None  # None: refuse mode
+    all_processes: bool = False  # the cgroup is the root, confirmed
+
+
+class CapChangeError(UsageError):
+    """A change of a plan the kernel's caps refuse; `index` says which."""
+
+    def __init__(self, index: int, message: str, hint: str | None = None) -> None:
+        super().__init__(message, hint)
+        self.index = index
+
+
 def pin_dir() -> str:
     return os.environ.get(PIN_ENV) or DEFAULT_PIN_DIR
 
@@ -48,7 +72,8 @@ def rule_for(dest: Dest) -> TbCapRule:
     net = dest.network
     rule = TbCapRule()
     rule.family = socket.AF_INET if net.version == 4 else socket.AF_INET6
-    rule.port = dest.port or 0
+    first, last = dest.ports or (0, 0)
+    rule.port, rule.port_end = first, last
     rule.prefix_len = net.prefixlen
     words = ((net.network_address.packed + bytes(16))[:16],
              (net.netmask.packed + bytes(16))[:16])
@@ -68,18 +93,30 @@ def dest_of(rule: TbCapRule) -> Dest:
             (addr, rule.prefix_len))
     else:
         net = ipaddress.IPv6Network((ipaddress.IPv6Address(raw), rule.prefix_len))
-    return Dest(net, rule.port or None)
+    if not rule.port:
+        return Dest(net)
+    return Dest(net, rule.port, rule.port_end if rule.port_end != rule.port else None)
 
 
-def resolve_cgroup(path: str) -> Cgroup:
+def resolve_cgroup(path: str, all_processes: bool = False, option: str = "--cgroup") -> Cgroup:
     """A cgroup v2 directory: an absolute path, or a path below the cgroup v2
     root written with or without a leading slash ("/transfer.slice", as
-    `cap list` shows it)."""
+    `cap list` shows it). Never the root (every process on the host) unless
+    written as '/' and confirmed with ALL_PROCESSES; never empty."""
+    check_cgroup_text(path, option, all_processes)
     root = require_cgroup2()
     under_root = (path.rstrip("/") + "/").startswith(root.rstrip("/") + "/")
-    if os.path.isabs(path) and not under_root and not os.path.exists(path):
-        return resolve(os.path.join(root, path.lstrip("/")))
-    return resolve(path)
+    if path.strip() == "/":
+        cg = resolve(root)
+    elif os.path.isabs(path) and not under_root and not os.path.exists(path):
+        cg = resolve(os.path.join(root, path.lstrip("/")))
+    else:
+        cg = resolve(path)
+    if cg.rel == "/" and not (all_processes and path.strip() == "/"):
+        raise UsageError(f"{option} {path!r}: that is the cgroup v2 root (every process)",
+                         "name the cgroup to cap; to cap every process write '/' and add "
+                         "--all-processes (all_processes = true in a caps file)")
+    return cg
 
 
 def ensure_bpffs(path: str) -> None:
@@ -161,48 +198,82 @@ class CapTable:
         return TamebpfError(native.last_error(self._lib), native.errno_hint(-rc))
 
     def add(self, cgroup: str, dest: Dest, max_streams: int,
-            pace_bytes_per_s: int | None = None) -> Cap:
+            pace_bytes_per_s: int | None = None, all_processes: bool = False) -> Cap:
         """Cap CGROUP's streams to DEST: refuse over MAX_STREAMS, or, with
         PACE_BYTES_PER_S, pace them to share that rate (mode and target are
         in force from the first moment the cap is)."""
-        cg = resolve_cgroup(cgroup)
-        ensure_bpffs(self.pin)
-        rule = rule_for(dest)
-        mode = TB_CAP_MODE_PACE if pace_bytes_per_s else TB_CAP_MODE_REFUSE
-        with _netns_open() as fds:
-            arr = (ctypes.c_int * max(1, len(fds)))(*fds)
-            rc = self._lib.tb_cap_add(self.pin.encode(), cg.path.encode(), cg.rel.encode(),
-                                      cg.level, ctypes.byref(rule), max_streams, mode,
-                                      pace_bytes_per_s or 0, arr, len(fds))
-        if rc == -errno.EEXIST:
-            have = self._count(rule.id)
-            raise UsageError(
-                f"{dest} is already capped on {cg.rel} (max {have.max} streams)",
-                f"'tamebpf cap rm --cgroup {cg.rel} --dest {dest}' first")
-        if rc:
-            raise self._fail(rc)
-        return self._cap(rule, cg.id, cg.rel)
+        change = Add(cgroup, dest, max_streams, pace_bytes_per_s, all_processes)
+        return self.commit([change])[0]
 
     def remove(self, cgroup: str, dest: Dest) -> Cap:
         cap = self.find(cgroup, dest)
         if cap is None:
             raise UsageError(f"no cap for {dest} on {cgroup}",
                              "'tamebpf cap list' shows the caps in force")
-        with _netns_open() as fds:  # a pace cap's open sockets, wherever they are
-            arr = (ctypes.c_int * max(1, len(fds)))(*fds)
-            rc = self._lib.tb_cap_remove(self.pin.encode(), cap.cgroup_id,
-                                         ctypes.byref(rule_for(dest)), arr, len(fds))
-        if rc == -errno.ENOENT:  # removed meanwhile by someone else
-            raise UsageError(f"no cap for {dest} on {cgroup}")
-        if rc:
-            raise self._fail(rc)
+        self.commit([cap])
         return cap
+
+    def commit(self, changes: Sequence[Add | Cap]) -> list[Cap]:
+        """Remove the caps given as Cap and set those given as Add, all at
+        once or none (tb_cap_commit): a bad change, a limit or a failure
+        leaves the caps as they were. Returns the caps set, as now."""
+        ensure_bpffs(self.pin)
+        arr = (TbCapChange * max(1, len(changes)))()
+        keep: list[bytes] = []  # the paths the C side reads, alive until it returns
+        cgroups: list[Cgroup | None] = []
+        for i, change in enumerate(changes):
+            c = arr[i]
+            if isinstance(change, Cap):
+                c.op = TB_CAP_OP_REMOVE
+                c.cgid = change.cgroup_id
+                c.rule = rule_for(parse_dest(change.dest))
+                cgroups.append(None)
+                continue
+            cg = resolve_cgroup(change.cgroup, change.all_processes)
+            keep += [cg.path.encode(), cg.rel.encode()]
+            c.op, c.rule, c.level = TB_CAP_OP_ADD, rule_for(change.dest), cg.level
+            c.cg_path, c.rel_path = keep[-2], keep[-1]
+            c.max = change.max_streams
+            c.mode = TB_CAP_MODE_PACE if change.pace_bytes_per_s else TB_CAP_MODE_REFUSE
+            c.rate = change.pace_bytes_per_s or 0
+            cgroups.append(cg)
+        failed = ctypes.c_size_t(len(changes))
+        with _netns_open() as fds:
+            fd_arr = (ctypes.c_int * max(1, len(fds)))(*fds)
+            rc = self._lib.tb_cap_commit(self.pin.encode(), arr, len(changes),
+                                         ctypes.byref(failed), fd_arr, len(fds))
+        if rc:
+            raise self._commit_error(rc, changes, cgroups, arr, failed.value)
+        return [self._cap(arr[i].rule, arr[i].cgid, cg.rel)
+                for i, cg in enumerate(cgroups) if cg is not None]
+
+    def _commit_error(self, rc: int, changes: Sequence[Add | Cap],
+                      cgroups: Sequence[Cgroup | None], arr: Any, i: int) -> TamebpfError:
+        if i >= len(changes):
+            return self._fail(rc)
+        change, cg = changes[i], cgroups[i]
+        if rc == -errno.EEXIST and cg is not None and isinstance(change, Add):
+            have = self._count(arr[i].rule.id)
+            what = f"max {have.max} streams" if have.mode == TB_CAP_MODE_REFUSE else "paced"
+            return CapChangeError(
+                i, f"{change.dest} is already capped on {cg.rel} ({what})",
+                f"'tamebpf cap rm --cgroup {cg.rel} --dest {change.dest}' first")
+        if rc == -errno.ENOENT and isinstance(change, Cap):
+            return CapChangeError(i, f"no cap for {change.dest} on {change.cgroup}",
+                                  "'tamebpf cap list' shows the caps in force")
+        if rc == -errno.ENOSPC:
+            return CapChangeError(i, native.last_error(self._lib),
+                                  "remove caps first, or cap a parent cgroup")
+        err = self._fail(rc)
+        return err
 
     def find(self, cgroup: str, dest: Dest) -> Cap | None:
         """The cap on this cgroup (a path; one removed since can still be
         named by the path it had) for this destination."""
+        root_named = cgroup.strip() == "/"  # removing a cap on the root needs no confirming
+        check_cgroup_text(cgroup, "--cgroup", root_named)
         try:
-            wanted: int | str = resolve_cgroup(cgroup).id
+            wanted: int | str = resolve_cgroup(cgroup, root_named).id
         except UsageError:
             root = self.root.rstrip("/")
             rel = cgroup[len(root):] if (cgroup + "/").startswith(root + "/") else cgroup
@@ -213,8 +284,15 @@ class CapTable:
         return None
 
     def list(self) -> list[Cap]:
+        """The caps in force. What a command killed midway left is removed
+        first, so the pins are exactly those of the caps listed."""
         if not os.path.isdir(self.pin):
             return []
+        with _netns_open() as fds:  # a half-removed pace cap's sockets, to unpace
+            fd_arr = (ctypes.c_int * max(1, len(fds)))(*fds)
+            rc = self._lib.tb_cap_tidy(self.pin.encode(), fd_arr, len(fds))
+        if rc:
+            raise self._fail(rc)
         n = ctypes.c_size_t()
         want = 16
         while True:  # room for as many capped cgroups as there are now
@@ -253,7 +331,7 @@ class CapTable:
             family=dest.family, port=dest.port, max_streams=c.max, streams=c.count,
             refused=c.refused, charged=c.charged, seeded=c.seeded, released=c.released,
             mode="pace" if c.mode == TB_CAP_MODE_PACE else "refuse",
-            rate_bytes_per_s=c.rate_bytes_per_s,
+            rate_bytes_per_s=c.rate_bytes_per_s, port_end=dest.port_end,
         )
 
     def health(self) -> TbCapState:

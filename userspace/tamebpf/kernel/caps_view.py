@@ -28,7 +28,8 @@ def limit_of(c: Cap) -> CapLimit | None:
     except (UsageError, ValueError):
         return None
     pace = c.rate_bytes_per_s * 8.0 if c.mode == "pace" else None
-    return CapLimit(c.max_streams, c.cgroup, str(dest.network), dest.port, pace)
+    return CapLimit(c.max_streams, c.cgroup, str(dest.network), dest.port, pace,
+                    dest.port_end)
 
 
 def cap_table() -> list[Cap]:

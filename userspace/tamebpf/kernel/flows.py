@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any, overload
 
 from tamebpf.cgroups import Cgroup, CgroupNames, resolve
-from tamebpf.errors import TamebpfError, UsageError
+from tamebpf.errors import TamebpfError
 from tamebpf.kernel import native, preflight
 from tamebpf.kernel.abi import (
     TB_FLOW_CLOSED,
@@ -28,7 +28,7 @@ from tamebpf.kernel.abi import (
     TbFlow,
     TbFlowsStats,
 )
-from tamebpf.kernel.netns import netns_path
+from tamebpf.kernel.netns import open_netns
 from tamebpf.records import Flow, FlowChanges, ReaderStats
 
 __all__ = ["Flow", "FlowReader", "ReaderStats", "flow_from_record", "flow_row"]
@@ -217,12 +217,7 @@ class FlowReader:
         rc = 0
         try:
             for name in netns:
-                try:
-                    fds.append(os.open(netns_path(name), os.O_RDONLY | os.O_CLOEXEC))
-                except OSError as exc:
-                    raise UsageError(
-                        f"--netns {name}: {exc.strerror}", "name one from 'ip netns list'"
-                    ) from None
+                fds.append(open_netns(name))
             arr = (ctypes.c_int * max(1, len(fds)))(*fds)
             # The root cgroup means "everything": no filter in the kernel.
             cg = self.cgroup if self.cgroup and self.cgroup.level > 0 else None

@@ -11,8 +11,8 @@ from tamebpf.errors import TamebpfError
 from tamebpf.kernel.abi import (
     TbAck,
     TbCapCgroup,
+    TbCapChange,
     TbCapCount,
-    TbCapRule,
     TbCapState,
     TbFlow,
     TbFlowsStats,
@@ -124,15 +124,13 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.tb_acktrain_close.argtypes = [c.c_void_p]
     lib.tb_acktrain_close.restype = None
     # cap
-    lib.tb_cap_add.argtypes = [
-        c.c_char_p, c.c_char_p, c.c_char_p, c.c_uint32, c.POINTER(TbCapRule), c.c_uint32,
-        c.c_uint32, c.c_uint64, c.POINTER(c.c_int), c.c_int,
+    lib.tb_cap_commit.argtypes = [
+        c.c_char_p, c.POINTER(TbCapChange), c.c_size_t, c.POINTER(c.c_size_t),
+        c.POINTER(c.c_int), c.c_int,
     ]
-    lib.tb_cap_add.restype = c.c_int
-    lib.tb_cap_remove.argtypes = [
-        c.c_char_p, c.c_uint64, c.POINTER(TbCapRule), c.POINTER(c.c_int), c.c_int,
-    ]
-    lib.tb_cap_remove.restype = c.c_int
+    lib.tb_cap_commit.restype = c.c_int
+    lib.tb_cap_tidy.argtypes = [c.c_char_p, c.POINTER(c.c_int), c.c_int]
+    lib.tb_cap_tidy.restype = c.c_int
     lib.tb_cap_list.argtypes = [
         c.c_char_p, c.POINTER(c.c_uint64), c.POINTER(TbCapCgroup), c.c_size_t,
         c.POINTER(c.c_size_t),

@@ -4,15 +4,49 @@ reading the settings a namespace has of its own."""
 from __future__ import annotations
 
 import ctypes
+import errno
+import fcntl
 import os
 import threading
 
+from tamebpf.errors import UsageError
+
 CLONE_NEWNET = 0x40000000
+NS_GET_NSTYPE = 0xB703  # _IO(0xb7, 0x3), linux/nsfs.h
 
 
 def netns_path(name: str) -> str:
     """A namespace as `ip netns` names it, or a path such as /proc/PID/ns/net."""
     return name if "/" in name else f"/run/netns/{name}"
+
+
+def open_netns(name: str, option: str = "--netns") -> int:
+    """An fd of a network namespace named as `ip netns` does or by a path
+    (/proc/PID/ns/net). Anything else (no such name, a file that is no
+    namespace: /etc/passwd, another kind of namespace) is a usage error
+    naming the input, before anything is loaded."""
+    path = netns_path(name)
+    hint = "name one from 'ip netns list', or give /proc/PID/ns/net"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except (OSError, ValueError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else str(exc)
+        raise UsageError(f"{option} {name!r}: {why}", hint) from None
+    try:
+        kind = fcntl.ioctl(fd, NS_GET_NSTYPE)
+    except OSError as exc:
+        os.close(fd)
+        if exc.errno in (errno.ENOTTY, errno.EINVAL):
+            raise UsageError(f"{option} {name!r}: {path} is not a namespace", hint) from None
+        raise UsageError(f"{option} {name!r}: {exc.strerror}", hint) from None
+    if kind != CLONE_NEWNET:
+        os.close(fd)
+        raise UsageError(f"{option} {name!r}: {path} is not a network namespace", hint)
+    return fd
+
+
+def check_netns(name: str, option: str = "--netns") -> None:
+    os.close(open_netns(name, option))
 
 
 def enter_netns(name: str) -> None:

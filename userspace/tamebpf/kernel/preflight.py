@@ -53,15 +53,23 @@ def check(
     (kernel/features.py): the message names each one missing."""
     if euid is None:
         euid = os.geteuid()
-    if euid != 0:
-        needed = NETNS_CAPS if needs_netns else BASE_CAPS
-        lacking = missing_caps(effective_caps() if caps is None else caps, needed)
-        if lacking:
-            raise TamebpfError(
-                f"'tamebpf {command}' loads BPF programs and needs root (or "
-                f"{', '.join(needed)}; missing {', '.join(lacking)})",
-                f"run it as 'sudo tamebpf {command} ...'",
-            )
+    needed = NETNS_CAPS if needs_netns else BASE_CAPS
+    lacking = missing_caps(effective_caps() if caps is None else caps, needed)
+    if lacking and euid != 0:
+        raise TamebpfError(
+            f"'tamebpf {command}' loads BPF programs and needs root (or "
+            f"{', '.join(needed)}; missing {', '.join(lacking)})",
+            f"run it as 'sudo tamebpf {command} ...'",
+        )
+    if lacking:
+        # Root whose capabilities were dropped (setpriv --bounding-set,
+        # capsh, a container): the kernel would only say EPERM.
+        raise TamebpfError(
+            f"'tamebpf {command}' runs as root but without {', '.join(lacking)}, which "
+            "loading and attaching its BPF programs needs",
+            "run it with full capabilities (not under setpriv/capsh --drop, or grant "
+            f"{', '.join(needed)} to the container or unit)",
+        )
     if not os.path.exists(btf_path):
         raise TamebpfError(
             f"kernel BTF not found at {btf_path}",
