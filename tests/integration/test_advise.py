@@ -295,7 +295,8 @@ def test_bbr_senders_are_advised_from_the_capacity_share() -> None:
             iperf.wait_for(lambda: iperf.server_idle(tb, 5201), 30.0, "the iperf3 server")
             res = subprocess.run(
                 [sys.executable, "-m", "tamebpf", "advise", f"{tb.addresses['receiver']}:5201",
-                 "--max-impact", "30%", "--netns", tb.namespaces["sender"], "--quick"],
+                 "--max-impact", "30%", "--netns", tb.namespaces["sender"], "--quick",
+                 "--fresh"],
                 capture_output=True, text=True, timeout=60)
             sender = tb.namespaces["sender"]
             assert f"bbr (the default of network namespace {sender}" in res.stdout, (
