@@ -27,7 +27,8 @@ def unreachable_advisor(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     asked: list[str] = []
 
     def advise_target(host: str, max_impact: float, port: int = 5201,
-                      congestion: str = "system") -> tuple[int, float]:
+                      congestion: str = "system",
+                      on_progress: object = None) -> tuple[int, float]:
         asked.append(host)
         raise TamebpfError(f"cannot connect to {host}:{port}: Network is unreachable")
 

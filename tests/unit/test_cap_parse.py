@@ -188,7 +188,8 @@ def fake_advisor(monkeypatch: pytest.MonkeyPatch, n: int, mbit: float) -> list[t
     calls: list[tuple[object, ...]] = []
 
     def advise_target(host: str, max_impact: float, port: int = 5201,
-                      congestion: str = "system") -> tuple[int, float]:
+                      congestion: str = "system",
+                      on_progress: object = None) -> tuple[int, float]:
         calls.append((host, max_impact, port) if congestion == "system"
                      else (host, max_impact, port, congestion))
         return n, mbit

@@ -15,6 +15,7 @@ from tamebpf.errors import TamebpfError, UsageError
 from tamebpf.kernel.abi import TB_CAP_CGROUPS_MAX, TB_CAP_RULES_MAX
 from tamebpf.kernel.cap import PACE_NO_LIMIT, Add, CapTable, resolve_cgroup
 from tamebpf.options import IPERF3_PORT, parse_fraction, parse_host_port
+from tamebpf.present.progress import ProgressLine
 from tamebpf.records import Cap
 from tamebpf.values import rate_bytes_per_s
 
@@ -32,7 +33,12 @@ def auto_target(host: str, max_impact: str, congestion: str = "system") -> tuple
         raise TamebpfError(NO_ADVISOR)
     impact = parse_fraction(max_impact, "--max-impact")
     name, port = parse_host_port(host, "--auto", default_port=IPERF3_PORT)
-    n, mbit = fn(name, impact, port, congestion)
+    # The default probes run until settled, up to about 30 s: show them.
+    progress = ProgressLine()
+    try:
+        n, mbit = fn(name, impact, port, congestion, on_progress=progress)
+    finally:
+        progress.clear()
     return check_max_streams(int(n), "advised stream count"), float(mbit)
 
 
