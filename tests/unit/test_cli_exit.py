@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import types
+from pathlib import Path
 
 import pytest
 
@@ -67,3 +68,24 @@ def test_an_error_exits_1_and_usage_exits_2(monkeypatch: pytest.MonkeyPatch) -> 
     with pytest.raises(SystemExit) as exc:
         main(["advise", "127.0.0.1", "--max-impact", "5%", "--log-level", "loud"])
     assert exc.value.code == 2
+
+
+def test_no_advice_is_said_once(monkeypatch: pytest.MonkeyPatch,
+                                capsys: pytest.CaptureFixture[str],
+                                tmp_path: Path) -> None:
+    """The reason goes into the report on stdout; stderr's one line points
+    at it instead of printing it a second time (issue 30)."""
+    from tamebpf.estimate.advice import build
+    from tamebpf.model import Settings
+    from tests.unit.test_advise_report import TARGET, probe
+
+    no_preflight(monkeypatch)
+    refused = build(TARGET, [probe(1, 50.0, cc="bbr"), probe(10, 200.0, cc="bbr")],
+                    Settings(max_impact=0.10))
+    assert refused.refused
+    monkeypatch.setattr(advise, "run_advice", lambda *a, **k: refused)
+    code = main(["advise", "127.0.0.1", "--max-impact", "10%", "--state-dir", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert code == 3
+    assert refused.refused in out
+    assert refused.refused not in err and "the reason is above" in err, err
