@@ -146,7 +146,10 @@ def learning(collector: TamebpfCollector, learner: PathLearner | None,
 
     def loop() -> None:
         while not stop.wait(interval):
-            reading = collector.read()
+            # Another reader's reading when there is one (the JSON-lines
+            # sink's, a scrape's): a refresh of our own between theirs would
+            # cut their rate windows short (export's jsonl once read 0 streams).
+            reading = collector.read(max_age_s=2 * interval)
             try:
                 learner.observe(reading.groups, reading.time_s)
             except (sqlite3.Error, OSError) as err:
