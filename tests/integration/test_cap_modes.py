@@ -174,7 +174,7 @@ def test_per_ack_work_only_for_paced_sockets(net: Net, pins: str, cg: str, mode:
         s.ask("send 4194304")  # 4 MiB on each: thousands of ACKs
         runs = pace_runs(cg) - before
     if per_ack:
-        assert runs > 400, f"a paced socket gets its RTT callback: {runs} runs"
+        assert runs > 100, f"a paced socket gets its RTT callback: {runs} runs"
     else:
         assert runs < 8, f"refuse mode: {runs} runs of tb_cap_pace while sending 16 MiB"
 

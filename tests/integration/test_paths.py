@@ -79,7 +79,10 @@ def test_a_second_advise_answers_from_memory_and_sends_nothing() -> None:
             before = settled_tx_packets(tb)  # the probes' last FINs and ACKs are out
             res, took = advise(tb, "--quick", "--json")
             assert res.returncode == 0, res.stderr
-            assert tx_packets(tb) == before, "an answer from memory sent packets"
+            # A probe sends thousands; the link itself may send a stray
+            # neighbour-discovery packet meanwhile, which is not ours.
+            stray = tx_packets(tb) - before
+            assert stray <= 3, f"an answer from memory sent {stray} packets"
             assert took < 1.0, f"the answer from memory took {took:.2f} s"
             memo = json.loads(res.stdout)
             assert memo["from_memory"] is True
