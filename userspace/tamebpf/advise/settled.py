@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tamebpf.estimate.acktrain import estimate_capacity
-from tamebpf.estimate.adaptive import MIN_SAMPLES, MIN_WINDOW_S, past_start_up, tight_capacity
+from tamebpf.estimate.adaptive import MIN_SAMPLES, past_start_up_and_tight, tight_capacity
 from tamebpf.estimate.advice import SETTLED_EPOCHS, SETTLED_MIN_RTTS
 from tamebpf.estimate.steady import Steady, window_samples
 from tamebpf.model.confidence import relative_standard_error
@@ -76,12 +76,7 @@ class Settled:
 
     def __call__(self, s: Steady, ack_rates: Callable[[], list[float]]) -> str | None:
         """Why the probe may stop now (SETTLED or STEADY), or None."""
-        samples = window_samples(s)
-        if s.end_s - s.start_s < MIN_WINDOW_S or samples < MIN_SAMPLES or s.noise is None:
-            return None
-        if not past_start_up(s):
-            return None
-        if relative_standard_error(s.noise, samples) > self.rse:
+        if not past_start_up_and_tight(s, self.rse):
             return None
         ran_rtts = s.end_s / (s.srtt_ms / 1000) if s.srtt_ms else 0.0
         counted = s.median_epochs >= self.epochs and ran_rtts >= self.min_rtts and (

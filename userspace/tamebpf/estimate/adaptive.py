@@ -42,16 +42,20 @@ class Enough:
     capacity_halfwidth: float = 0.05
 
     def __call__(self, s: Steady, ack_rates: Callable[[], list[float]]) -> bool:
-        samples = window_samples(s)
-        if s.end_s - s.start_s < MIN_WINDOW_S or samples < MIN_SAMPLES or s.noise is None:
-            return False
-        if not past_start_up(s):
-            return False
-        if relative_standard_error(s.noise, samples) > self.rse:
+        if not past_start_up_and_tight(s, self.rse):
             return False
         if not self.capacity:
             return True
         return tight_capacity(ack_rates(), s.goodput_mbps, self.capacity_halfwidth)
+
+
+def past_start_up_and_tight(s: Steady, rse: float) -> bool:
+    """The steady window is long enough, past start-up, and its goodput's
+    standard error within `rse` of it: what every early stop asks first."""
+    samples = window_samples(s)
+    if s.end_s - s.start_s < MIN_WINDOW_S or samples < MIN_SAMPLES or s.noise is None:
+        return False
+    return past_start_up(s) and relative_standard_error(s.noise, samples) <= rse
 
 
 def tight_capacity(rates: list[float], goodput_mbps: float, halfwidth: float) -> bool:
