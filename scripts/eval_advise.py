@@ -58,10 +58,13 @@ class Case:
     cc: str
     cross: int
     cross_rtt: float | None = None  # the cross traffic's own RTT; None: the same as ours
+    cross_cc: str | None = None  # the cross traffic's congestion control; None: ours
 
     @property
     def key(self) -> str:
-        return f"{self.name}/{self.cc}/m={self.cross}"
+        if self.cross_cc is None:
+            return f"{self.name}/{self.cc}/m={self.cross}"
+        return f"{self.name}/{self.cc}-vs-{self.cross_cc}/m={self.cross}"
 
 
 # The paper's Fig. 2 bottlenecks, scaled to what the delay line emulates
@@ -196,7 +199,7 @@ def case_path(case: Case, prefix: str) -> Iterator[tuple[Testbed, float | None, 
         procs = [iperf.start_server(tb, p) for p in (iperf.PORT_MAIN, iperf.PORT_CROSS)]
         reference = None
         if case.cross:
-            procs.append(start_cross(tb, case.cross, case.cc, CROSS_WARMUP_S))
+            procs.append(start_cross(tb, case.cross, case.cross_cc or case.cc, CROSS_WARMUP_S))
             reference = cross_rate(tb, 3.0)
             log(f"  cross traffic alone: {reference:.2f} Mbit/s")
         yield tb, reference, Target(tb.addresses["receiver"], iperf.PORT_MAIN,

@@ -32,21 +32,20 @@ import signal
 import statistics
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "userspace"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from docsection import write_section  # noqa: E402
-from eval_advise import FRAME_BYTES, load, log, save  # noqa: E402
+from eval_advise import FRAME_BYTES, Case, case_path, load, log, save  # noqa: E402
 from eval_score import p90, probe_to_dict, score, truth_table  # noqa: E402
-from eval_truth import cross_rate, measure, settle, start_cross  # noqa: E402
+from eval_truth import measure, settle  # noqa: E402
 
 from tamebpf.advise import QUICK_DURATIONS_S, run_advice  # noqa: E402
 from tamebpf.estimate.advice import AdviseResult, Target  # noqa: E402
 from tamebpf.model import Settings  # noqa: E402
-from tamebpf.testbed import Testbed, iperf, teardown  # noqa: E402
 
 RESULTS = "docs/results/eval-fresh3.json"
 SECTION = "eval_fresh3"
@@ -60,25 +59,7 @@ LOSS_BASED, BBR_CUBIC, BBR_BBR = 18, 3, 3
 MAX_IMPACT = 0.30
 TRUTH_STREAMS = (1, 4, 16)
 WARMUP_S, WINDOW_S, ROUNDS = 20.0, 15.0, 2
-CROSS_WARMUP_S = 5.0
 PLANS = ("default", "quick")
-
-
-@dataclass(frozen=True)
-class Case:
-    name: str
-    rate: float
-    rtt: float
-    queue: int
-    aqm: str
-    cc: str  # ours
-    cross_cc: str
-    cross: int
-    cross_rtt: float | None = None
-
-    @property
-    def key(self) -> str:
-        return f"{self.name}/{self.cc}-vs-{self.cross_cc}/m={self.cross}"
 
 
 def draw(seed: int = FRESH3_SEED) -> list[Case]:
@@ -99,8 +80,8 @@ def draw(seed: int = FRESH3_SEED) -> list[Case]:
         name = f"fresh3-{i + 1:02d}-{rate}M-{rtt}ms-{bdp:g}bdp-{aqm}"
         if cross_rtt is not None:
             name += f"-xrtt{cross_rtt:g}"
-        out.append(Case(name, float(rate), float(rtt), queue, aqm, cc, cross_cc or cc, m,
-                        cross_rtt))
+        out.append(Case(name, float(rate), float(rtt), queue, aqm, cc, m, cross_rtt,
+                        cross_cc or cc))
     return out
 
 
@@ -125,17 +106,7 @@ def advice_record(result: AdviseResult, wall_s: float) -> dict[str, Any]:
 
 
 def evaluate(case: Case) -> dict[str, Any]:
-    name = "f3" + os.urandom(2).hex()
-    tb = Testbed.up(name, case.rate, case.rtt, case.queue, aqm=case.aqm, cc=case.cc,
-                    cross_rtt_ms=case.cross_rtt)
-    procs = []
-    try:
-        procs = [iperf.start_server(tb, p) for p in (iperf.PORT_MAIN, iperf.PORT_CROSS)]
-        procs.append(start_cross(tb, case.cross, case.cross_cc, CROSS_WARMUP_S))
-        reference = cross_rate(tb, 3.0)
-        log(f"  cross traffic alone: {reference:.2f} Mbit/s")
-        target = Target(tb.addresses["receiver"], iperf.PORT_MAIN, tb.namespaces["sender"],
-                        case.cc)
+    with case_path(case, "f3") as (tb, reference, target):
         rec: dict[str, Any] = {"case": asdict(case), "key": case.key, "advice": {},
                                "max_impact": MAX_IMPACT, "cross_reference": reference}
         for plan in PLANS:
@@ -153,11 +124,6 @@ def evaluate(case: Case) -> dict[str, Any]:
         rec["cross_alone"] = truth.cross_alone
         rec["truth_warmup_s"], rec["truth_window_s"], rec["rounds"] = WARMUP_S, WINDOW_S, ROUNDS
         return rec
-    finally:
-        for proc in reversed(procs):
-            proc.kill()
-            proc.wait()
-        teardown(name)
 
 
 def plan_score(rec: dict[str, Any], plan: str) -> dict[str, Any] | None:
