@@ -59,7 +59,7 @@ LIB_LDLIBS := -lbpf -lelf -lz
 
 .SECONDARY: $(BPF_OBJS)
 
-.PHONY: all compile deps test-deps run test lint unit bench eval eval-fresh eval-fresh-staged eval-fresh-delivered eval-fresh-settled eval-fresh2-settled eval-fresh2-long eval-fresh-long eval-convergence eval-settled-design eval-fresh3 cap-pace-eval probetime testbed-accuracy install deb rpm clean cmd man
+.PHONY: all compile deps test-deps run test lint unit bench eval eval-fresh eval-fresh-staged eval-fresh-delivered eval-fresh-settled eval-fresh2-settled eval-fresh2-long eval-fresh-long eval-convergence eval-settled-design eval-trust eval-fresh3 eval-fresh4 cap-pace-eval probetime testbed-accuracy install deb rpm clean cmd man
 
 # `make` also links the command onto PATH; every other target only builds, so
 # running the tests or a benchmark leaves /usr/local/bin as it was.
@@ -239,12 +239,23 @@ eval-convergence: deps compile
 eval-settled-design: deps compile
 	$(SUDO) $(PY) scripts/eval_settled.py --write docs/results/settled-design.md $(EVAL_ARGS)
 
+# When to trust the ACK-spacing capacity: the large-band rule re-read on the
+# earlier draws' probes (seconds, no kernel) -> docs/results/settled-design.md.
+eval-trust:
+	$(PY) scripts/eval_trust.py --write docs/results/settled-design.md
+
 # Issue 29's fresh draw: the settled default and --quick against a settled
 # truth, 18 loss-based and 6 BBR cases (about 8 min a case, resumable: the
 # cases measured are kept; EVAL_ARGS=--report re-scores, --only KEY picks)
 # -> docs/results/eval-fresh3.json, run-fresh3.md (docs/accuracy.md's table).
 eval-fresh3: deps compile
-	$(SUDO) $(PY) scripts/eval_fresh3.py --write docs/results/run-fresh3.md $(EVAL_ARGS)
+	$(SUDO) $(PY) scripts/eval_fresh_draw.py --draw fresh3 --write docs/results/run-fresh3.md $(EVAL_ARGS)
+
+# The draw that replaced it after the capacity trust rule changed (make
+# eval-trust); the same measurement, a new seed
+# -> docs/results/eval-fresh4.json, run-fresh4.md.
+eval-fresh4: deps compile
+	$(SUDO) $(PY) scripts/eval_fresh_draw.py --draw fresh4 --write docs/results/run-fresh4.md $(EVAL_ARGS)
 
 # Pace-mode caps on the testbed beside no cap (issue 16) -> docs/cap.md (~3 min).
 cap-pace-eval: deps compile

@@ -13,7 +13,7 @@ candidates are scored on the very same probes against the same truth
 (eval_score), each as if it had ended the probe when it said so.
 
 The choice is made here, on these cases; whether it holds is measured on a
-fresh draw it was not chosen on (make eval-fresh3, docs/accuracy.md).
+fresh draw it was not chosen on (make eval-fresh4, docs/accuracy.md).
 
     sudo .venv/bin/python scripts/eval_settled.py            # measure (about 45 min)
     sudo .venv/bin/python scripts/eval_settled.py --report   # score what was measured

@@ -11,7 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tamebpf.estimate.acktrain import (
+    LARGE_BAND,
     MIN_PAIRS,
+    MIN_SHARE,
     AckLog,
     estimate_capacity,
     pair_rates,
@@ -78,6 +80,29 @@ def test_no_peak_is_not_trusted() -> None:
     """Rates spread evenly over a decade: nothing to call the link rate."""
     rates = [10.0 * 10 ** (i / 2000) for i in range(2000)]
     e = estimate_capacity(rates, floor_mbps=10.0)
+    assert not e.trusted
+    assert e.reason and "peak" in e.reason
+
+
+def _peak_among_spread(peak: int, spread: int) -> list[float]:
+    """`peak` pairs at 95 Mbit/s (+-2%) among `spread` pairs spaced by cross
+    traffic, evenly over 30-90 Mbit/s (a long probe among many cross flows)."""
+    return [95.0 * (0.98 + 0.04 * i / peak) for i in range(peak)] + \
+        [30.0 * 3 ** (i / spread) for i in range(spread)]
+
+
+def test_a_large_peak_is_trusted_whatever_its_share() -> None:
+    rates = _peak_among_spread(LARGE_BAND + 100, 8 * LARGE_BAND)
+    e = estimate_capacity(rates, floor_mbps=20.0)
+    assert e.pairs < MIN_SHARE * e.considered  # the share alone would refuse it
+    assert e.trusted, e.reason
+    assert e.goodput_mbps == pytest.approx(95.0, rel=0.02)
+
+
+def test_a_small_peak_with_a_small_share_is_not_trusted() -> None:
+    rates = _peak_among_spread(LARGE_BAND // 2, 4 * LARGE_BAND)
+    e = estimate_capacity(rates, floor_mbps=20.0)
+    assert e.goodput_mbps == pytest.approx(95.0, rel=0.02)
     assert not e.trusted
     assert e.reason and "peak" in e.reason
 

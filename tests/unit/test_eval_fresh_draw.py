@@ -1,5 +1,5 @@
-"""Issue 29's fresh draw (scripts/eval_fresh3.py): what was drawn, and how
-a plan's advice is scored against the truth."""
+"""Issue 29's fresh draws (scripts/eval_fresh_draw.py): what was drawn, and
+how a plan's advice is scored against the truth."""
 
 from __future__ import annotations
 
@@ -8,9 +8,11 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "scripts"))
 
-from eval_fresh3 import (  # noqa: E402
+import pytest  # noqa: E402
+from eval_fresh_draw import (  # noqa: E402
     BBR_BBR,
     BBR_CUBIC,
+    DRAWS,
     LOSS_BASED,
     RATES,
     RTTS,
@@ -20,9 +22,11 @@ from eval_fresh3 import (  # noqa: E402
 )
 
 
-def test_the_draw_has_the_issues_mix_and_ranges() -> None:
-    cases = draw()
-    assert cases == draw(), "the same seed draws the same cases"
+@pytest.mark.parametrize("name", sorted(DRAWS))
+def test_the_draw_has_the_issues_mix_and_ranges(name: str) -> None:
+    cases = draw(DRAWS[name])
+    assert cases == draw(DRAWS[name]), "the same seed draws the same cases"
+    assert all(c.name.startswith(f"{name}-") for c in cases)
     loss = [c for c in cases if c.cc != "bbr"]
     assert len(loss) == LOSS_BASED >= 18
     assert {c.cc for c in loss} <= {"cubic", "reno"} and all(c.cross_cc == c.cc for c in loss)
@@ -35,6 +39,13 @@ def test_the_draw_has_the_issues_mix_and_ranges() -> None:
         assert min(RTTS) == 10 <= c.rtt <= 150 == max(RTTS)
         assert 1 <= c.cross <= 30 and c.aqm in ("droptail", "red") and c.queue >= 2
     assert len({c.key for c in cases}) == len(cases)
+
+
+def test_draws_do_not_share_a_seed_or_a_case() -> None:
+    assert len({d.seed for d in DRAWS.values()}) == len(DRAWS)
+    drawn = [(c.rate, c.rtt, c.queue, c.aqm, c.cc, c.cross, c.cross_rtt)
+             for d in DRAWS.values() for c in draw(d)]
+    assert len(set(drawn)) > 0.9 * len(drawn)
 
 
 def _rec(advised: int, refused: str | None = None) -> dict[str, object]:
@@ -60,6 +71,7 @@ def test_plan_score_against_the_truth() -> None:
 
 
 def test_report_counts_targets_per_group() -> None:
-    text = report([_rec(4), _rec(16)])  # type: ignore[list-item]
+    text = report([_rec(4), _rec(16)], DRAWS["fresh4"])  # type: ignore[list-item]
+    assert "make eval-fresh4" in text
     row = next(ln for ln in text.splitlines() if ln.startswith("| loss-based | default"))
     assert "| 1/2 |" in row  # one of two over the limit by more than 0.05
