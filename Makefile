@@ -59,7 +59,7 @@ LIB_LDLIBS := -lbpf -lelf -lz
 
 .SECONDARY: $(BPF_OBJS)
 
-.PHONY: all compile deps test-deps run test lint unit bench eval eval-fresh eval-fresh-staged eval-fresh-delivered eval-fresh-settled eval-fresh2-settled eval-fresh2-long eval-fresh-long eval-convergence eval-settled-design eval-trust eval-fresh3 eval-fresh4 cap-pace-eval probetime testbed-accuracy install deb rpm clean cmd man
+.PHONY: all compile deps test-deps run test lint unit bench eval eval-fresh eval-fresh-staged eval-fresh-delivered eval-fresh-settled eval-fresh2-settled eval-fresh2-long eval-fresh-long eval-convergence eval-settled-design eval-trust eval-fresh3 eval-fresh4 cap-pace-eval cap-follow-eval probetime testbed-accuracy install deb rpm clean cmd man
 
 # `make` also links the command onto PATH; every other target only builds, so
 # running the tests or a benchmark leaves /usr/local/bin as it was.
@@ -260,6 +260,12 @@ eval-fresh4: deps compile
 # Pace-mode caps on the testbed beside no cap (issue 16) -> docs/cap.md (~3 min).
 cap-pace-eval: deps compile
 	$(SUDO) $(PY) scripts/cap_pace_eval.py --write docs/cap.md $(CAP_PACE_ARGS)
+
+# A pace cap that follows its path beside one that does not, while the cross
+# traffic goes 8 -> 2 -> 8 flows (issue 32; ~20 min) -> docs/cap.md,
+# docs/results/cap-follow.json.
+cap-follow-eval: deps compile
+	$(SUDO) $(PY) scripts/eval_follow.py --write docs/cap.md $(EVAL_ARGS)
 
 probetime: deps compile
 	$(SUDO) $(PY) scripts/bench_probetime.py --write docs/results/probetime.md $(PROBETIME_ARGS)

@@ -18,6 +18,8 @@ from tamebpf.errors import UsageError
 from tamebpf.groups import Aggregator, CapLimit
 from tamebpf.kernel.flows import Flow, ReaderStats
 from tamebpf.model import Settings
+from tamebpf.paths.entry import PathKey
+from tamebpf.paths.follows import FollowChange, FollowSpec
 from tamebpf.present.prometheus import TamebpfCollector, make_registry
 from tamebpf.records import Cap
 from tests.unit.test_groups import predict_advice
@@ -227,6 +229,26 @@ def cap_rows() -> list[Cap]:
                        rate_bytes_per_s=10**6, streams=2, refused=0)]
 
 
+def a_follow() -> FollowSpec:
+    """Cap 2 of cap_rows, following its path, after one change."""
+    spec = FollowSpec("/b", "10.0.0.0/8", PathKey("10.0.0.2/32", "host", "cubic"), 0.3,
+                      "10.0.0.2", 1.0, updated=2.0, competing_flows=3.0)
+    return spec.changed(FollowChange(2.0, 8.0, 12.0, 3.0, "test"))
+
+
+def test_follow_metrics_say_what_the_agent_set() -> None:
+    col = TamebpfCollector(FakeReader([]), Aggregator(min_samples=1), cap_table=cap_rows,
+                           follows=lambda: [a_follow()])
+    _, samples, _ = fresh(col)
+    got = {name: v for (name, labels), v in samples.items()
+           if name.startswith("tamebpf_cap_follow") and dict(labels) == {
+               "cgroup": "/b", "dest": "10.0.0.0/8"}}
+    assert got == {"tamebpf_cap_follow_target_bytes_per_second": 12e6 / 8,
+                   "tamebpf_cap_follow_changes_total": 1.0,
+                   "tamebpf_cap_follow_competing_flows": 3.0,
+                   "tamebpf_cap_follow_updated_timestamp_seconds": 2.0}
+
+
 def documented() -> set[str]:
     return set(re.findall(r"^\| `(tamebpf_[a-z_]+)` \|", DOCS.read_text(), re.M))
 
@@ -235,7 +257,7 @@ def test_every_metric_is_in_docs_and_every_documented_one_exists() -> None:
     col = TamebpfCollector(
         FakeReader([Transfer(streams=1, mbps=50.0)]), Aggregator(min_samples=1), per_flow=True,
         caps=lambda: [CapLimit(1), CapLimit(2**32 - 1, pace_bps=8e6)],
-        cap_table=cap_rows, paths=lambda: [an_entry()])
+        cap_table=cap_rows, paths=lambda: [an_entry()], follows=lambda: [a_follow()])
     t = col.source.transfers[0]  # type: ignore[attr-defined]
     for i in range(6):
         if i == 3:

@@ -116,3 +116,13 @@ def test_advises_own_probes_teach_nothing() -> None:
     assert f'f"{PROBE_CGROUP}{{' in inspect.getsource(probe), "kernel/probe.py renamed its cgroups"
     g = replace(group(2, 8, scale=0.3), cgroup=f"/sys/fs/cgroup/{PROBE_CGROUP}123-10")
     assert learn(g, "tb-snd", 2000.0, SETTINGS, probed()) is None
+
+
+def test_a_paced_group_teaches_nothing_and_marks_nothing() -> None:
+    """A pace cap holds the group far below what the entry predicts at its
+    count: that is our choice, not a changed path."""
+    g = replace(group(16, scale=0.3), paced_bps=30e6)
+    got = learn(g, "tb-snd", 2000.0, SETTINGS, probed())
+    assert got is not None and got.entry is None and got.changed is None
+    unpaced = learn(group(16, scale=0.3), "tb-snd", 2000.0, SETTINGS, probed())
+    assert unpaced is not None and unpaced.changed  # the same goodput unpaced: changed

@@ -6,15 +6,21 @@ kernel switches in at once (CapTable.commit)."""
 from __future__ import annotations
 
 import importlib
+import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from tamebpf.capfile import CapSpec, check_max_streams
 from tamebpf.errors import TamebpfError, UsageError
+from tamebpf.groups import LOSS_BASED
 from tamebpf.kernel.abi import TB_CAP_CGROUPS_MAX, TB_CAP_RULES_MAX
 from tamebpf.kernel.cap import PACE_NO_LIMIT, Add, CapTable, resolve_cgroup
 from tamebpf.options import IPERF3_PORT, parse_fraction, parse_host_port
+from tamebpf.paths.entry import PathKey
+from tamebpf.paths.follows import FollowBook, FollowSpec
+from tamebpf.paths.store import state_dir
+from tamebpf.paths.where import path_key
 from tamebpf.present.progress import ProgressLine
 from tamebpf.records import Cap
 from tamebpf.values import rate_bytes_per_s
@@ -40,6 +46,54 @@ def auto_target(host: str, max_impact: str, congestion: str = "system") -> tuple
     finally:
         progress.clear()
     return check_max_streams(int(n), "advised stream count"), float(mbit)
+
+
+def follow_path(spec: CapSpec) -> PathKey:
+    """The path whose memory a following cap's target comes from: the auto
+    host as `advise` keys it. Checked before anything is probed or set:
+    the scout is one unpaced stream, and one BBR stream takes most of a
+    shared link (docs/advise.md), so following needs a loss-based one."""
+    assert spec.auto is not None
+    try:
+        advise = importlib.import_module("tamebpf.advise")
+    except ImportError:
+        raise TamebpfError(NO_ADVISOR) from None
+    name, port = parse_host_port(spec.auto, "--auto", default_port=IPERF3_PORT)
+    cc, where = advise.probe_congestion(advise.Target(name, port, congestion=spec.congestion))
+    if cc not in LOSS_BASED:
+        raise UsageError(f"a cap that follows its path needs a loss-based congestion control; "
+                         f"the transfers would run {cc} ({where})",
+                         "give --congestion cubic (congestion = \"cubic\" in a caps file) "
+                         "and run the transfers with it: one unpaced BBR stream, the scout, "
+                         "would take most of a shared link")
+    return path_key(name, None, cc)
+
+
+def sync_follows(set_caps: Sequence[tuple[CapSpec, Cap, PathKey | None]],
+                 removed: Sequence[Cap], book: FollowBook | None = None,
+                 unchanged: Sequence[tuple[CapSpec, Cap, PathKey | None]] = ()) -> None:
+    """The follow book after caps were set or removed: a following cap gets
+    its spec (a new one: the agent starts over), any other loses its. A cap
+    left as it was keeps its spec and what the agent did, unless the entry
+    now asks for another path or limit."""
+    book = book or FollowBook(state_dir())
+    for cap in removed:
+        book.remove(cap.cgroup, cap.dest)
+    for spec, cap, path in unchanged:
+        have = book.find(cap.cgroup, cap.dest)
+        if spec.follow and have is not None and have.path == path and \
+                spec.max_impact is not None and \
+                have.max_impact == parse_fraction(spec.max_impact, "--max-impact"):
+            continue
+        set_caps = [*set_caps, (spec, cap, path)]
+    for spec, cap, path in set_caps:
+        if spec.follow and path is not None:
+            assert spec.auto is not None and spec.max_impact is not None
+            book.put(FollowSpec(cap.cgroup, cap.dest, path,
+                                parse_fraction(spec.max_impact, "--max-impact"), spec.auto,
+                                time.time()))
+        else:
+            book.remove(cap.cgroup, cap.dest)
 
 
 @dataclass(frozen=True)
@@ -84,6 +138,8 @@ class Plan:
     to_set: list[tuple[int, CapSpec, Resolved]] = field(default_factory=list)  # (entry #, ...)
     to_remove: list[tuple[int | None, Cap]] = field(default_factory=list)  # entry #, or pruned
     kept: list[tuple[int, Cap, str]] = field(default_factory=list)  # auto failed: in force kept
+    unchanged: list[tuple[int, CapSpec, Cap]] = field(default_factory=list)  # as written
+    follow_paths: dict[int, PathKey] = field(default_factory=dict)  # entry # -> its path
 
 
 def plan_apply(table: CapTable, specs: Sequence[CapSpec], prune: bool,
@@ -105,6 +161,11 @@ def plan_apply(table: CapTable, specs: Sequence[CapSpec], prune: bool,
             raise UsageError(f"{name}: cap #{i}: {spec.dest} on {cg.rel} is listed twice")
         wanted[key] = spec
         have = current.get(key)
+        if spec.follow:
+            try:
+                plan.follow_paths[i] = follow_path(spec)
+            except TamebpfError as exc:
+                raise type(exc)(f"{name}: cap #{i}: {exc.message}", exc.hint) from None
         if spec.auto is not None and not probe:
             continue  # --check: the entry is well formed; nothing probed
         try:
@@ -124,6 +185,7 @@ def plan_apply(table: CapTable, specs: Sequence[CapSpec], prune: bool,
                     "add 'fallback = N' (a rate in pace mode) to the entry") from None
         if have is not None and (have.max_streams, have.rate_bytes_per_s) == (
                 how.max_streams, how.pace_bytes_per_s or 0):
+            plan.unchanged.append((i, spec, have))
             continue
         if have is not None:
             plan.to_remove.append((i, have))

@@ -18,6 +18,15 @@ A caps file::
     fallback = 4                       # if the advisor cannot run (at boot)
 
     [[cap]]
+    cgroup = "transfer.slice"
+    dest = "192.0.2.7/32"
+    mode = "pace"
+    auto = "192.0.2.7"
+    max_impact = "10%"
+    congestion = "cubic"
+    follow = true                      # the agent keeps the target on the path
+
+    [[cap]]
     cgroup = "backup.slice"
     dest = "203.0.113.0/24"
     mode = "pace"                      # never refuse; the streams share
@@ -167,6 +176,9 @@ class CapSpec:
     # in pace mode); None: keep the value in force, or fail (docs/cap.md)
     fallback: str | None = None
     all_processes: bool = False  # cgroup "/" confirmed: cap every process
+    # auto: the agent (tamebpf export) recomputes the pace target or N as
+    # the path changes (docs/paths.md, "Caps that follow the path")
+    follow: bool = False
 
     @property
     def key(self) -> tuple[str, str]:
@@ -174,7 +186,7 @@ class CapSpec:
 
 
 CAP_KEYS = {"cgroup", "dest", "max_streams", "auto", "max_impact", "mode", "rate",
-            "congestion", "fallback", "all_processes"}
+            "congestion", "fallback", "all_processes", "follow"}
 CONGESTION = ("reno", "cubic", "bbr", "system")
 MODES = ("refuse", "pace")
 LIMIT_KEY = {"refuse": "max_streams", "pace": "rate"}  # each mode's fixed limit
@@ -237,7 +249,12 @@ def _spec(entry: Any, where: str) -> CapSpec:
     has_limit, has_auto = key in entry, "auto" in entry
     if has_limit == has_auto:
         raise UsageError(f"{where}: give either {key} or auto (with max_impact)")
-    common: dict[str, Any] = {"mode": mode, "all_processes": all_processes}
+    follow = entry.get("follow", False)
+    if not isinstance(follow, bool):
+        raise UsageError(f"{where}: follow must be true or false")
+    if follow:
+        check_follow(has_auto, where, "follow = true", "auto")
+    common: dict[str, Any] = {"mode": mode, "all_processes": all_processes, "follow": follow}
     if has_limit:
         for extra in ("max_impact", "fallback", "congestion"):
             if extra in entry:
@@ -270,6 +287,14 @@ def _text(value: object, key: str) -> str:
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise UsageError(f"{key} {value!r}: expected a number or a string")
     return value if isinstance(value, str) else repr(value)
+
+
+def check_follow(has_auto: bool, where: str, follow: str, auto: str) -> None:
+    """Following needs a cap whose limit comes from the advisor: the agent
+    recomputes it (a pace cap's target, a refuse cap's N)."""
+    if not has_auto:
+        raise UsageError(f"{where}: {follow} needs {auto} (with max_impact)",
+                         "the target is the advisor's, recomputed as the path changes")
 
 
 def check_fallback(text: str, mode: str) -> None:

@@ -125,6 +125,7 @@ class CapLimit:
     port: int | None = None
     pace_bps: float | None = None  # a pace cap: the group's target, bit/s (streams unused)
     port_end: int | None = None
+    follows: bool = False  # a pace cap whose target the agent keeps on the path
 
     def covers_port(self, port: int) -> bool:
         if self.port is None:
@@ -202,6 +203,7 @@ class Group:
     observed: tuple[Observation, ...] = ()  # stream counts seen often enough to fit
     over_cap: bool = False  # a matching cap counts more streams than it allows
     paced_bps: float | None = None  # the tightest matching pace cap's target, bit/s
+    paced_follows: bool = False  # ... and that cap follows the path (cap_follow.py)
 
     @property
     def advice(self) -> Advice | None:
@@ -585,7 +587,8 @@ class Aggregator:
         comms = {c for c in r.comms if c is not None}
         cgroups = {c for c in r.cgroups if c is not None}
         matching = [c for c in caps if c.matches(r.cgroups, g.key.remote_addr)]
-        paced = [c.pace_bps for c in matching if c.pace_bps is not None]
+        pacers = [c for c in matching if c.pace_bps is not None]
+        pacer = min(pacers, key=lambda c: c.pace_bps or 0.0) if pacers else None
         matching = [c for c in matching if c.pace_bps is None]  # pace caps refuse nothing
         over_cap = any(
             (r.streams if c.port is None
@@ -610,7 +613,8 @@ class Aggregator:
             interval_s=interval,
             observed=g.observed,
             over_cap=over_cap,
-            paced_bps=min(paced) if paced else None,
+            paced_bps=None if pacer is None else pacer.pace_bps,
+            paced_follows=pacer is not None and pacer.follows,
         )
 
     def _observe(

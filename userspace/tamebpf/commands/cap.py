@@ -15,13 +15,16 @@ from tamebpf.cap_plan import (
     Resolved,
     auto_target,
     changes_of,
+    follow_path,
     plan_apply,
     resolve_spec,
+    sync_follows,
 )
 from tamebpf.capfile import (
     CONGESTION,
     CapSpec,
     check_cgroup_text,
+    check_follow,
     check_max_streams,
     parse_capfile,
     parse_dest,
@@ -31,6 +34,8 @@ from tamebpf.kernel.cap import CapChangeError, CapTable, netns_paths, resolve_cg
 from tamebpf.kernel.caps_view import limit_of
 from tamebpf.kernel.flows import FlowReader
 from tamebpf.options import IPERF3_PORT, dump_json, parse_fraction, parse_host_port
+from tamebpf.paths.follows import FollowBook, normal_cgroup
+from tamebpf.paths.store import state_dir
 from tamebpf.present.caps import render_table
 from tamebpf.records import Cap
 from tamebpf.values import parse_duration, rate_bytes_per_s
@@ -72,6 +77,10 @@ def register(sub: Any) -> None:
                    "throughput, with --auto), each paced by the kernel")
     s.add_argument("--rate", metavar="RATE",
                    help="pace mode: the group's target, in Mbit/s or with a unit (500M, 9.4G)")
+    s.add_argument("--follow", action="store_true",
+                   help="with --auto: keep the cap on the path as it changes ('tamebpf "
+                   "export' recomputes a pace target from a scout stream, a refuse N from "
+                   "the streams' goodput, for new connects; docs/paths.md)")
     s.add_argument("--all-processes", action="store_true",
                    help="with --cgroup /: yes, cap every process on the host")
     s.add_argument("--json", action="store_true", help="the cap set, as a JSON object")
@@ -141,7 +150,11 @@ def spec_from_args(args: argparse.Namespace) -> CapSpec:
         raise UsageError("--max-impact goes with --auto")
     elif args.congestion != "system":
         raise UsageError("--congestion goes with --auto")
-    common: dict[str, Any] = {"all_processes": all_processes, "congestion": args.congestion}
+    follow = bool(getattr(args, "follow", False))
+    if follow:
+        check_follow(args.auto is not None, "cap set", "--follow", "--auto HOST")
+    common: dict[str, Any] = {"all_processes": all_processes, "congestion": args.congestion,
+                              "follow": follow}
     if args.mode == "refuse":
         if args.rate is not None:
             raise UsageError("--rate goes with --mode pace")
@@ -195,9 +208,11 @@ def run_set(args: argparse.Namespace) -> int:
     table = CapTable("cap set", verbose=args.verbose)
     # a bad cgroup is refused before the advisor runs
     resolve_cgroup(spec.cgroup, spec.all_processes)
+    path = follow_path(spec) if spec.follow else None  # refused before probing
     how = resolve_spec(spec)
     cap = table.add(spec.cgroup, spec.dest, how.max_streams, how.pace_bytes_per_s,
                     spec.all_processes)
+    sync_follows([(spec, cap, path)], [])
     if args.json:
         dump_json(set_json(cap, how), sys.stdout)
     else:
@@ -218,6 +233,7 @@ def run_rm(args: argparse.Namespace) -> int:
     check_cgroup_text(args.cgroup, "--cgroup", all_processes=args.cgroup.strip() == "/")
     dest = parse_dest(args.dest)
     cap = CapTable("cap rm").remove(args.cgroup, dest)
+    sync_follows([], [cap])
     if args.json:
         dump_json(cap.to_json(), sys.stdout)
     else:
@@ -229,10 +245,17 @@ def run_list(args: argparse.Namespace) -> int:
     window = parse_duration(args.window, "--window", 0, 60)
     caps = CapTable("cap list").list()
     rates = live_rates(caps, window) if caps and window > 0 else {}
+    follows = FollowBook(state_dir()).specs()
+    by_cap = {s.ident: s for s in follows}
+
+    def follow_of(c: Cap) -> dict[str, Any] | None:
+        s = by_cap.get((normal_cgroup(c.cgroup), c.dest))
+        return None if s is None else s.to_json()
     if args.json:
-        dump_json([{**c.to_json(), "live_mbit": rates.get(c.id)} for c in caps], sys.stdout)
+        dump_json([{**c.to_json(), "live_mbit": rates.get(c.id), "follow": follow_of(c)}
+                   for c in caps], sys.stdout)
     else:
-        sys.stdout.write(render_table(caps, rates))
+        sys.stdout.write(render_table(caps, rates, follows))
     return 0
 
 
@@ -300,6 +323,11 @@ def execute_plan(table: CapTable, plan: Plan, name: str = "caps file") -> dict[s
         entry = owners[exc.index]
         where = f"cap #{entry}" if entry is not None else "pruning"
         raise UsageError(f"{name}: {where}: {exc.message} (nothing changed)", exc.hint) from None
+    sync_follows([(spec, cap, plan.follow_paths.get(i))
+                  for cap, (i, spec, _) in zip(done, plan.to_set, strict=True)],
+                 [cap for _, cap in plan.to_remove],
+                 unchanged=[(spec, cap, plan.follow_paths.get(i))
+                            for i, spec, cap in plan.unchanged])
     lines = [removed(cap) for _, cap in plan.to_remove]
     lines += [describe(cap, how) for cap, (_, _, how) in zip(done, plan.to_set, strict=True)]
     lines += [f"{cap.cgroup}: cap to {cap.dest} kept as in force (cap #{i}: the advisor "

@@ -19,9 +19,10 @@ from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING, Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
+from tamebpf.cap_follow import Follower
 from tamebpf.errors import TamebpfError, UsageError
 from tamebpf.groups import Aggregator
-from tamebpf.kernel.caps_view import cap_table, read_caps
+from tamebpf.kernel.caps_view import cap_kernel, cap_table, read_caps
 from tamebpf.kernel.flows import FlowReader
 from tamebpf.lifecycle import terminate_as_exit
 from tamebpf.logs import log
@@ -31,6 +32,7 @@ from tamebpf.options import (
     parse_host_port,
     settings_from,
 )
+from tamebpf.paths.follows import FollowBook
 from tamebpf.paths.passive import PathLearner
 from tamebpf.paths.store import PathStore, state_dir
 from tamebpf.paths.where import netns_id
@@ -108,12 +110,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         with terminate_as_exit(), FlowReader(cgroup=args.cgroup, netns=args.netns,
                                              verbose=args.verbose, command="export") as reader:
+            book = FollowBook(state_dir(args.state_dir))
             collector = TamebpfCollector(reader, agg, per_flow=args.per_flow, caps=read_caps,
                                          cap_table=cap_table,
-                                         paths=PathStore(state_dir(args.state_dir)).latest)
+                                         paths=PathStore(state_dir(args.state_dir)).latest,
+                                         follows=book.specs)
             learner = None if args.no_learn else path_learner(args)
             with serving(collector, listen), sink(args.jsonl) as out, \
-                    learning(collector, learner, interval):
+                    learning(collector, learner, interval), following(collector, args):
                 if out is None:
                     threading.Event().wait()
                 else:
@@ -157,6 +161,40 @@ def learning(collector: TamebpfCollector, learner: PathLearner | None,
                             learner.store.directory, err, extra={"event": "paths_error"})
 
     thread = threading.Thread(target=loop, name="path-learner", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+
+
+FOLLOW_STEP_S = 2.0  # the follow caps' agent reads flows this often (cap_follow.py)
+
+
+@contextlib.contextmanager
+def following(collector: TamebpfCollector, args: argparse.Namespace) -> Iterator[None]:
+    """Caps that follow their path (docs/paths.md): every FOLLOW_STEP_S the
+    follower reads the caps' streams and sets their targets. Idle when no
+    cap follows (one stat of the follow book a step)."""
+    kernel = cap_kernel()
+    if kernel is None:
+        yield
+        return
+    follower = Follower(FollowBook(state_dir(args.state_dir)),
+                        PathStore(state_dir(args.state_dir)), kernel)
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(FOLLOW_STEP_S):
+            if not follower.book.specs():
+                continue
+            try:
+                follower.step(collector.open_flows(), cap_table())
+            except (TamebpfError, sqlite3.Error, OSError) as err:
+                log.warning("following caps: %s", err, extra={"event": "follow_error"})
+
+    thread = threading.Thread(target=loop, name="cap-follow", daemon=True)
     thread.start()
     try:
         yield

@@ -13,23 +13,37 @@ from typing import Any
 from tamebpf.capfile import parse_dest
 from tamebpf.errors import TamebpfError, UsageError
 from tamebpf.groups import CapLimit
+from tamebpf.paths.follows import FollowBook, normal_cgroup
+from tamebpf.paths.store import state_dir
 from tamebpf.records import Cap
 
 
 def read_caps() -> list[CapLimit]:
-    """Caps in force (`tamebpf cap`), as groups mark them."""
-    return [lim for lim in map(limit_of, cap_table()) if lim is not None]
+    """Caps in force (`tamebpf cap`), as groups mark them; a cap that
+    follows its path at the target the agent set (paths/follows.py)."""
+    caps = cap_table()
+    follows = {s.ident: s for s in FollowBook(state_dir()).specs()} if caps else {}
+    out = []
+    for c in caps:
+        s = follows.get((normal_cgroup(c.cgroup), c.dest)) if c.mode == "pace" else None
+        lim = limit_of(c, None if s is None else s.target_mbps, s is not None)
+        if lim is not None:
+            out.append(lim)
+    return out
 
 
-def limit_of(c: Cap) -> CapLimit | None:
+def limit_of(c: Cap, follow_mbps: float | None = None, follows: bool = False
+             ) -> CapLimit | None:
     """The core's view of one cap: who and where it limits, and to what."""
     try:
         dest = parse_dest(c.dest)
     except (UsageError, ValueError):
         return None
     pace = c.rate_bytes_per_s * 8.0 if c.mode == "pace" else None
+    if pace is not None and follow_mbps is not None:
+        pace = follow_mbps * 1e6
     return CapLimit(c.max_streams, c.cgroup, str(dest.network), dest.port, pace,
-                    dest.port_end)
+                    dest.port_end, follows)
 
 
 def cap_table() -> list[Cap]:
@@ -41,6 +55,12 @@ def cap_table() -> list[Cap]:
         return list(table.list())
     except (TamebpfError, OSError):
         return []
+
+
+def cap_kernel() -> Any:
+    """The kernel's cap table itself (CapTable), for the follow caps' agent;
+    None when the cap module is absent or cannot be opened."""
+    return _cap_table()
 
 
 @functools.cache

@@ -89,6 +89,11 @@ def learn(group: Group, netns: str, now: float, settings: Settings,
     obs = group.observed
     if key is None or not obs or PROBE_CGROUP in (group.cgroup or ""):
         return None
+    if group.paced_bps is not None:
+        # A pace cap holds the group to its target: its goodput is what we
+        # chose, not what the path gives (a following cap reads the path
+        # from its scout instead: cap_follow.py).
+        return Learned(key)
     if known is not None and known.changed:
         # Marked changed: the next advise probes; until then a fit that
         # mixes points from before the change is no answer.

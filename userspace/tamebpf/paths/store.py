@@ -80,14 +80,17 @@ class PathStore:
         self.max_rows = max_rows
 
     # -- reading ---------------------------------------------------------
-    def newest(self, key: PathKey) -> PathEntry | None:
-        """The most recent entry for this path, or None."""
+    def newest(self, key: PathKey, with_capacity: bool = False) -> PathEntry | None:
+        """The most recent entry for this path (with_capacity: the most
+        recent that knows the path's capacity), or None."""
         with self._connection(create=False) as db:
             if db is None:
                 return None
             row = db.execute(
                 f"SELECT id, {', '.join(_COLUMNS)} FROM paths WHERE dest = ? AND netns = ? "
-                "AND congestion = ? ORDER BY created DESC, id DESC LIMIT 1",
+                "AND congestion = ? "
+                + ("AND capacity_mbps IS NOT NULL " if with_capacity else "")
+                + "ORDER BY created DESC, id DESC LIMIT 1",
                 (key.dest, key.netns, key.congestion)).fetchone()
         return None if row is None else _entry(row)
 

@@ -2,30 +2,73 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
+from tamebpf.paths.follows import FollowSpec, normal_cgroup
 from tamebpf.records import Cap
 
 COLUMNS = (("CGROUP", 28), ("DEST", 24), ("MODE", 6), ("LIMIT", 12), ("STREAMS", 8),
            ("REFUSED", 8), ("MBIT/S", 9))
 
 
-def render_table(caps: Sequence[Cap], rates: dict[int, float] | None = None) -> str:
+def render_table(caps: Sequence[Cap], rates: dict[int, float] | None = None,
+                 follows: Sequence[FollowSpec] = ()) -> str:
     """One cap a line; a removed cgroup is shown by its old path and marked.
-    LIMIT is N streams (refuse) or the group's target (pace); MBIT/S what
-    the cap's streams send at now (- when not measured)."""
+    LIMIT is N streams (refuse) or the group's target (pace; for a cap that
+    follows its path, the target the agent set, and a line under it says
+    what following did); MBIT/S what the cap's streams send at now (- when
+    not measured)."""
     def row(cells: Sequence[str]) -> str:
         return " ".join(f"{c:<{w}}" if i < 3 else f"{c:>{w}}"
                         for i, (c, (_, w)) in enumerate(zip(cells, COLUMNS, strict=True))).rstrip()
 
     rates = rates or {}
+    by_cap = {s.ident: s for s in follows}
     lines = [row([name for name, _ in COLUMNS])]
     for c in caps:
         name = c.cgroup if c.cgroup_exists else f"{c.cgroup} (removed)"
-        limit = (f"{c.rate_bytes_per_s * 8 / 1e6:g} Mbit/s" if c.mode == "pace"
-                 else str(c.max_streams))
+        spec = by_cap.get((normal_cgroup(c.cgroup), c.dest))
+        mbit = c.rate_bytes_per_s * 8 / 1e6
+        if spec is not None and spec.target_mbps is not None and c.mode == "pace":
+            mbit = spec.target_mbps
+        limit = f"{mbit:.4g} Mbit/s" if c.mode == "pace" else str(c.max_streams)
         live = f"{rates[c.id]:.1f}" if c.id in rates else "-"
         lines.append(row([name, c.dest, c.mode, limit, str(c.streams), str(c.refused), live]))
+        if spec is not None:
+            lines.append("  " + follow_line(spec))
     if not caps:
         lines.append("(no caps)")
     return "\n".join(lines) + "\n"
+
+
+def follow_line(s: FollowSpec, now: float | None = None) -> str:
+    """What following did for one cap, in one line."""
+    now = time.time() if now is None else now
+    text = (f"follows {s.host} ({s.path.congestion}, max impact {s.max_impact:.0%}): ")
+    if s.updated is None:
+        text += "not read yet (is 'tamebpf export' running?)"
+    elif s.target_mbps is None:
+        text += f"the cap's own rate; {s.note or 'no reading yet'}"
+    else:
+        text += f"target {s.target_mbps:.2f} Mbit/s"
+        if s.changes:
+            last = s.changes[-1]
+            text += (f", {s.change_count} change{'s' if s.change_count != 1 else ''}, the last "
+                     f"{_ago(now - last.when)} ago")
+        if s.competing_flows is not None:
+            text += f"; about {s.competing_flows:.1f} competing flows"
+        if s.note:
+            text += f"; {s.note}"
+    if s.updated is not None and now - s.updated > 60:
+        text += f" (last read {_ago(now - s.updated)} ago: is 'tamebpf export' running?)"
+    return text
+
+
+def _ago(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

@@ -27,6 +27,7 @@ from tamebpf import __version__
 from tamebpf.groups import Aggregator, CapLimit, Group
 from tamebpf.logs import log
 from tamebpf.paths.entry import PathEntry
+from tamebpf.paths.follows import FollowSpec
 from tamebpf.records import Cap as CapRecord
 from tamebpf.records import Flow, FlowSource, ReaderStats
 
@@ -80,7 +81,8 @@ class TamebpfCollector:
     per_flow: also one series per open flow (unbounded cardinality: ask for
     it explicitly).  caps: returns the caps in force (tamebpf cap).
     cap_table: returns the kernel's cap records (for the cap metrics).
-    paths: returns path memory's newest entry per path (docs/paths.md)."""
+    paths: returns path memory's newest entry per path (docs/paths.md).
+    follows: returns the caps that follow their path (paths/follows.py)."""
 
     def __init__(
         self,
@@ -92,10 +94,11 @@ class TamebpfCollector:
         cap_table: Callable[[], Sequence[CapRecord]] = list,
         programs: Sequence[str] = FLOW_PROGRAMS,
         paths: Callable[[], Sequence[PathEntry]] = list,
+        follows: Callable[[], Sequence[FollowSpec]] = list,
     ) -> None:
         self.source, self.agg, self.per_flow = source, agg, per_flow
         self.caps, self.cap_table, self.programs = caps, cap_table, tuple(programs)
-        self.paths = paths
+        self.paths, self.follows = paths, follows
         self.labels = ("comm" if agg.group_by == "comm" else "cgroup", "remote_addr")
         self._lock = threading.Lock()
         self._last: Reading | None = None
@@ -106,6 +109,12 @@ class TamebpfCollector:
     def describe(self) -> list[Any]:
         # No samples at registration: reading the kernel is for scrapes.
         return []
+
+    def open_flows(self) -> list[Flow]:
+        """Every open flow now, read under the lock the scrapes take (the
+        follow caps' agent: cap_follow.py)."""
+        with self._lock:
+            return [f for f in self.source.snapshot() if not f.closed]
 
     def read(self, max_age_s: float = MIN_REFRESH_S) -> Reading:
         """A fresh reading, or the last one if it is younger than max_age_s."""
@@ -270,6 +279,39 @@ class TamebpfCollector:
             live.add_metric(key, c.streams)
             refused.add_metric(key, c.refused)
         yield from (limit, target, live, refused)
+        yield from self._follow_metrics()
+
+    def _follow_metrics(self) -> Iterator[Any]:
+        """Caps that follow their path (docs/paths.md): the target the agent
+        set, how often it changed, what it read of the path."""
+        labels = ("cgroup", "dest")
+        target = GaugeMetricFamily(PREFIX + "cap_follow_target_bytes_per_second",
+                                   "The target a following pace cap's streams are held to "
+                                   "now (the scout included).", labels=labels)
+        changes = CounterMetricFamily(PREFIX + "cap_follow_changes",
+                                      "Times a following cap's target changed.", labels=labels)
+        flows = GaugeMetricFamily(PREFIX + "cap_follow_competing_flows",
+                                  "The competing flows the cap's scout last read.",
+                                  labels=labels)
+        updated = GaugeMetricFamily(PREFIX + "cap_follow_updated_timestamp_seconds",
+                                    "Unix time the agent last read the cap's path.",
+                                    labels=labels)
+        try:
+            specs = list(self.follows())
+        except Exception as err:  # noqa: BLE001 - never fail a scrape for extras
+            log.warning("reading the follow book failed (%s)", err,
+                        extra={"event": "follow_read_error"})
+            specs = []
+        for s in specs:
+            key = [s.cgroup, s.dest]
+            if s.target_mbps is not None:
+                target.add_metric(key, s.target_mbps * 1e6 / 8)
+            changes.add_metric(key, s.change_count)
+            if s.competing_flows is not None:
+                flows.add_metric(key, s.competing_flows)
+            if s.updated is not None:
+                updated.add_metric(key, s.updated)
+        yield from (target, changes, flows, updated)
 
     def _path_metrics(self, now: float) -> Iterator[Any]:
         """Path memory: one series per path (destination prefix, namespace,

@@ -152,6 +152,7 @@ def details(g: Group, width: int) -> list[str]:
         f"{_bytes(c.bytes_acked)}, retrans {_pct(retrans)}% of {c.data_segs_out} segs"
         + (f"; cap {g.cap}" if g.cap is not None else "")
         + (f"; paced at {g.paced_bps / 1e6:.1f} Mbit/s" if g.paced_bps is not None else "")
+        + (" (following the path)" if g.paced_follows else "")
     )
     p = g.passive
     if p is None:
@@ -278,6 +279,7 @@ def group_to_json(g: Group, time_s: float) -> dict[str, Any]:
         "cap": g.cap,
         "over_cap": g.over_cap,
         "paced_mbps": None if g.paced_bps is None else g.paced_bps / 1e6,
+        "paced_follows": g.paced_follows,
         "observed": [
             {"streams": o.streams, "goodput_mbps": o.goodput_mbps, "loss_rate": o.loss_rate,
              "srtt_ms": None if o.srtt_s is None else o.srtt_s * 1000, "samples": o.samples}

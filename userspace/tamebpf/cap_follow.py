@@ -1,0 +1,329 @@
+"""Pace caps that follow their path (docs/paths.md, "Caps that follow the
+path"): the agent's side.
+
+For each cap in the follow book (paths/follows.py), every step:
+1. the cap's streams are the open flows it matches; one sending stream is
+   its scout, left unpaced by the kernel (bpf/cap_pace.bpf.h), the others
+   share the follow rate;
+2. over the last WINDOW_S (after SETTLE_S of the scout's own start), the
+   scout's goodput and the whole cap's give the path's reading
+   (paths/scout.py) and, with the capacity path memory holds, the target
+   `advise` would give now at the cap's limit;
+3. the paced streams get the target less what the scout takes, so the
+   cap's streams together stay on the target; a target that moved by more
+   than MIN_CHANGE is a change: logged, kept in the book (cap list, watch,
+   metrics) and stored in path memory as a passive entry.
+
+`decide` is pure; `Follower` reads the kernel and writes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+from tamebpf.capfile import parse_dest
+from tamebpf.groups import CapLimit
+from tamebpf.kernel.cap import Add
+from tamebpf.logs import log
+from tamebpf.model import (
+    ModelInputError,
+    Probe,
+    Settings,
+    competing_flows,
+    fit_capacity,
+    predict,
+)
+from tamebpf.paths.entry import FitData, PathEntry
+from tamebpf.paths.follows import FollowBook, FollowChange, FollowSpec, normal_cgroup
+from tamebpf.paths.scout import FollowAnswer, ScoutReading, follow_target
+from tamebpf.paths.store import PathStore
+from tamebpf.records import Cap, Flow
+
+# The scout's share over this long: CUBIC's sawtooth on a 100 ms path is a
+# few seconds a cycle; the settled probes of advise took 10-30 s.
+WINDOW_S = 20.0
+# A new scout starts in slow start, unpaced: its first seconds are not its share.
+SETTLE_S = 5.0
+# After a change of target the paced streams move to their new rate within
+# an RTT or two; readings start this long after it, so one reading is of
+# one target.
+AFTER_CHANGE_S = 2.0
+# Decrease fast, increase slow: the last SHORT_S alone may lower the target
+# when it reads FAST_DROP below the one in force (more cross traffic came:
+# every second at the old target is over the limit); raising it takes a
+# whole WINDOW_S. The sawtooth moves a short window's share by about 30%
+# on the testbed's crowded paths, hence the margin.
+SHORT_S = 8.0
+FAST_DROP = 0.15
+# A target this far (relative) from the one in force is a change; nearer is noise.
+MIN_CHANGE = 0.05
+# The paced streams keep at least this share of the target, whatever the
+# scout takes (a scout above the target means the reading is off, not that
+# the other streams should stop).
+MIN_PACED = 0.1
+# A flow sends when it got this many bytes acked since the last step
+# (SAMPLE_EVERY_S apart: export's step).
+SENDING_BYTES = 64 * 1024
+SAMPLE_EVERY_S = 2.0
+
+
+class FollowKernel(Protocol):
+    """What the follower needs of the kernel's cap table (kernel/cap.CapTable)."""
+
+    def set_follow(self, cap_id: int, scout_cookie: int, rate_bytes_per_s: int) -> None: ...
+
+    def clear_follow(self, cap_id: int) -> None: ...
+
+    def commit(self, changes: Sequence[Add | Cap]) -> list[Cap]: ...
+
+
+@dataclass
+class Track:
+    """The agent's memory of one following cap between steps."""
+
+    scout: int | None = None
+    since: float = 0.0  # monotonic: when the scout was chosen
+    changed_at: float = -1e18  # monotonic: the last change of target
+    samples: deque[tuple[float, dict[int, int]]] = field(default_factory=deque)
+
+
+@dataclass(frozen=True)
+class Decision:
+    reading: ScoutReading | None = None
+    answer: FollowAnswer | None = None
+    paced_mbps: float | None = None  # what the paced streams get together
+    change: FollowChange | None = None
+    note: str | None = None
+
+
+def members(cap: Cap, limit: CapLimit, flows: Sequence[Flow]) -> dict[int, Flow]:
+    return {f.cookie: f for f in flows if not f.closed and limit.matches([f.cgroup], f.remote_addr)
+            and limit.covers_port(f.remote_port)}
+
+
+def reading_of(track: Track, now: float, window_s: float) -> ScoutReading | None:
+    """Goodputs over the last window_s, from the samples taken after the
+    scout settled (None: not that long yet)."""
+    start = max(now - window_s, track.since + SETTLE_S, track.changed_at + AFTER_CHANGE_S)
+    if track.scout is None or now - start < window_s * 0.999:
+        return None
+    first = next(((t, s) for t, s in track.samples if t >= start - 1e-9), None)
+    last = track.samples[-1] if track.samples else None
+    if first is None or last is None or last[0] - first[0] < window_s * 0.5:
+        return None
+    seconds = last[0] - first[0]
+    acked = {c: b - first[1].get(c, 0) for c, b in last[1].items()}
+    if track.scout not in last[1] or track.scout not in first[1]:
+        return None
+    group = sum(max(v, 0) for v in acked.values()) * 8 / seconds / 1e6
+    scout = max(acked[track.scout], 0) * 8 / seconds / 1e6
+    return ScoutReading(scout, group, seconds)
+
+
+def decide(spec: FollowSpec, reading: ScoutReading | None, capacity_mbps: float | None,
+           current_mbps: float, now_wall: float, short: ScoutReading | None = None
+           ) -> Decision:
+    """The target from the window's reading, or from the short one when it
+    reads FAST_DROP lower (decrease fast, increase slow)."""
+    settings = Settings(max_impact=spec.max_impact)
+    if capacity_mbps is None:
+        return Decision(reading, note=f"path memory has no capacity for {spec.path.dest} "
+                        "(run 'tamebpf advise' to that host, or cap set --auto again)")
+    if short is not None and current_mbps > 0:
+        fast = follow_target(short, capacity_mbps, settings)
+        if fast.target_mbps is not None and fast.target_mbps < current_mbps * (1 - FAST_DROP):
+            long = None if reading is None else follow_target(reading, capacity_mbps, settings)
+            if long is None or long.target_mbps is None or fast.target_mbps < long.target_mbps:
+                reading = short
+    if reading is None:
+        return Decision(note="waiting for the scout's first window")
+    answer = follow_target(reading, capacity_mbps, settings)
+    if answer.target_mbps is None:
+        return Decision(reading, answer, note=answer.why_not)
+    target = answer.target_mbps
+    paced = max(target - reading.scout_mbps, MIN_PACED * target)
+    change = None
+    if current_mbps <= 0 or abs(target / current_mbps - 1) > MIN_CHANGE:
+        m = answer.competing_flows
+        others = reading.group_mbps - reading.scout_mbps
+        change = FollowChange(
+            now_wall, current_mbps or None, target, m,
+            f"the scout got {reading.scout_mbps:.2f} Mbit/s beside {others:.2f} "
+            f"paced over {reading.window_s:.0f} s: about "
+            + (f"{m:.1f} competing flows" if m is not None else "the competing flows unknown")
+            + f" on {capacity_mbps:.1f} Mbit/s")
+    return Decision(reading, answer, paced, change)
+
+
+def entry_of(spec: FollowSpec, d: Decision, known: PathEntry, when: float) -> PathEntry | None:
+    """What path memory keeps of a follow reading: a passive entry, the
+    capacity fit on the one stream the scout stands for."""
+    a = d.answer
+    if a is None or a.prediction is None or a.one_stream_mbps is None:
+        return None
+    f = a.prediction.fit
+    adv = a.prediction.advice
+    return PathEntry(
+        key=spec.path, when=when, source="passive", probe_kind="none",
+        fit=FitData("capacity", ((1, a.one_stream_mbps),), f.model, f.coeffs,
+                    f.evidence_limit, f.capacity),
+        advised_streams=adv.num_flows, advised_mbps=adv.max_nondisruptive_thru,
+        advised_impact=adv.cross_traffic_impact, max_impact=spec.max_impact,
+        capacity_mbps=known.capacity_mbps, capacity_low_mbps=known.capacity_low_mbps,
+        capacity_high_mbps=known.capacity_high_mbps, capacity_method=known.capacity_method,
+        link_mbps=known.link_mbps, competing_flows=a.competing_flows, rtt_ms=known.rtt_ms,
+        host=spec.host)
+
+
+class Follower:
+    """Runs the follow caps of one agent (export's loop calls step)."""
+
+    def __init__(self, book: FollowBook, store: PathStore, kernel: FollowKernel,
+                 window_s: float = WINDOW_S, store_every_s: float = 60.0) -> None:
+        self.book, self.store, self.kernel = book, store, kernel
+        self.window_s = window_s
+        self.store_every_s = store_every_s
+        self.tracks: dict[tuple[str, str], Track] = {}
+        self._stored: dict[tuple[str, str], float] = {}
+        self.changes = 0
+
+    def step(self, flows: Sequence[Flow], caps: Sequence[Cap], now: float | None = None,
+             now_wall: float | None = None) -> None:
+        from tamebpf.kernel.caps_view import limit_of
+
+        now = time.monotonic() if now is None else now
+        now_wall = time.time() if now_wall is None else now_wall
+        by_ident = {(normal_cgroup(c.cgroup), c.dest): c for c in caps}
+        specs = self.book.specs()
+        for gone in set(self.tracks) - {s.ident for s in specs}:
+            del self.tracks[gone]
+        for spec in specs:
+            cap = by_ident.get(spec.ident)
+            limit = limit_of(cap) if cap is not None else None
+            if cap is None or limit is None:
+                self.tracks.pop(spec.ident, None)
+                continue
+            if cap.mode == "pace":
+                self._follow(spec, cap, members(cap, limit, flows), now, now_wall)
+            else:
+                self._follow_refuse(spec, cap, members(cap, limit, flows), now, now_wall)
+
+    def _follow_refuse(self, spec: FollowSpec, cap: Cap, flows: dict[int, Flow], now: float,
+                       now_wall: float) -> None:
+        """A refuse cap: its streams are unpaced, so their goodput at their
+        count is a probe point; with the capacity, the capacity fit on it
+        gives N. A new N is a new cap (tb_cap_commit), which counts the
+        streams already open: it applies to new connects only."""
+        track = self.tracks.setdefault(spec.ident, Track(scout=-1, since=now))
+        track.samples.append((now, {c: f.bytes_acked for c, f in flows.items()}))
+        while track.samples and track.samples[0][0] < now - 2 * self.window_s - SETTLE_S:
+            track.samples.popleft()
+        start = max(now - self.window_s, track.changed_at + SETTLE_S, track.since)
+        first = next(((t, x) for t, x in track.samples if t >= start - 1e-9), None)
+        last = track.samples[-1]
+        if first is None or last[0] - first[0] < self.window_s * 0.999:
+            return
+        seconds = last[0] - first[0]
+        sent = {c: b - first[1][c] for c, b in last[1].items() if c in first[1]}
+        streams = sum(1 for v in sent.values() if v >= SENDING_BYTES * seconds / SAMPLE_EVERY_S)
+        known = self.store.newest(spec.path, with_capacity=True)
+        note = None
+        if known is None or known.capacity_mbps is None:
+            note = f"path memory has no capacity for {spec.path.dest}"
+        elif streams == 0:
+            note = "no stream of the cap sent over the window"
+        if note is not None:
+            self.book.update(spec.ident, lambda s: replace(s, updated=now_wall, note=note))
+            return
+        assert known is not None and known.capacity_mbps is not None
+        goodput = sum(max(v, 0) for v in sent.values()) * 8 / seconds / 1e6
+        try:
+            pred = predict(fit_capacity([Probe(streams, goodput)], known.capacity_mbps),
+                           Settings(max_impact=spec.max_impact))
+        except ModelInputError as err:
+            why = str(err)
+            self.book.update(spec.ident, lambda s: replace(s, updated=now_wall, note=why))
+            return
+        adv = pred.advice
+        n = adv.num_flows
+        m = competing_flows(pred.fit)
+        change = None
+        if abs(n - cap.max_streams) >= max(1, round(0.1 * cap.max_streams)):
+            self.kernel.commit([cap, Add(cap.cgroup, parse_dest(cap.dest), n, None, False)])
+            track.changed_at = now
+            change = FollowChange(
+                now_wall, spec.target_mbps, adv.max_nondisruptive_thru, m,
+                f"{streams} streams got {goodput:.2f} Mbit/s over {seconds:.0f} s of "
+                f"{known.capacity_mbps:.1f}: about {m or 0:.1f} competing flows; "
+                f"N {cap.max_streams} -> {n} (new connects)")
+            self.changes += 1
+            log.info("follow: %s to %s: %s", spec.cgroup, spec.dest, change.why,
+                     extra={"event": "follow_change", "streams": n})
+
+        def write(s: FollowSpec) -> FollowSpec:
+            s = replace(s, updated=now_wall, note=None, competing_flows=m,
+                        target_mbps=s.target_mbps or adv.max_nondisruptive_thru)
+            return s.changed(change) if change is not None else s
+        self.book.update(spec.ident, write)
+
+    def _follow(self, spec: FollowSpec, cap: Cap, flows: dict[int, Flow], now: float,
+                now_wall: float) -> None:
+        track = self.tracks.setdefault(spec.ident, Track())
+        prev = track.samples[-1][1] if track.samples else {}
+        track.samples.append((now, {c: f.bytes_acked for c, f in flows.items()}))
+        while track.samples and track.samples[0][0] < now - 2 * self.window_s - SETTLE_S:
+            track.samples.popleft()
+        current = spec.target_mbps or cap.rate_bytes_per_s * 8 / 1e6
+        if track.scout not in flows:
+            sending = [f for c, f in flows.items()
+                       if f.bytes_acked - prev.get(c, f.bytes_acked) >= SENDING_BYTES]
+            if len(sending) < 2:
+                track.scout = None
+                return  # one stream or none: nothing to scout beside
+            scout = min(sending, key=lambda f: (-(f.age_s or 0.0), f.cookie))
+            track.scout, track.since = scout.cookie, now
+            # Until the first reading, the scout's fair part comes off the target.
+            paced = current * (len(sending) - 1) / len(sending)
+            self.kernel.set_follow(cap.id, scout.cookie, _bytes(paced))
+            self.book.update(spec.ident, lambda s: replace(s, scout_cookie=scout.cookie,
+                                                           updated=now_wall))
+            log.info("follow: %s to %s: scout is stream %d", spec.cgroup, spec.dest,
+                     scout.cookie, extra={"event": "follow_scout", "cookie": scout.cookie})
+            return
+        known = self.store.newest(spec.path, with_capacity=True)
+        d = decide(spec, reading_of(track, now, self.window_s),
+                   None if known is None else known.capacity_mbps, current, now_wall,
+                   reading_of(track, now, min(SHORT_S, self.window_s)))
+        if d.paced_mbps is not None:
+            self.kernel.set_follow(cap.id, track.scout, _bytes(d.paced_mbps))
+        change = d.change
+        m = d.answer.competing_flows if d.answer is not None else None
+
+        def write(s: FollowSpec) -> FollowSpec:
+            s = replace(s, updated=now_wall, note=d.note,
+                        competing_flows=m if m is not None else s.competing_flows)
+            if s.target_mbps is None and d.paced_mbps is not None:
+                s = replace(s, target_mbps=current)  # the first reading confirms it
+            return s.changed(change) if change is not None else s
+        self.book.update(spec.ident, write)
+        if change is not None:
+            self.changes += 1
+            track.changed_at = now
+            log.info("follow: %s to %s: target %s -> %.2f Mbit/s (%s)", spec.cgroup, spec.dest,
+                     "-" if change.from_mbps is None else f"{change.from_mbps:.2f}",
+                     change.to_mbps, change.why,
+                     extra={"event": "follow_change", "to_mbps": change.to_mbps})
+        due = now - self._stored.get(spec.ident, -1e18) >= self.store_every_s
+        if known is not None and (change is not None or due):
+            entry = entry_of(spec, d, known, now_wall)
+            if entry is not None:
+                self.store.put(entry)
+                self._stored[spec.ident] = now
+
+
+def _bytes(mbps: float) -> int:
+    return max(1, int(mbps * 1e6 / 8))
