@@ -186,3 +186,24 @@ def test_a_refuse_cap_follows_with_a_new_n(tmp_path: Path) -> None:
     s = book.find("/dtn", "198.18.3.2/32")
     assert s is not None and s.change_count == len(kernel.commits)
     assert f"-> {n2}" in s.changes[-1].why
+
+
+def test_the_agent_leaves_no_scout_behind(tmp_path: Path) -> None:
+    """On the way out every stream of the cap shares the target in force."""
+    book, store, kernel = FollowBook(str(tmp_path)), PathStore(str(tmp_path)), Kernel()
+    store.put(probed_entry())
+    book.put(FollowSpec("/dtn", "198.18.3.2/32", KEY, LIMIT, "198.18.3.2", 0.0))
+    follower = Follower(book, store, kernel)
+    acked = dict.fromkeys(range(1, 5), 0)
+    for k in range(20):
+        for c in acked:
+            acked[c] += 1_000_000
+        follower.step([flow(c, b, 50.0 - c) for c, b in acked.items()], [cap(40.0)],
+                      now=2.0 * k, now_wall=T0 + 2 * k)
+    scout, _ = kernel.follow[7]
+    assert scout in acked
+    follower.close()
+    assert kernel.follow[7][0] == 0
+    spec = book.find("/dtn", "198.18.3.2/32")
+    assert spec is not None and spec.target_mbps is not None
+    assert kernel.follow[7][1] == int(spec.target_mbps * 1e6 / 8)

@@ -88,6 +88,8 @@ class Track:
     scout: int | None = None
     since: float = 0.0  # monotonic: when the scout was chosen
     changed_at: float = -1e18  # monotonic: the last change of target
+    cap_id: int | None = None  # the pace cap the scout was set on
+    target_mbps: float | None = None  # the group's target in force
     samples: deque[tuple[float, dict[int, int]]] = field(default_factory=deque)
 
 
@@ -212,6 +214,20 @@ class Follower:
             else:
                 self._follow_refuse(spec, cap, members(cap, limit, flows), now, now_wall)
 
+    def close(self) -> None:
+        """The agent stops: no scout any more, every stream of a following
+        cap shares the target in force (the cap holds it until an agent
+        runs again)."""
+        for track in self.tracks.values():
+            if track.scout is not None and track.scout >= 0 and track.cap_id is not None \
+                    and track.target_mbps is not None:
+                try:
+                    self.kernel.set_follow(track.cap_id, 0, _bytes(track.target_mbps))
+                except Exception as err:  # noqa: BLE001 - the others still get theirs
+                    log.warning("following caps: cap %d keeps its scout: %s", track.cap_id,
+                                err)
+        self.tracks.clear()
+
     def _follow_refuse(self, spec: FollowSpec, cap: Cap, flows: dict[int, Flow], now: float,
                        now_wall: float) -> None:
         """A refuse cap: its streams are unpaced, so their goodput at their
@@ -286,6 +302,7 @@ class Follower:
                 return  # one stream or none: nothing to scout beside
             scout = min(sending, key=lambda f: (-(f.age_s or 0.0), f.cookie))
             track.scout, track.since = scout.cookie, now
+            track.cap_id, track.target_mbps = cap.id, current
             # Until the first reading, the scout's fair part comes off the target.
             paced = current * (len(sending) - 1) / len(sending)
             self.kernel.set_follow(cap.id, scout.cookie, _bytes(paced))
@@ -300,6 +317,8 @@ class Follower:
                    reading_of(track, now, min(SHORT_S, self.window_s)))
         if d.paced_mbps is not None:
             self.kernel.set_follow(cap.id, track.scout, _bytes(d.paced_mbps))
+            track.cap_id = cap.id
+            track.target_mbps = d.change.to_mbps if d.change is not None else current
         change = d.change
         m = d.answer.competing_flows if d.answer is not None else None
 

@@ -201,6 +201,7 @@ def following(collector: TamebpfCollector, args: argparse.Namespace) -> Iterator
     finally:
         stop.set()
         thread.join(timeout=5)
+        follower.close()
 
 
 def prometheus_collector() -> type[TamebpfCollector]:
