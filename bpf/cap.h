@@ -75,6 +75,14 @@ struct tb_cap_count {
 	__u32 pad;
 };
 
+/* Value of cap_follow, keyed by cap id: a pace cap that follows its path
+ * (docs/cap.md, "Scout and follow rate"). Written by userspace only, whole
+ * values at a time; no entry is the same as all zeros. */
+struct tb_cap_follow {
+	__u64 scout_cookie;     /* socket left unpaced to measure the path; 0: none */
+	__u64 rate_bytes_per_s; /* target of the paced streams; 0: the cap's own */
+};
+
 /* The single value of cap_state: the BPF side's health counters. (The next
  * cap id lives apart, in cap_ids, as only userspace writes it.) */
 struct tb_cap_state {

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Pace mode of stream caps (docs/cap.md, "Pace mode"): the programs that
- * set each paced socket's SO_MAX_PACING_RATE, and the iterator that lifts it
- * when the cap is removed.
+ * set each paced socket's SO_MAX_PACING_RATE, the iterator that lifts it
+ * when the cap is removed, and the map of caps that follow their path.
  *
  * Built into cap.bpf.c's object on purpose, not an object of its own: they
  * read the same per-socket charges (cap_socks) and counters (cap_counts) the
@@ -30,13 +30,42 @@
  * by the loader otherwise. */
 const volatile __u32 rtt_for_all = 0;
 
+/* Caps that follow their path (docs/cap.md, "Scout and follow rate"): per
+ * pace cap, the socket left unpaced to measure the path and the rate the
+ * others share instead of the cap's own. Written by userspace only
+ * (cap_follow.c). Few caps have an entry: nothing is preallocated. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 4096 * TB_CAP_RULES_MAX); /* as cap_counts */
+	__type(key, __u64);                 /* cap id */
+	__type(value, struct tb_cap_follow);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} cap_follow SEC(".maps");
+
+/* The scout sends as an unpaced stream would, and does not check in, so
+ * `active` counts the paced streams only. A rate set before it became the
+ * scout is lifted once; st->applied 0 then says "none of ours", as after
+ * tb_cap_unpace (~0U is unlimited, see there). */
+static __always_inline int scout(struct bpf_sock_ops *skops, struct tb_cap_sock *st)
+{
+	__u32 unlimited = ~0U;
+
+	if (st->applied &&
+	    !bpf_setsockopt(skops, SOL_SOCKET, SO_MAX_PACING_RATE, &unlimited,
+			    sizeof(unlimited)))
+		st->applied = 0;
+	return 1;
+}
+
 /* Returns 0 when the socket is charged to no pace cap, 1 otherwise. */
 static __always_inline int pace(struct bpf_sock_ops *skops, int opening)
 {
 	struct tb_cap_count *c = NULL;
+	struct tb_cap_follow *f;
 	struct tb_cap_sock *st;
 	struct bpf_sock *sk = skops->sk;
-	__u64 id, now, rate;
+	__u64 id, now, rate, scout_cookie = 0, follow_rate = 0;
 	__u32 active, rate32, i;
 
 	if (!sk)
@@ -66,6 +95,16 @@ static __always_inline int pace(struct bpf_sock_ops *skops, int opening)
 	}
 	if (!c)
 		return 0;
+	/* Copied out once: userspace may replace the entry meanwhile, and a
+	 * hash map can reuse a replaced element at once. A torn read lasts
+	 * one recompute. */
+	f = bpf_map_lookup_elem(&cap_follow, &id);
+	if (f) {
+		scout_cookie = f->scout_cookie;
+		follow_rate = f->rate_bytes_per_s;
+	}
+	if (scout_cookie && scout_cookie == bpf_get_socket_cookie(skops))
+		return scout(skops, st);
 	bpf_spin_lock(&c->lock);
 	if (now - c->epoch_start_ns >= PACE_EPOCH_NS) {
 		/* an epoch nobody checked in to leaves no history */
@@ -83,7 +122,7 @@ static __always_inline int pace(struct bpf_sock_ops *skops, int opening)
 	/* opening: one more than those sending (the first alone gets it all) */
 	if (opening || !active)
 		active++;
-	rate = c->rate_bytes_per_s / active;
+	rate = (follow_rate ? follow_rate : c->rate_bytes_per_s) / active;
 	bpf_spin_unlock(&c->lock);
 	if (!rate)
 		rate = 1;

@@ -26,7 +26,8 @@ from tests.integration.test_cap_cli import assert_refused, state, tamebpf
 
 pytestmark = pytest.mark.root
 
-MAPS = {"cap_rules", "cap_gen", "cap_counts", "cap_state", "cap_ids", "cap_socks"}
+MAPS = {"cap_rules", "cap_gen", "cap_counts", "cap_state", "cap_ids", "cap_socks",
+        "cap_follow"}
 CG_LINKS = ("c4", "c6", "rel", "pace")
 
 

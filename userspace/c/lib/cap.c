@@ -3,7 +3,8 @@
  * Stream caps loader: sets and removes caps, and reads them back, from any
  * process. Everything lives in one bpffs directory so caps outlive us:
  *
- *   cap_rules cap_gen cap_counts cap_state cap_ids cap_socks  maps (pinned by name)
+ *   cap_rules cap_gen cap_counts cap_state cap_ids cap_socks cap_follow
+ *                             maps (pinned by name)
  *   state                     link of tb_cap_state (tp_btf), one for all
  *   cg<ID>_c4 cg<ID>_c6 cg<ID>_rel cg<ID>_pace  links of one capped cgroup
  *
@@ -38,6 +39,7 @@
 
 static const char *const MAP_PINS[] = {
 	"cap_rules", "cap_gen", "cap_counts", "cap_state", "cap_ids", "cap_socks",
+	"cap_follow",
 };
 /* Links pinned per capped cgroup. "pace" (sock_ops) is attached with the
  * others: it does work only for sockets charged to a pace-mode cap. */
@@ -397,6 +399,9 @@ int cap_open_maps(const char *dir, struct cap_maps *m)
 	m->counts = cap_open_pinned(dir, "cap_counts");
 	m->ids = cap_open_pinned(dir, "cap_ids");
 	m->gen = cap_open_pinned(dir, "cap_gen");
+	/* Optional: caps pinned by a tamebpf older than it lack it until the
+	 * next load pins it (cap_load_instance). */
+	m->follow = cap_open_pinned(dir, "cap_follow");
 	if (m->rules >= 0 && m->counts >= 0 && m->ids >= 0 && m->gen >= 0)
 		return 0;
 	int err = m->rules < 0 ? m->rules : m->counts < 0 ? m->counts :
@@ -407,7 +412,7 @@ int cap_open_maps(const char *dir, struct cap_maps *m)
 
 void cap_close_maps(struct cap_maps *m)
 {
-	int *fds[] = { &m->rules, &m->counts, &m->ids, &m->gen };
+	int *fds[] = { &m->rules, &m->counts, &m->ids, &m->gen, &m->follow };
 
 	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++) {
 		if (*fds[i] >= 0)
@@ -539,6 +544,7 @@ int cap_tidy_locked(const char *dir, const int *netns_fds, int n_netns,
 	cap_read_table(&m, cap_live_gen(&m), live);
 	delete_stale_rules(m.rules, cap_live_gen(&m));
 	delete_orphan_counts(dir, &m, live, netns_fds, n_netns);
+	cap_follow_tidy(&m);
 	unpin_cgroups_except(dir, live);
 	for (size_t i = 0; i < live->n; i++)
 		caps += live->cgs[i].n;

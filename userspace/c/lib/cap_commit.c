@@ -288,8 +288,9 @@ static void unstage(struct plan *p, const struct cap_maps *m, const char *dir,
 			bpf_map_delete_elem(m->counts, &ch[i].rule.id);
 }
 
-/* After the switch: the removed caps' counters go, then their paced
- * sockets are unpaced (no RTT callback can put a rate back by then). */
+/* After the switch: the removed caps' counters go, with how they followed
+ * their path, then their paced sockets are unpaced (no RTT callback can put
+ * a rate back by then; the scout is unpaced with the others). */
 static int retire_removed(const struct cap_maps *m, const char *dir,
 			  const struct tb_cap_change *ch, size_t n,
 			  const int *netns_fds, int n_netns)
@@ -303,6 +304,7 @@ static int retire_removed(const struct cap_maps *m, const char *dir,
 			continue;
 		bpf_map_lookup_elem_flags(m->counts, &ch[i].rule.id, &count, BPF_F_LOCK);
 		bpf_map_delete_elem(m->counts, &ch[i].rule.id);
+		cap_follow_forget(m, ch[i].rule.id);
 		if (count.mode == TB_CAP_MODE_PACE && !err)
 			err = cap_unpace(dir, ch[i].rule.id, netns_fds, n_netns);
 	}
@@ -343,7 +345,7 @@ int tb_cap_commit(const char *pin_dir, struct tb_cap_change *ch, size_t n,
 		  size_t *failed, const int *netns_fds, int n_netns)
 {
 	struct instance_cfg base_cfg = { 0 };
-	struct cap_maps m = { -1, -1, -1, -1 };
+	struct cap_maps m = { -1, -1, -1, -1, -1 };
 	struct cap_bpf *base = NULL;
 	struct plan *p;
 	int lock, err = 0, adding = 0, switched = 0, retired;

@@ -25,9 +25,10 @@ struct instance_cfg {
 	__u64 unpace_id; /* with P_UNPACE */
 };
 
-/* The pinned maps of a locked pin directory (fds, or -errno). */
+/* The pinned maps of a locked pin directory (fds, or -errno; follow may
+ * be missing, see cap_open_maps). */
 struct cap_maps {
-	int rules, counts, ids, gen;
+	int rules, counts, ids, gen, follow;
 };
 
 /* The caps of one generation of cap_rules, in memory. */
@@ -68,5 +69,10 @@ void cap_read_table(const struct cap_maps *m, __u32 gen, struct cap_table *t);
  * 1 when the directory was removed, 0 otherwise. */
 int cap_tidy_locked(const char *dir, const int *netns_fds, int n_netns,
 		    int teardown_if_empty);
+/* cap_follow.c, with the directory locked: forget how a removed cap
+ * followed its path, and what a killed command left (entries of caps
+ * without counters). */
+void cap_follow_forget(const struct cap_maps *m, __u64 id);
+void cap_follow_tidy(const struct cap_maps *m);
 
 #endif /* TAMEBPF_CAP_INTERNAL_H */

@@ -138,6 +138,8 @@ static const struct {
 	SIZE(tb_cap_state),
 	FIELD(tb_cap_state, nomem), FIELD(tb_cap_state, overflow),
 	FIELD(tb_cap_state, seed_skipped),
+	SIZE(tb_cap_follow),
+	FIELD(tb_cap_follow, scout_cookie), FIELD(tb_cap_follow, rate_bytes_per_s),
 	/* acktrain */
 	SIZE(tb_ack),
 	FIELD(tb_ack, t_ns), FIELD(tb_ack, ack_seq), FIELD(tb_ack, flow), FIELD(tb_ack, pad),

@@ -112,6 +112,16 @@ int tb_cap_read_count(const char *pin_dir, __u64 id, struct tb_cap_count *out);
 /* The BPF side's health counters. */
 int tb_cap_read_state(const char *pin_dir, struct tb_cap_state *out);
 
+/* Pace caps that follow their path (cap_follow.c, docs/cap.md "Scout and
+ * follow rate"): how pace cap `id` is followed, in force from each paced
+ * socket's next share recompute, without a commit. Set: -ENOENT when there
+ * is no such cap, -EINVAL when it is not a pace cap. Clear: 0 also when
+ * there was nothing to clear. Read: -ENOENT when the cap has no entry (or
+ * no cap is set). Removing the cap removes its entry. */
+int tb_cap_follow_set(const char *pin_dir, __u64 id, const struct tb_cap_follow *f);
+int tb_cap_follow_clear(const char *pin_dir, __u64 id);
+int tb_cap_follow_read(const char *pin_dir, __u64 id, struct tb_cap_follow *out);
+
 /* Probe SYN timeout (synrto.c, bpf/synrto.bpf.c): sockets of the cgroup at
  * `cg_path` resend an unanswered SYN after 3 x the path's smoothed RTT
  * (200 ms to 1 s) instead of 1 s. The RTT is learned from the cgroup's first

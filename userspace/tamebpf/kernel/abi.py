@@ -136,6 +136,15 @@ class TbCapState(ctypes.Structure):
     ]
 
 
+class TbCapFollow(ctypes.Structure):
+    """How a pace cap follows its path (cap_follow, docs/cap.md)."""
+
+    _fields_ = [
+        ("scout_cookie", u64),  # the socket left unpaced; 0: none
+        ("rate_bytes_per_s", u64),  # the paced streams' target; 0: the cap's own
+    ]
+
+
 # userspace/c/lib/tamebpf.h: a cap plan's changes (the library's API; BPF
 # never sees them).
 TB_CAP_OP_ADD = 1
@@ -179,6 +188,7 @@ STRUCTS: dict[str, type[ctypes.Structure]] = {
     "tb_cap_cgroup": TbCapCgroup,
     "tb_cap_count": TbCapCount,
     "tb_cap_state": TbCapState,
+    "tb_cap_follow": TbCapFollow,
     "tb_ack": TbAck,
 }
 # Structs of the C library's API alone (not in any BPF object).

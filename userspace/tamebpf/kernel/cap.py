@@ -31,6 +31,7 @@ from tamebpf.kernel.abi import (
     TbCapCgroup,
     TbCapChange,
     TbCapCount,
+    TbCapFollow,
     TbCapRule,
     TbCapState,
 )
@@ -333,6 +334,42 @@ class CapTable:
             mode="pace" if c.mode == TB_CAP_MODE_PACE else "refuse",
             rate_bytes_per_s=c.rate_bytes_per_s, port_end=dest.port_end,
         )
+
+    def set_follow(self, cap_id: int, scout_cookie: int, rate_bytes_per_s: int) -> None:
+        """Make pace cap CAP_ID follow its path (docs/cap.md, "Scout and
+        follow rate"): the socket with cookie SCOUT_COOKIE (0: none) sends
+        unpaced and is not counted, the others share RATE_BYTES_PER_S (0:
+        the cap's own rate), each from its next share recompute on. No
+        commit: the caps themselves do not change."""
+        for name, value in (("cap id", cap_id), ("scout cookie", scout_cookie),
+                            ("rate", rate_bytes_per_s)):
+            if not 0 <= value < 2**64:
+                raise UsageError(f"{name} {value} is not a 64-bit unsigned value")
+        f = TbCapFollow(scout_cookie=scout_cookie, rate_bytes_per_s=rate_bytes_per_s)
+        rc = self._lib.tb_cap_follow_set(self.pin.encode(), cap_id, ctypes.byref(f))
+        if rc in (-errno.ENOENT, -errno.EINVAL):  # no such cap, or not a pace cap
+            raise TamebpfError(native.last_error(self._lib),
+                               "'tamebpf cap list' shows the caps in force and their mode")
+        if rc:
+            raise self._fail(rc)
+
+    def clear_follow(self, cap_id: int) -> None:
+        """Pace cap CAP_ID paces all its streams at its own rate again (from
+        each one's next recompute); nothing to clear is no error."""
+        rc = self._lib.tb_cap_follow_clear(self.pin.encode(), cap_id)
+        if rc:
+            raise self._fail(rc)
+
+    def follow(self, cap_id: int) -> tuple[int, int] | None:
+        """(scout cookie, rate in bytes/s) of a pace cap that follows its
+        path, as set_follow left it; None when it does not (or is gone)."""
+        f = TbCapFollow()
+        rc = self._lib.tb_cap_follow_read(self.pin.encode(), cap_id, ctypes.byref(f))
+        if rc == -errno.ENOENT:
+            return None
+        if rc:
+            raise self._fail(rc)
+        return f.scout_cookie, f.rate_bytes_per_s
 
     def health(self) -> TbCapState:
         state = TbCapState()

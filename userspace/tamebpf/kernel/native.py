@@ -13,6 +13,7 @@ from tamebpf.kernel.abi import (
     TbCapCgroup,
     TbCapChange,
     TbCapCount,
+    TbCapFollow,
     TbCapState,
     TbFlow,
     TbFlowsStats,
@@ -140,3 +141,8 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.tb_cap_read_count.restype = c.c_int
     lib.tb_cap_read_state.argtypes = [c.c_char_p, c.POINTER(TbCapState)]
     lib.tb_cap_read_state.restype = c.c_int
+    for name in ("tb_cap_follow_set", "tb_cap_follow_read"):
+        getattr(lib, name).argtypes = [c.c_char_p, c.c_uint64, c.POINTER(TbCapFollow)]
+        getattr(lib, name).restype = c.c_int
+    lib.tb_cap_follow_clear.argtypes = [c.c_char_p, c.c_uint64]
+    lib.tb_cap_follow_clear.restype = c.c_int
