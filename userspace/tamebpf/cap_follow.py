@@ -48,9 +48,13 @@ from tamebpf.records import Cap, Flow
 WINDOW_S = 20.0
 # A new scout starts in slow start, unpaced: its first seconds are not its share.
 SETTLE_S = 5.0
-# After a change of target the paced streams move to their new rate within
-# an RTT or two; readings start this long after it, so one reading is of
-# one target.
+# After a decrease the readings start this long after it: what the window
+# saw before it is what the decrease answered, and must not raise the
+# target again. An increase keeps the window sliding (the reading and the
+# paced rate it used come from the same samples, so mixing targets only
+# lags; a restart would make every step of a rise wait a whole window, and
+# a scout's share rises over tens of seconds after cross traffic leaves:
+# docs/cap.md, "Caps that follow the path, measured").
 AFTER_CHANGE_S = 2.0
 # Decrease fast, increase slow: the last SHORT_S alone may lower the target
 # when it reads FAST_DROP below the one in force (more cross traffic came:
@@ -87,7 +91,7 @@ class Track:
 
     scout: int | None = None
     since: float = 0.0  # monotonic: when the scout was chosen
-    changed_at: float = -1e18  # monotonic: the last change of target
+    changed_at: float = -1e18  # monotonic: the last decrease of target
     cap_id: int | None = None  # the pace cap the scout was set on
     target_mbps: float | None = None  # the group's target in force
     samples: deque[tuple[float, dict[int, int]]] = field(default_factory=deque)
@@ -331,7 +335,8 @@ class Follower:
         self.book.update(spec.ident, write)
         if change is not None:
             self.changes += 1
-            track.changed_at = now
+            if change.from_mbps is not None and change.to_mbps < change.from_mbps:
+                track.changed_at = now
             log.info("follow: %s to %s: target %s -> %.2f Mbit/s (%s)", spec.cgroup, spec.dest,
                      "-" if change.from_mbps is None else f"{change.from_mbps:.2f}",
                      change.to_mbps, change.why,
