@@ -19,7 +19,7 @@ from tamebpf.kernel.cap import PACE_NO_LIMIT, Add, CapTable, resolve_cgroup
 from tamebpf.options import IPERF3_PORT, parse_fraction, parse_host_port
 from tamebpf.paths.entry import PathKey
 from tamebpf.paths.follows import FollowBook, FollowSpec
-from tamebpf.paths.store import state_dir
+from tamebpf.paths.store import PathStore, state_dir
 from tamebpf.paths.where import path_key
 from tamebpf.present.progress import ProgressLine
 from tamebpf.records import Cap
@@ -71,12 +71,15 @@ def follow_path(spec: CapSpec) -> PathKey:
 
 def sync_follows(set_caps: Sequence[tuple[CapSpec, Cap, PathKey | None]],
                  removed: Sequence[Cap], book: FollowBook | None = None,
-                 unchanged: Sequence[tuple[CapSpec, Cap, PathKey | None]] = ()) -> None:
+                 unchanged: Sequence[tuple[CapSpec, Cap, PathKey | None]] = ()) -> list[str]:
     """The follow book after caps were set or removed: a following cap gets
     its spec (a new one: the agent starts over), any other loses its. A cap
     left as it was keeps its spec and what the agent did, unless the entry
-    now asks for another path or limit."""
+    now asks for another path or limit. Returns a warning for each
+    following cap whose path memory holds no capacity: it cannot follow
+    until one is stored."""
     book = book or FollowBook(state_dir())
+    warnings = []
     for cap in removed:
         book.remove(cap.cgroup, cap.dest)
     for spec, cap, path in unchanged:
@@ -92,8 +95,15 @@ def sync_follows(set_caps: Sequence[tuple[CapSpec, Cap, PathKey | None]],
             book.put(FollowSpec(cap.cgroup, cap.dest, path,
                                 parse_fraction(spec.max_impact, "--max-impact"), spec.auto,
                                 time.time()))
+            if PathStore(book.directory).newest(path, with_capacity=True) is None:
+                warnings.append(
+                    f"{cap.cgroup}: the cap to {cap.dest} cannot follow its path yet: path "
+                    f"memory has no capacity for {path.dest} (the advisor's ACK-spacing "
+                    f"estimate was not trusted); 'tamebpf advise {spec.auto} --capacity "
+                    "RATE' with the bottleneck's rate stores one")
         else:
             book.remove(cap.cgroup, cap.dest)
+    return warnings
 
 
 @dataclass(frozen=True)

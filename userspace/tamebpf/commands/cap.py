@@ -33,6 +33,7 @@ from tamebpf.errors import UsageError
 from tamebpf.kernel.cap import CapChangeError, CapTable, netns_paths, resolve_cgroup
 from tamebpf.kernel.caps_view import limit_of
 from tamebpf.kernel.flows import FlowReader
+from tamebpf.logs import log
 from tamebpf.options import IPERF3_PORT, dump_json, parse_fraction, parse_host_port
 from tamebpf.paths.follows import FollowBook, normal_cgroup
 from tamebpf.paths.store import state_dir
@@ -212,7 +213,8 @@ def run_set(args: argparse.Namespace) -> int:
     how = resolve_spec(spec)
     cap = table.add(spec.cgroup, spec.dest, how.max_streams, how.pace_bytes_per_s,
                     spec.all_processes)
-    sync_follows([(spec, cap, path)], [])
+    for warning in sync_follows([(spec, cap, path)], []):
+        log.warning("%s", warning)
     if args.json:
         dump_json(set_json(cap, how), sys.stdout)
     else:
@@ -323,11 +325,12 @@ def execute_plan(table: CapTable, plan: Plan, name: str = "caps file") -> dict[s
         entry = owners[exc.index]
         where = f"cap #{entry}" if entry is not None else "pruning"
         raise UsageError(f"{name}: {where}: {exc.message} (nothing changed)", exc.hint) from None
-    sync_follows([(spec, cap, plan.follow_paths.get(i))
-                  for cap, (i, spec, _) in zip(done, plan.to_set, strict=True)],
-                 [cap for _, cap in plan.to_remove],
-                 unchanged=[(spec, cap, plan.follow_paths.get(i))
-                            for i, spec, cap in plan.unchanged])
+    for warning in sync_follows([(spec, cap, plan.follow_paths.get(i))
+                                 for cap, (i, spec, _) in zip(done, plan.to_set, strict=True)],
+                                [cap for _, cap in plan.to_remove],
+                                unchanged=[(spec, cap, plan.follow_paths.get(i))
+                                           for i, spec, cap in plan.unchanged]):
+        log.warning("%s", warning)
     lines = [removed(cap) for _, cap in plan.to_remove]
     lines += [describe(cap, how) for cap, (_, _, how) in zip(done, plan.to_set, strict=True)]
     lines += [f"{cap.cgroup}: cap to {cap.dest} kept as in force (cap #{i}: the advisor "
