@@ -11,6 +11,7 @@ import urllib.parse
 from types import FrameType
 from typing import Any
 
+from tamebpf import siteconfig
 from tamebpf.advise import (
     DEFAULT_MAX_PROBE_S,
     DEFAULT_MODEL,
@@ -105,10 +106,11 @@ def register(sub: Any) -> None:
     p.add_argument("--fresh", action="store_true",
                    help="probe even if path memory has a fresh answer (--probes, "
                    "--duration, --max-probe-time, --model and --plot probe too)")
-    p.add_argument("--paths-from", metavar="URL", default=os.environ.get(PATHS_FROM_ENV),
+    p.add_argument("--paths-from", metavar="URL", default=None,
                    help="when our own path memory has nothing fresh, answer from the path "
                    "entries other nodes' `tamebpf export` served to the Prometheus at URL "
-                   f"(its HTTP query API; default ${PATHS_FROM_ENV}; docs/paths.md)")
+                   f"(its HTTP query API; default ${PATHS_FROM_ENV}, else paths_from in "
+                   "/etc/tamebpf/tamebpf.toml's [advise]; docs/paths.md)")
     add_state_dir_option(p)
     p.set_defaults(func=run)
 
@@ -122,6 +124,12 @@ MIN_PROBE_S, MAX_PROBE_S = 0.5, 60.0
 
 
 PATHS_FROM_ENV = "TAMEBPF_PATHS_FROM"
+
+
+def paths_from_default() -> str | None:
+    """--paths-from when not given: $TAMEBPF_PATHS_FROM, else the host's
+    settings file ([advise] paths_from, tamebpf.siteconfig)."""
+    return os.environ.get(PATHS_FROM_ENV) or siteconfig.setting("advise", "paths_from")
 
 
 def parse_paths_from(url: str | None) -> str | None:
@@ -204,7 +212,7 @@ def run(args: argparse.Namespace) -> int:
                      or args.model != DEFAULT_MODEL)
     if not probe_options:
         recalled = memory.lookup(target, settings, args.max_age, args.quick, capacity,
-                                 parse_paths_from(args.paths_from))
+                                 parse_paths_from(args.paths_from or paths_from_default()))
         if recalled is not None:
             return _from_memory(args, recalled, target)
     preflight.check("advise")  # after the arguments: a bad one is exit 2 for anyone

@@ -1,0 +1,58 @@
+"""The host's tamebpf settings file: /etc/tamebpf/tamebpf.toml
+($TAMEBPF_CONFIG to read another), for what a site sets once for every
+user of the host rather than on each command line.
+
+    [advise]
+    paths_from = "http://prometheus.example:9090"   # advise --paths-from
+
+A command-line option wins over the environment, which wins over this file.
+A missing file is no settings; an unreadable or malformed one is an error
+that names the file, the key and what to do.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from typing import Any
+
+from tamebpf.errors import UsageError
+
+CONFIG_PATH = "/etc/tamebpf/tamebpf.toml"
+CONFIG_ENV = "TAMEBPF_CONFIG"
+KNOWN = {"advise": {"paths_from"}}
+
+
+def config_path() -> str:
+    return os.environ.get(CONFIG_ENV) or CONFIG_PATH
+
+
+def load(path: str | None = None) -> dict[str, dict[str, Any]]:
+    path = path or config_path()
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        return {}
+    except OSError as err:
+        raise UsageError(f"cannot read {path}: {err.strerror}",
+                         f"fix its permissions, or point ${CONFIG_ENV} elsewhere") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        raise UsageError(f"{path}: not valid TOML ({err})", "fix the file") from None
+    for table, value in data.items():
+        if table not in KNOWN or not isinstance(value, dict):
+            raise UsageError(f"{path}: unknown table [{table}]",
+                             f"known tables: {', '.join(f'[{t}]' for t in sorted(KNOWN))}")
+        unknown = set(value) - KNOWN[table]
+        if unknown:
+            raise UsageError(f"{path}: [{table}] has unknown key(s) {', '.join(sorted(unknown))}",
+                             f"known keys: {', '.join(sorted(KNOWN[table]))}")
+    return data
+
+
+def setting(table: str, key: str) -> str | None:
+    """A string setting, or None when the file does not set it."""
+    value = load().get(table, {}).get(key)
+    if value is not None and not isinstance(value, str):
+        raise UsageError(f"{config_path()}: [{table}] {key} must be a string, got {value!r}")
+    return value
