@@ -22,7 +22,6 @@ from tamebpf.records import Cap, Flow
 C = 100.0
 KEY = PathKey("198.18.3.2/32", "tb-snd", "cubic")
 LIMIT = 0.3
-T0 = time.time()
 
 
 def flow(cookie: int, acked: int, age: float) -> Flow:
@@ -82,6 +81,7 @@ def run(tmp_path: Path, phases: list[tuple[float, int]], step_s: float = 2.0
     the_cap = cap(advised(8))
     acked = dict.fromkeys(range(1, 9), 0)
     t, out = 0.0, []
+    wall = time.time()  # now, not at import: path memory orders its entries by time
     for until, m in phases:
         while t < until:
             scout, budget = kernel.follow.get(7, (None, the_cap.rate_bytes_per_s))
@@ -92,7 +92,7 @@ def run(tmp_path: Path, phases: list[tuple[float, int]], step_s: float = 2.0
                 acked[c] += int(mbps * 1e6 / 8 * step_s)
             t += step_s
             follower.step([flow(c, b, 100.0 + t - c) for c, b in acked.items()], [the_cap],
-                          now=t, now_wall=T0 + t)
+                          now=t, now_wall=wall + t)
             s = book.find("/dtn", "198.18.3.2/32")
             out.append((t, None if s is None else s.target_mbps))
     return out, kernel, book, store
@@ -134,7 +134,7 @@ def test_no_capacity_in_memory_is_a_note_not_a_guess(tmp_path: Path) -> None:
         for c in acked:
             acked[c] += 1_000_000
         follower.step([flow(c, b, 50.0 - c) for c, b in acked.items()], [cap(40.0)],
-                      now=2.0 * k, now_wall=T0 + 2 * k)
+                      now=2.0 * k, now_wall=time.time() + 2 * k)
     s = book.find("/dtn", "198.18.3.2/32")
     assert s is not None and s.target_mbps is None and s.note and "no capacity" in s.note
 
@@ -173,7 +173,7 @@ def test_a_refuse_cap_follows_with_a_new_n(tmp_path: Path) -> None:
                 acked[c] += int(per * 1e6 / 8 * 2.0)
             t += 2.0
             follower.step([flow(c, b, 100.0 + t) for c, b in acked.items()], [refuse],
-                          now=t, now_wall=T0 + t)
+                          now=t, now_wall=time.time() + t)
             if kernel.commits:  # the table now holds the new cap
                 refuse = replace(refuse, max_streams=kernel.commits[-1][1].max_streams)
         if m == 8:
@@ -199,7 +199,7 @@ def test_the_agent_leaves_no_scout_behind(tmp_path: Path) -> None:
         for c in acked:
             acked[c] += 1_000_000
         follower.step([flow(c, b, 50.0 - c) for c, b in acked.items()], [cap(40.0)],
-                      now=2.0 * k, now_wall=T0 + 2 * k)
+                      now=2.0 * k, now_wall=time.time() + 2 * k)
     scout, _ = kernel.follow[7]
     assert scout in acked
     follower.close()
