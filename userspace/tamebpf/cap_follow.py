@@ -73,6 +73,9 @@ MIN_PACED = 0.1
 # (SAMPLE_EVERY_S apart: export's step).
 SENDING_BYTES = 64 * 1024
 SAMPLE_EVERY_S = 2.0
+# The book is rewritten (fsync'd) on a change of target or note, else at
+# most this often: often enough for `cap list`'s "last read" (stale after 60 s).
+BOOK_EVERY_S = 20.0
 
 
 class FollowKernel(Protocol):
@@ -198,13 +201,15 @@ class Follower:
         self.changes = 0
 
     def step(self, flows: Sequence[Flow], caps: Sequence[Cap], now: float | None = None,
-             now_wall: float | None = None) -> None:
+             now_wall: float | None = None, specs: Sequence[FollowSpec] | None = None) -> None:
+        """One reading of every following cap; `specs`: the follow book as
+        the caller just read it (read here when not given)."""
         from tamebpf.kernel.caps_view import limit_of
 
         now = time.monotonic() if now is None else now
         now_wall = time.time() if now_wall is None else now_wall
         by_ident = {(normal_cgroup(c.cgroup), c.dest): c for c in caps}
-        specs = self.book.specs()
+        specs = self.book.specs() if specs is None else specs
         for gone in set(self.tracks) - {s.ident for s in specs}:
             del self.tracks[gone]
         for spec in specs:
@@ -223,7 +228,7 @@ class Follower:
         cap shares the target in force (the cap holds it until an agent
         runs again)."""
         for track in self.tracks.values():
-            if track.scout is not None and track.scout >= 0 and track.cap_id is not None \
+            if track.scout is not None and track.cap_id is not None \
                     and track.target_mbps is not None:
                 try:
                     self.kernel.set_follow(track.cap_id, 0, _bytes(track.target_mbps))
@@ -238,7 +243,7 @@ class Follower:
         count is a probe point; with the capacity, the capacity fit on it
         gives N. A new N is a new cap (tb_cap_commit), which counts the
         streams already open: it applies to new connects only."""
-        track = self.tracks.setdefault(spec.ident, Track(scout=-1, since=now))
+        track = self.tracks.setdefault(spec.ident, Track(since=now))
         track.samples.append((now, {c: f.bytes_acked for c, f in flows.items()}))
         while track.samples and track.samples[0][0] < now - 2 * self.window_s - SETTLE_S:
             track.samples.popleft()
@@ -332,7 +337,10 @@ class Follower:
             if s.target_mbps is None and d.paced_mbps is not None:
                 s = replace(s, target_mbps=current)  # the first reading confirms it
             return s.changed(change) if change is not None else s
-        self.book.update(spec.ident, write)
+        if change is not None or d.note != spec.note or spec.updated is None \
+                or (spec.target_mbps is None and d.paced_mbps is not None) \
+                or now_wall - spec.updated >= BOOK_EVERY_S:
+            self.book.update(spec.ident, write)
         if change is not None:
             self.changes += 1
             if change.from_mbps is not None and change.to_mbps < change.from_mbps:

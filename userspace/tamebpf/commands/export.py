@@ -176,7 +176,7 @@ FOLLOW_STEP_S = 2.0  # the follow caps' agent reads flows this often (cap_follow
 def following(collector: TamebpfCollector, args: argparse.Namespace) -> Iterator[None]:
     """Caps that follow their path (docs/paths.md): every FOLLOW_STEP_S the
     follower reads the caps' streams and sets their targets. Idle when no
-    cap follows (one stat of the follow book a step)."""
+    cap follows (one read of the follow book a step)."""
     kernel = cap_kernel()
     if kernel is None:
         yield
@@ -187,10 +187,11 @@ def following(collector: TamebpfCollector, args: argparse.Namespace) -> Iterator
 
     def loop() -> None:
         while not stop.wait(FOLLOW_STEP_S):
-            if not follower.book.specs():
+            specs = follower.book.specs()
+            if not specs:
                 continue
             try:
-                follower.step(collector.open_flows(), cap_table())
+                follower.step(collector.open_flows(), cap_table(), specs=specs)
             except (TamebpfError, sqlite3.Error, OSError) as err:
                 log.warning("following caps: %s", err, extra={"event": "follow_error"})
 
