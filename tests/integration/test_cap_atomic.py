@@ -19,7 +19,7 @@ import pytest
 from tamebpf.capfile import parse_dest
 from tamebpf.cgroups import require_cgroup2
 from tamebpf.kernel.cap import CapTable
-from tests.integration.kernel_fixtures import cgroup, spawn, stop
+from tests.integration.kernel_fixtures import cgroup, sh, spawn, stop
 from tests.integration.test_cap import Net, read_line, the_cap, wait_value
 from tests.integration.test_cap import net as net  # the module's netns pair fixture
 from tests.integration.test_cap_cli import assert_refused, state, tamebpf
@@ -204,6 +204,17 @@ while True:
 STORM_PORT = 5011
 
 
+def storm_sockets(net: Net, port: int) -> str:
+    """What a wrong count after the storm is made of: the sender's sockets
+    to the port by state, and whether the receiver dropped handshakes."""
+    states: dict[str, int] = {}
+    for line in sh("ss", "-Htan", f"dport = :{port}", netns=net.pair.sender).splitlines():
+        states[line.split()[0]] = states.get(line.split()[0], 0) + 1
+    drops = sh("nstat", "-az", "TcpExtListenOverflows", "TcpExtListenDrops",
+               netns=net.pair.receiver, check=False)
+    return f"sender sockets by state: {states}; receiver: {' '.join(drops.split())}"
+
+
 def test_storm_of_connects_keeps_the_count_exact(net: Net, pins: str, cg: str) -> None:
     """4 processes x 2,000 connect/close cycles, each holding 3 sockets open:
     afterwards STREAMS equals the sockets open (12), and charged - released
@@ -229,8 +240,11 @@ def test_storm_of_connects_keeps_the_count_exact(net: Net, pins: str, cg: str) -
             s.stdin.flush()
         for s in storms:
             assert read_line(s, 120, "storm") == "done"
-        wait_value(lambda: the_cap(table, cg, dest).streams, procs * hold,
-                   "streams after the storm (the held sockets are open)", timeout=30)
+        try:
+            wait_value(lambda: the_cap(table, cg, dest).streams, procs * hold,
+                       "streams after the storm (the held sockets are open)", timeout=30)
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n{storm_sockets(net, STORM_PORT)}") from None
         cap = the_cap(table, cg, dest)
         assert cap.charged == procs * (cycles + hold), cap
         assert cap.refused == 0, cap

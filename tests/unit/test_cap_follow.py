@@ -70,14 +70,35 @@ def probed_entry() -> PathEntry:
                      capacity_mbps=C, capacity_method="ack-spacing")
 
 
+def following(tmp_path: Path, memory: bool = True
+              ) -> tuple[Follower, FollowBook, PathStore, Kernel]:
+    """A follower of the cap of /dtn, path memory holding a settled probe
+    of 8 competing flows (or nothing)."""
+    book, store, kernel = FollowBook(str(tmp_path)), PathStore(str(tmp_path)), Kernel()
+    if memory:
+        store.put(probed_entry())
+    book.put(FollowSpec("/dtn", "198.18.3.2/32", KEY, LIMIT, "198.18.3.2", 0.0))
+    return Follower(book, store, kernel), book, store, kernel
+
+
+def equal_streams(follower: Follower, steps: int, streams: int = 4) -> dict[int, int]:
+    """Steps of 2 s in which each stream of a 40 Mbit/s pace cap sends 1 MB;
+    returns the bytes acked per cookie."""
+    acked = dict.fromkeys(range(1, streams + 1), 0)
+    wall = time.time()
+    for k in range(steps):
+        for c in acked:
+            acked[c] += 1_000_000
+        follower.step([flow(c, b, 50.0 - c) for c, b in acked.items()], [cap(40.0)],
+                      now=2.0 * k, now_wall=wall + 2 * k)
+    return acked
+
+
 def run(tmp_path: Path, phases: list[tuple[float, int]], step_s: float = 2.0
         ) -> tuple[list[tuple[float, float | None]], Kernel, FollowBook, PathStore]:
     """Simulate: (until t, m) phases; the scout and m flows share what the
     paced streams leave; returns the target in force after each step."""
-    book, store, kernel = FollowBook(str(tmp_path)), PathStore(str(tmp_path)), Kernel()
-    store.put(probed_entry())
-    book.put(FollowSpec("/dtn", "198.18.3.2/32", KEY, LIMIT, "198.18.3.2", 0.0))
-    follower = Follower(book, store, kernel)
+    follower, book, store, kernel = following(tmp_path)
     the_cap = cap(advised(8))
     acked = dict.fromkeys(range(1, 9), 0)
     t, out = 0.0, []
@@ -126,15 +147,8 @@ def test_small_moves_are_not_changes(tmp_path: Path) -> None:
 
 
 def test_no_capacity_in_memory_is_a_note_not_a_guess(tmp_path: Path) -> None:
-    book, store, kernel = FollowBook(str(tmp_path)), PathStore(str(tmp_path)), Kernel()
-    book.put(FollowSpec("/dtn", "198.18.3.2/32", KEY, LIMIT, "198.18.3.2", 0.0))
-    follower = Follower(book, store, kernel)
-    acked = dict.fromkeys(range(1, 5), 0)
-    for k in range(30):
-        for c in acked:
-            acked[c] += 1_000_000
-        follower.step([flow(c, b, 50.0 - c) for c, b in acked.items()], [cap(40.0)],
-                      now=2.0 * k, now_wall=time.time() + 2 * k)
+    follower, book, _, _ = following(tmp_path, memory=False)
+    equal_streams(follower, 30)
     s = book.find("/dtn", "198.18.3.2/32")
     assert s is not None and s.target_mbps is None and s.note and "no capacity" in s.note
 
@@ -156,10 +170,7 @@ def test_a_refuse_cap_follows_with_a_new_n(tmp_path: Path) -> None:
     """Unpaced streams at their count are a probe point: with the capacity,
     the N advised for the new cross traffic replaces the cap (new connects
     only); a cap already at the advised N is left alone."""
-    book, store, kernel = FollowBook(str(tmp_path)), PathStore(str(tmp_path)), Kernel()
-    store.put(probed_entry())
-    book.put(FollowSpec("/dtn", "198.18.3.2/32", KEY, LIMIT, "198.18.3.2", 0.0))
-    follower = Follower(book, store, kernel)
+    follower, book, _, kernel = following(tmp_path)
     n8 = predict(fit_capacity([Probe(1, C / 9)], C), Settings(max_impact=LIMIT)).advice.num_flows
     n2 = predict(fit_capacity([Probe(1, C / 3)], C), Settings(max_impact=LIMIT)).advice.num_flows
     assert n2 != n8
@@ -190,16 +201,8 @@ def test_a_refuse_cap_follows_with_a_new_n(tmp_path: Path) -> None:
 
 def test_the_agent_leaves_no_scout_behind(tmp_path: Path) -> None:
     """On the way out every stream of the cap shares the target in force."""
-    book, store, kernel = FollowBook(str(tmp_path)), PathStore(str(tmp_path)), Kernel()
-    store.put(probed_entry())
-    book.put(FollowSpec("/dtn", "198.18.3.2/32", KEY, LIMIT, "198.18.3.2", 0.0))
-    follower = Follower(book, store, kernel)
-    acked = dict.fromkeys(range(1, 5), 0)
-    for k in range(20):
-        for c in acked:
-            acked[c] += 1_000_000
-        follower.step([flow(c, b, 50.0 - c) for c, b in acked.items()], [cap(40.0)],
-                      now=2.0 * k, now_wall=time.time() + 2 * k)
+    follower, book, _, kernel = following(tmp_path)
+    acked = equal_streams(follower, 20)
     scout, _ = kernel.follow[7]
     assert scout in acked
     follower.close()

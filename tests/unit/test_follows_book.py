@@ -35,6 +35,32 @@ def test_put_find_update_remove(tmp_path: Path) -> None:
     assert book.specs() == []
 
 
+def test_a_read_parses_only_a_replaced_file(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """watch reads the book every refresh: the same file is parsed once,
+    and a write by another process (a rename) is seen at the next read."""
+    book, other = FollowBook(str(tmp_path)), FollowBook(str(tmp_path))
+    book.put(spec())
+    parses = []
+    real = FollowBook._parse
+
+    def counted(self: FollowBook) -> list[FollowSpec]:
+        parses.append(1)
+        return real(self)
+    monkeypatch.setattr(FollowBook, "_parse", counted)
+    for _ in range(5):
+        assert [s.ident for s in book.specs()] == [spec().ident]
+    assert len(parses) == 1
+    # another writer's rename, then a hand edit keeping size and inode
+    other.put(spec("/other"))
+    assert {s.cgroup for s in book.specs()} == {"/dtn", "/other"}
+    text = Path(book.path).read_text().replace('"/other"', '"/otheR"')
+    with open(book.path, "r+", encoding="utf-8") as f:
+        f.write(text)
+    os.utime(book.path, ns=(1, 1))
+    assert {s.cgroup for s in book.specs()} == {"/dtn", "/otheR"}
+
+
 def test_changes_are_bounded() -> None:
     s = spec()
     for i in range(3 * MAX_CHANGES):

@@ -88,6 +88,10 @@ class FollowKernel(Protocol):
     def commit(self, changes: Sequence[Add | Cap]) -> list[Cap]: ...
 
 
+# (monotonic time, bytes acked per stream cookie)
+Sample = tuple[float, dict[int, int]]
+
+
 @dataclass
 class Track:
     """The agent's memory of one following cap between steps."""
@@ -97,7 +101,23 @@ class Track:
     changed_at: float = -1e18  # monotonic: the last decrease of target
     cap_id: int | None = None  # the pace cap the scout was set on
     target_mbps: float | None = None  # the group's target in force
-    samples: deque[tuple[float, dict[int, int]]] = field(default_factory=deque)
+    samples: deque[Sample] = field(default_factory=deque)
+
+    def record(self, now: float, flows: dict[int, Flow], window_s: float) -> None:
+        """One sample of bytes acked per stream; what no window can reach
+        any more is dropped."""
+        self.samples.append((now, {c: f.bytes_acked for c, f in flows.items()}))
+        while self.samples and self.samples[0][0] < now - 2 * window_s - SETTLE_S:
+            self.samples.popleft()
+
+    def span(self, start: float, need_s: float) -> tuple[Sample, Sample, float] | None:
+        """The first sample at or after start, the newest one and the
+        seconds between them (None: less than need_s)."""
+        first = next(((t, s) for t, s in self.samples if t >= start - 1e-9), None)
+        last = self.samples[-1] if self.samples else None
+        if first is None or last is None or last[0] - first[0] < need_s:
+            return None
+        return first, last, last[0] - first[0]
 
 
 @dataclass(frozen=True)
@@ -120,11 +140,10 @@ def reading_of(track: Track, now: float, window_s: float) -> ScoutReading | None
     start = max(now - window_s, track.since + SETTLE_S, track.changed_at + AFTER_CHANGE_S)
     if track.scout is None or now - start < window_s * 0.999:
         return None
-    first = next(((t, s) for t, s in track.samples if t >= start - 1e-9), None)
-    last = track.samples[-1] if track.samples else None
-    if first is None or last is None or last[0] - first[0] < window_s * 0.5:
+    span = track.span(start, window_s * 0.5)
+    if span is None:
         return None
-    seconds = last[0] - first[0]
+    first, last, seconds = span
     acked = {c: b - first[1].get(c, 0) for c, b in last[1].items()}
     if track.scout not in last[1] or track.scout not in first[1]:
         return None
@@ -244,15 +263,12 @@ class Follower:
         gives N. A new N is a new cap (tb_cap_commit), which counts the
         streams already open: it applies to new connects only."""
         track = self.tracks.setdefault(spec.ident, Track(since=now))
-        track.samples.append((now, {c: f.bytes_acked for c, f in flows.items()}))
-        while track.samples and track.samples[0][0] < now - 2 * self.window_s - SETTLE_S:
-            track.samples.popleft()
-        start = max(now - self.window_s, track.changed_at + SETTLE_S, track.since)
-        first = next(((t, x) for t, x in track.samples if t >= start - 1e-9), None)
-        last = track.samples[-1]
-        if first is None or last[0] - first[0] < self.window_s * 0.999:
+        track.record(now, flows, self.window_s)
+        span = track.span(max(now - self.window_s, track.changed_at + SETTLE_S, track.since),
+                          self.window_s * 0.999)
+        if span is None:
             return
-        seconds = last[0] - first[0]
+        first, last, seconds = span
         sent = {c: b - first[1][c] for c, b in last[1].items() if c in first[1]}
         streams = sum(1 for v in sent.values() if v >= SENDING_BYTES * seconds / SAMPLE_EVERY_S)
         known = self.store.newest(spec.path, with_capacity=True)
@@ -299,9 +315,7 @@ class Follower:
                 now_wall: float) -> None:
         track = self.tracks.setdefault(spec.ident, Track())
         prev = track.samples[-1][1] if track.samples else {}
-        track.samples.append((now, {c: f.bytes_acked for c, f in flows.items()}))
-        while track.samples and track.samples[0][0] < now - 2 * self.window_s - SETTLE_S:
-            track.samples.popleft()
+        track.record(now, flows, self.window_s)
         current = spec.target_mbps or cap.rate_bytes_per_s * 8 / 1e6
         if track.scout not in flows:
             sending = [f for c, f in flows.items()

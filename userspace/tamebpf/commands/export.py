@@ -15,7 +15,7 @@ import sqlite3
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
@@ -139,6 +139,26 @@ def path_learner(args: argparse.Namespace) -> PathLearner | None:
 
 
 @contextlib.contextmanager
+def periodic(work: Callable[[], None], every_s: float, name: str) -> Iterator[None]:
+    """Runs work every every_s on a thread of its own while the block runs;
+    on the way out the thread is stopped and waited for (up to 5 s) before
+    the caller tidies what work uses."""
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(every_s):
+            work()
+
+    thread = threading.Thread(target=loop, name=name, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+
+
+@contextlib.contextmanager
 def learning(collector: TamebpfCollector, learner: PathLearner | None,
              interval: float) -> Iterator[None]:
     """Every interval, the groups of a reading (a scrape's, if one is
@@ -146,27 +166,20 @@ def learning(collector: TamebpfCollector, learner: PathLearner | None,
     if learner is None:
         yield
         return
-    stop = threading.Event()
 
-    def loop() -> None:
-        while not stop.wait(interval):
-            # Another reader's reading when there is one (the JSON-lines
-            # sink's, a scrape's): a refresh of our own between theirs would
-            # cut their rate windows short (export's jsonl once read 0 streams).
-            reading = collector.read(max_age_s=2 * interval)
-            try:
-                learner.observe(reading.groups, reading.time_s)
-            except (sqlite3.Error, OSError) as err:
-                log.warning("path memory in %s could not be written (%s)",
-                            learner.store.directory, err, extra={"event": "paths_error"})
+    def observe() -> None:
+        # Another reader's reading when there is one (the JSON-lines sink's,
+        # a scrape's): a refresh of our own between theirs would cut their
+        # rate windows short (export's jsonl once read 0 streams).
+        reading = collector.read(max_age_s=2 * interval)
+        try:
+            learner.observe(reading.groups, reading.time_s)
+        except (sqlite3.Error, OSError) as err:
+            log.warning("path memory in %s could not be written (%s)",
+                        learner.store.directory, err, extra={"event": "paths_error"})
 
-    thread = threading.Thread(target=loop, name="path-learner", daemon=True)
-    thread.start()
-    try:
+    with periodic(observe, interval, "path-learner"):
         yield
-    finally:
-        stop.set()
-        thread.join(timeout=5)
 
 
 FOLLOW_STEP_S = 2.0  # the follow caps' agent reads flows this often (cap_follow.py)
@@ -183,25 +196,20 @@ def following(collector: TamebpfCollector, args: argparse.Namespace) -> Iterator
         return
     follower = Follower(FollowBook(state_dir(args.state_dir)),
                         PathStore(state_dir(args.state_dir)), kernel)
-    stop = threading.Event()
 
-    def loop() -> None:
-        while not stop.wait(FOLLOW_STEP_S):
-            specs = follower.book.specs()
-            if not specs:
-                continue
-            try:
-                follower.step(collector.open_flows(), cap_table(), specs=specs)
-            except (TamebpfError, sqlite3.Error, OSError) as err:
-                log.warning("following caps: %s", err, extra={"event": "follow_error"})
+    def step() -> None:
+        specs = follower.book.specs()
+        if not specs:
+            return
+        try:
+            follower.step(collector.open_flows(), cap_table(), specs=specs)
+        except (TamebpfError, sqlite3.Error, OSError) as err:
+            log.warning("following caps: %s", err, extra={"event": "follow_error"})
 
-    thread = threading.Thread(target=loop, name="cap-follow", daemon=True)
-    thread.start()
     try:
-        yield
+        with periodic(step, FOLLOW_STEP_S, "cap-follow"):
+            yield
     finally:
-        stop.set()
-        thread.join(timeout=5)
         follower.close()
 
 

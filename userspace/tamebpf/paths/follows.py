@@ -90,6 +90,10 @@ def normal_cgroup(cgroup: str) -> str:
     return "/" + cgroup.strip().strip("/")
 
 
+# path -> ((inode, mtime, size), its specs): the last parse of each book
+_PARSED: dict[str, tuple[tuple[int, int, int], tuple[FollowSpec, ...]]] = {}
+
+
 class FollowBook:
     """The follow specs in `directory` (the state directory)."""
 
@@ -98,6 +102,24 @@ class FollowBook:
         self.path = os.path.join(directory, FOLLOWS_NAME)
 
     def specs(self) -> list[FollowSpec]:
+        # Parsed again only when the file was replaced: watch and export
+        # read it on every refresh, and each write is a rename (new inode).
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return []
+        except OSError:
+            st = None
+        stamp = None if st is None else (st.st_ino, st.st_mtime_ns, st.st_size)
+        cached = _PARSED.get(self.path)
+        if stamp is not None and cached is not None and cached[0] == stamp:
+            return list(cached[1])
+        specs = self._parse()
+        if stamp is not None:
+            _PARSED[self.path] = (stamp, tuple(specs))
+        return specs
+
+    def _parse(self) -> list[FollowSpec]:
         try:
             with open(self.path, encoding="utf-8") as f:
                 data = json.load(f)
@@ -141,7 +163,7 @@ class FollowBook:
         if not os.path.isdir(self.directory):
             os.makedirs(self.directory, mode=DIR_MODE, exist_ok=True)
         with self._locked():
-            specs = fn(self.specs())
+            specs = fn(self._parse())  # never the cache: this write must see the last one
             text = json.dumps({"version": VERSION, "follows": [s.to_json() for s in specs]},
                               indent=1, allow_nan=False)
             fd, tmp = tempfile.mkstemp(prefix=".follows-", dir=self.directory)
@@ -152,6 +174,7 @@ class FollowBook:
                     os.fsync(f.fileno())
                 os.chmod(tmp, FILE_MODE)
                 os.replace(tmp, self.path)
+                _PARSED.pop(self.path, None)
             except BaseException:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(tmp)
