@@ -174,7 +174,7 @@ def test_json_lines_have_the_promised_keys() -> None:
 
 
 def test_json_advice_is_the_predict_advice_object() -> None:
-    from tamebpf.present.watch import group_to_json
+    from tamebpf.present.group_json import group_to_json
     g = scene()[0] if scene()[0].key.owner == "iperf3" else None
     assert g is not None and g.passive is not None
     adv = group_to_json(g, 0.0)["advice"]

@@ -36,7 +36,7 @@ from tamebpf.paths.follows import FollowBook
 from tamebpf.paths.passive import PathLearner
 from tamebpf.paths.store import PathStore, state_dir
 from tamebpf.paths.where import netns_id
-from tamebpf.present.watch import group_to_json
+from tamebpf.present.group_json import group_to_json
 from tamebpf.values import parse_count, parse_duration
 
 if TYPE_CHECKING:

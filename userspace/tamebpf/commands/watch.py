@@ -24,6 +24,7 @@ from tamebpf.kernel.caps_view import read_caps
 from tamebpf.kernel.flows import FlowReader
 from tamebpf.lifecycle import terminate_as_exit
 from tamebpf.options import add_reader_arguments, settings_from
+from tamebpf.present.group_json import group_to_json
 from tamebpf.present.watch import (
     KEY_BACKSPACE,
     KEY_DOWN,
@@ -31,7 +32,6 @@ from tamebpf.present.watch import (
     KEY_ESC,
     KEY_UP,
     ViewState,
-    group_to_json,
     render,
 )
 from tamebpf.records import FlowSource, ReaderStats
