@@ -19,9 +19,7 @@ from tamebpf.groups import (
     Counters,
     Group,
     GroupKey,
-    filter_groups,
     passive_fit,
-    sort_groups,
 )
 from tamebpf.model import Settings
 from tests.unit.test_groups_fakes import SECOND, Transfer, make_flow
@@ -301,27 +299,6 @@ def test_idle_groups_are_retained_then_evicted() -> None:
     groups = agg.update([], 11 * SECOND)
     groups = agg.update([], 12 * SECOND)
     assert len(groups) == 2, f"expected max_groups=2 once idle, got {len(groups)}"
-
-
-def test_sort_and_filter() -> None:
-    agg = Aggregator()
-    ts = [Transfer(streams=1, mbps=10, remote="10.0.0.9", srtt_us=5000, next_cookie=1),
-          Transfer(streams=3, mbps=30, remote="10.0.0.10", comm="rsync", next_cookie=100),
-          Transfer(streams=2, mbps=50, remote="192.168.1.1", srtt_us=90_000, next_cookie=200)]
-    groups = run(agg, ts, 2)
-    groups.append(replace(one(groups, remote="10.0.0.9"), key=GroupKey("idle", "10.0.0.1"),
-                          streams=0))
-    order = {k: [g.remote_addr for g in sort_groups(filter_groups(groups), k)]
-             for k in ("goodput", "streams", "rtt", "dest", "owner")}
-    assert order == {
-        "goodput": ["192.168.1.1", "10.0.0.10", "10.0.0.9"],
-        "streams": ["10.0.0.10", "192.168.1.1", "10.0.0.9"],
-        "rtt": ["192.168.1.1", "10.0.0.10", "10.0.0.9"],
-        "dest": ["10.0.0.9", "10.0.0.10", "192.168.1.1"],
-        "owner": ["10.0.0.9", "192.168.1.1", "10.0.0.10"],
-    }, f"got {order}"
-    assert [g.remote_addr for g in filter_groups(groups, "RSYNC")] == ["10.0.0.10"]
-    assert len(filter_groups(groups, active_only=False)) == 4
 
 
 def test_advice_beyond_the_levels_seen_is_flagged() -> None:

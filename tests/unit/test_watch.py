@@ -10,11 +10,20 @@ from dataclasses import replace
 import pytest
 
 from tamebpf.commands.watch import Loop
-from tamebpf.groups import Aggregator, CapLimit, Group
+from tamebpf.groups import Aggregator, CapLimit, Group, GroupKey
 from tamebpf.kernel.caps_view import read_caps
 from tamebpf.kernel.flows import Flow, ReaderStats
-from tamebpf.present.watch import KEY_BACKSPACE, KEY_DOWN, KEY_ENTER, KEY_ESC, ViewState, render
-from tests.unit.test_groups import predict_advice
+from tamebpf.present.watch import (
+    KEY_BACKSPACE,
+    KEY_DOWN,
+    KEY_ENTER,
+    KEY_ESC,
+    ViewState,
+    filter_groups,
+    render,
+    sort_groups,
+)
+from tests.unit.test_groups import one, predict_advice, run
 from tests.unit.test_groups_fakes import SECOND, Transfer, cap_record
 
 
@@ -98,6 +107,27 @@ def test_printed_refresh_has_no_padding() -> None:
     lines = screen(ViewState(), scene(), height=None)
     assert "" not in lines[3:6] and len(lines) == 15, (
         f"expected 15 lines, got {len(lines)}: {lines}")
+
+
+def test_sort_and_filter() -> None:
+    agg = Aggregator()
+    ts = [Transfer(streams=1, mbps=10, remote="10.0.0.9", srtt_us=5000, next_cookie=1),
+          Transfer(streams=3, mbps=30, remote="10.0.0.10", comm="rsync", next_cookie=100),
+          Transfer(streams=2, mbps=50, remote="192.168.1.1", srtt_us=90_000, next_cookie=200)]
+    groups = run(agg, ts, 2)
+    groups.append(replace(one(groups, remote="10.0.0.9"), key=GroupKey("idle", "10.0.0.1"),
+                          streams=0))
+    order = {k: [g.remote_addr for g in sort_groups(filter_groups(groups), k)]
+             for k in ("goodput", "streams", "rtt", "dest", "owner")}
+    assert order == {
+        "goodput": ["192.168.1.1", "10.0.0.10", "10.0.0.9"],
+        "streams": ["10.0.0.10", "192.168.1.1", "10.0.0.9"],
+        "rtt": ["192.168.1.1", "10.0.0.10", "10.0.0.9"],
+        "dest": ["10.0.0.9", "10.0.0.10", "192.168.1.1"],
+        "owner": ["10.0.0.9", "192.168.1.1", "10.0.0.10"],
+    }, f"got {order}"
+    assert [g.remote_addr for g in filter_groups(groups, "RSYNC")] == ["10.0.0.10"]
+    assert len(filter_groups(groups, active_only=False)) == 4
 
 
 def test_keys_sort_filter_select_and_quit() -> None:

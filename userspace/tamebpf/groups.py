@@ -50,8 +50,6 @@ from tamebpf.records import ChangeSource, Flow, FlowSource
 
 GroupBy = Literal["comm", "cgroup"]
 GROUP_BY: tuple[GroupBy, ...] = ("comm", "cgroup")
-SortKey = Literal["goodput", "streams", "loss", "rtt", "owner", "dest"]
-SORT_KEYS: tuple[SortKey, ...] = ("goodput", "streams", "loss", "rtt", "owner", "dest")
 
 # Congestion controls the square-root law describes (docs/model.md, section 7).
 LOSS_BASED = frozenset({"reno", "cubic", "htcp", "highspeed", "scalable", "bic", "westwood"})
@@ -727,52 +725,3 @@ def passive_fit(
             "law behind the model does not describe it"
         )
     return PassiveFit(tuple(obs), pred, lr, tuple(warnings))
-
-
-def _sort_value(g: Group, key: SortKey) -> tuple[int, float | str]:
-    """(missing-last flag, value), arranged so that ascending order is the
-    order shown: numbers largest first, names alphabetical."""
-    if key == "owner":
-        return (g.key.owner is None, g.key.owner or "")
-    if key == "dest":
-        return (0, _addr_order(g.remote_addr))
-    value = {
-        "goodput": g.goodput_bps,
-        "streams": float(g.streams),
-        "loss": g.loss_rate,
-        "rtt": g.srtt_us,
-    }[key]
-    return (1, 0.0) if value is None else (0, -value)
-
-
-def _addr_order(addr: str) -> str:
-    try:
-        ip = ipaddress.ip_address(addr)
-        return f"{ip.version}{int(ip):040d}"
-    except ValueError:
-        return "9" + addr
-
-
-def sort_groups(groups: Iterable[Group], key: SortKey = "goodput") -> list[Group]:
-    """Ordered for display; ties broken by owner, then destination."""
-    return sorted(
-        groups,
-        key=lambda g: (_sort_value(g, key), g.key.owner or "~", _addr_order(g.remote_addr)),
-    )
-
-
-def filter_groups(groups: Iterable[Group], text: str = "", active_only: bool = True) -> list[Group]:
-    """Groups whose owner, comm, cgroup, destination or congestion control
-    contains text (case-insensitive); idle groups only if active_only is off."""
-    needle = text.lower()
-    out = []
-    for g in groups:
-        if active_only and not g.active:
-            continue
-        hay = " ".join(
-            x or "" for x in (g.key.owner, g.comm, g.cgroup, g.remote_addr, g.congestion_control)
-        )
-        if needle and needle not in hay.lower():
-            continue
-        out.append(g)
-    return out

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import IO, Any
 
-from tamebpf.groups import SORT_KEYS, Aggregator, Group
+from tamebpf.groups import Aggregator, Group
 from tamebpf.kernel.caps_view import read_caps
 from tamebpf.kernel.flows import FlowReader
 from tamebpf.lifecycle import terminate_as_exit
@@ -31,6 +31,7 @@ from tamebpf.present.watch import (
     KEY_ENTER,
     KEY_ESC,
     KEY_UP,
+    SORT_KEYS,
     ViewState,
     render,
 )

@@ -8,17 +8,21 @@ or print them, and tests can compare them with exact text.
 
 from __future__ import annotations
 
+import ipaddress
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
-from tamebpf.groups import Group, GroupKey, Observation, SortKey, filter_groups, sort_groups
+from tamebpf.groups import Group, GroupKey, Observation
 from tamebpf.words import count
 
 # Marks after the stream count.
 OVER_ADVICE = "!"
 OVER_CAP = "^"
 
+SortKey = Literal["goodput", "streams", "loss", "rtt", "owner", "dest"]
+SORT_KEYS: tuple[SortKey, ...] = ("goodput", "streams", "loss", "rtt", "owner", "dest")
 SORT_LETTERS: dict[str, SortKey] = {
     "g": "goodput", "n": "streams", "l": "loss", "r": "rtt", "p": "owner", "d": "dest",
 }
@@ -246,6 +250,55 @@ def render(frame: Frame, width: int = 80, height: int | None = 24) -> list[str]:
     if footer or height is not None:
         screen.append(footer)
     return [_fit(x, width) for x in screen[:height]]
+
+
+def _sort_value(g: Group, key: SortKey) -> tuple[int, float | str]:
+    """(missing-last flag, value), arranged so that ascending order is the
+    order shown: numbers largest first, names alphabetical."""
+    if key == "owner":
+        return (g.key.owner is None, g.key.owner or "")
+    if key == "dest":
+        return (0, _addr_order(g.remote_addr))
+    value = {
+        "goodput": g.goodput_bps,
+        "streams": float(g.streams),
+        "loss": g.loss_rate,
+        "rtt": g.srtt_us,
+    }[key]
+    return (1, 0.0) if value is None else (0, -value)
+
+
+def _addr_order(addr: str) -> str:
+    try:
+        ip = ipaddress.ip_address(addr)
+        return f"{ip.version}{int(ip):040d}"
+    except ValueError:
+        return "9" + addr
+
+
+def sort_groups(groups: Iterable[Group], key: SortKey = "goodput") -> list[Group]:
+    """Ordered for display; ties broken by owner, then destination."""
+    return sorted(
+        groups,
+        key=lambda g: (_sort_value(g, key), g.key.owner or "~", _addr_order(g.remote_addr)),
+    )
+
+
+def filter_groups(groups: Iterable[Group], text: str = "", active_only: bool = True) -> list[Group]:
+    """Groups whose owner, comm, cgroup, destination or congestion control
+    contains text (case-insensitive); idle groups only if active_only is off."""
+    needle = text.lower()
+    out = []
+    for g in groups:
+        if active_only and not g.active:
+            continue
+        hay = " ".join(
+            x or "" for x in (g.key.owner, g.comm, g.cgroup, g.remote_addr, g.congestion_control)
+        )
+        if needle and needle not in hay.lower():
+            continue
+        out.append(g)
+    return out
 
 
 KEY_UP, KEY_DOWN, KEY_ENTER, KEY_ESC, KEY_BACKSPACE = "UP", "DOWN", "ENTER", "ESC", "BACKSPACE"
