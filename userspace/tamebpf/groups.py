@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import ipaddress
 import statistics
-import time
 from collections import Counter as Tally
 from collections import deque
 from collections.abc import Iterable, Sequence
@@ -46,7 +45,7 @@ from tamebpf.model import (
     fit_throughput,
     predict,
 )
-from tamebpf.records import ChangeSource, Flow, FlowSource
+from tamebpf.records import Flow, FlowChanges
 
 GroupBy = Literal["comm", "cgroup"]
 GROUP_BY: tuple[GroupBy, ...] = ("comm", "cgroup")
@@ -511,20 +510,19 @@ class Aggregator:
         kept = self._evict(now_ns, busy)
         return [x for x in out if x.key in kept]
 
-    def refresh(self, source: FlowSource | ChangeSource, caps: Sequence[CapLimit] = (),
-                flows: bool = False) -> Refresh:
-        """One snapshot from `source` (a reader, injected), aggregated. A
-        source that can tell what changed is asked only for that, unless the
-        caller wants every open flow (`flows`)."""
-        if not flows and hasattr(source, "changes"):
-            ch = source.changes()
-            return Refresh(self.apply(ch.changed, ch.vanished, ch.read_ns, caps),
-                           ch.open_flows, [])
-        snap = source.snapshot()
-        # When the kernel read the counters (CLOCK_MONOTONIC, as ours).
-        now_ns = max((f.read_monotonic_ns for f in snap if not f.closed),
-                     default=time.monotonic_ns())
+    def refresh_changes(self, ch: FlowChanges, caps: Sequence[CapLimit] = ()) -> Refresh:
+        """One reading given as what changed since the last (FlowReader.changes),
+        timed by the kernel's read."""
+        return Refresh(self.apply(ch.changed, ch.vanished, ch.read_ns, caps), ch.open_flows, [])
+
+    def refresh_snapshot(self, snap: Sequence[Flow], clock_ns: int,
+                         caps: Sequence[CapLimit] = (), flows: bool = False) -> Refresh:
+        """One reading given whole (FlowReader.snapshot), with the monotonic
+        clock of the caller when it was read. The snapshot's time is when the
+        kernel read the counters (CLOCK_MONOTONIC, as clock_ns); clock_ns
+        only when no flow is open. `flows`: keep the open flows in the result."""
         open_flows = [f for f in snap if not f.closed]
+        now_ns = max((f.read_monotonic_ns for f in open_flows), default=clock_ns)
         return Refresh(self.update(snap, now_ns, caps), len(open_flows),
                        open_flows if flows else [])
 

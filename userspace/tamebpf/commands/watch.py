@@ -36,6 +36,7 @@ from tamebpf.present.watch import (
     render,
 )
 from tamebpf.records import FlowSource, ReaderStats
+from tamebpf.refresh import refresh_groups
 from tamebpf.values import parse_count, parse_duration
 
 EPILOG = """\
@@ -109,7 +110,7 @@ class Loop:
         self.ticks = 0  # refreshes after the baseline
 
     def refresh(self) -> list[Group]:
-        got = self.agg.refresh(self.source, read_caps())
+        got = refresh_groups(self.agg, self.source, read_caps())
         self.groups, self.open_flows = got.groups, got.open_flows
         self.stats = self.source.stats()
         return self.groups

@@ -30,6 +30,7 @@ from tamebpf.paths.entry import PathEntry
 from tamebpf.paths.follows import FollowSpec
 from tamebpf.records import Cap as CapRecord
 from tamebpf.records import Flow, FlowSource, ReaderStats
+from tamebpf.refresh import refresh_groups
 
 PREFIX = "tamebpf_"
 # The BPF programs a FlowReader keeps attached (bpf/flows.bpf.c).
@@ -126,7 +127,7 @@ class TamebpfCollector:
             ok = True
             stats: ReaderStats | None
             try:
-                got = self.agg.refresh(self.source, self.caps(), flows=self.per_flow)
+                got = refresh_groups(self.agg, self.source, self.caps(), flows=self.per_flow)
                 stats = self.source.stats()
                 groups, open_flows, count = got.groups, got.flows, got.open_flows
             except Exception as err:  # noqa: BLE001 - a scrape must answer; count and go on
