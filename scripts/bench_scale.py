@@ -7,7 +7,7 @@ flows: both ends are on this host) by two helper processes, then timed:
   iterator    one kernel read of every flow (FlowReader.records: the TCP
               iterator and the copy into Python, no Flow objects)
   snapshot    FlowReader.snapshot(): the same, as Flow objects
-  refresh     Aggregator.refresh on the reader: what watch and export do per
+  refresh     refresh_groups on the reader: what watch and export do per
               refresh (the kernel read, the library's comparison with the last
               snapshot, Flow objects for what changed, the group sums)
   scrape      GET /metrics from a running `tamebpf export` (median of 3,
@@ -39,7 +39,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "userspace"))
 from docsection import markers, write_section  # noqa: E402
 from prometheus_client import generate_latest  # noqa: E402
 
-from tamebpf.groups import Aggregator  # noqa: E402
+from tamebpf.groups.aggregate import Aggregator  # noqa: E402
 from tamebpf.kernel.flows import FlowReader  # noqa: E402
 from tamebpf.present.prometheus import TamebpfCollector, make_registry  # noqa: E402
 from tamebpf.refresh import refresh_groups  # noqa: E402

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tamebpf.groups import Aggregator, CapLimit
+from tamebpf.groups.aggregate import Aggregator
+from tamebpf.groups.caps import CapLimit
 from tamebpf.present.prometheus import TamebpfCollector
 from tests.integration.test_export import prometheus_config
 from tests.unit.contrib_queries import (

@@ -15,7 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from tamebpf import logs
 from tamebpf.commands.export import parse_listen, write_jsonl
 from tamebpf.errors import UsageError
-from tamebpf.groups import Aggregator, CapLimit
+from tamebpf.groups.aggregate import Aggregator
+from tamebpf.groups.caps import CapLimit
 from tamebpf.kernel.flows import Flow, ReaderStats
 from tamebpf.model import Settings
 from tamebpf.paths.entry import PathKey

@@ -13,14 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tamebpf.cli import main
-from tamebpf.groups import (
-    Aggregator,
-    CapLimit,
-    Counters,
-    Group,
-    GroupKey,
-    passive_fit,
-)
+from tamebpf.groups.aggregate import Aggregator
+from tamebpf.groups.caps import CapLimit
+from tamebpf.groups.counters import Counters
+from tamebpf.groups.group import Group, GroupKey
+from tamebpf.groups.passive_fit import passive_fit
 from tamebpf.model import Settings
 from tests.unit.test_groups_fakes import SECOND, Transfer, make_flow
 
@@ -302,7 +299,7 @@ def test_idle_groups_are_retained_then_evicted() -> None:
 
 
 def test_advice_beyond_the_levels_seen_is_flagged() -> None:
-    from tamebpf.groups import Observation
+    from tamebpf.groups.passive_fit import Observation
     obs = [Observation(1, 100.7, None, None, 3), Observation(4, 402.6, None, None, 3)]
     p = passive_fit(obs, Settings())
     assert p is not None and p.advice.num_flows > 4, f"expected extrapolation, got {p}"
@@ -310,7 +307,7 @@ def test_advice_beyond_the_levels_seen_is_flagged() -> None:
 
 
 def test_passive_fit_needs_two_levels() -> None:
-    from tamebpf.groups import Observation
+    from tamebpf.groups.passive_fit import Observation
     assert passive_fit([Observation(2, 10.0, None, None, 3)], Settings()) is None
 
 

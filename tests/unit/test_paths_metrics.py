@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from tamebpf.groups import Aggregator
+from tamebpf.groups.aggregate import Aggregator
 from tamebpf.paths.entry import PathEntry, PathKey
 from tamebpf.present.prometheus import TamebpfCollector
 from tests.unit.test_export import FakeReader, fresh

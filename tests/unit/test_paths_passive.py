@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tamebpf.groups import Counters, Group, GroupKey, Observation, passive_fit
+from tamebpf.groups.counters import Counters
+from tamebpf.groups.group import Group, GroupKey
+from tamebpf.groups.passive_fit import Observation, passive_fit
 from tamebpf.model import Probe, Settings, fit_capacity, fit_throughput, predict
 from tamebpf.paths.entry import FitData, PathEntry, PathKey
 from tamebpf.paths.passive import CHANGE_TOLERANCE, PathLearner, learn

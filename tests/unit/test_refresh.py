@@ -3,7 +3,7 @@ aggregation and handed to it."""
 
 from __future__ import annotations
 
-from tamebpf.groups import Aggregator
+from tamebpf.groups.aggregate import Aggregator
 from tamebpf.records import Flow, FlowChanges, ReaderStats
 from tamebpf.refresh import refresh_groups
 from tests.unit.test_groups_fakes import SECOND, make_flow

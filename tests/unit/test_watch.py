@@ -10,7 +10,9 @@ from dataclasses import replace
 import pytest
 
 from tamebpf.commands.watch import Loop
-from tamebpf.groups import Aggregator, CapLimit, Group, GroupKey
+from tamebpf.groups.aggregate import Aggregator
+from tamebpf.groups.caps import CapLimit
+from tamebpf.groups.group import Group, GroupKey
 from tamebpf.kernel.caps_view import read_caps
 from tamebpf.kernel.flows import Flow, ReaderStats
 from tamebpf.present.watch import (

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from tamebpf.capfile import parse_dest
-from tamebpf.groups import CapLimit
+from tamebpf.groups.caps import CapLimit
 from tamebpf.kernel.cap import Add
 from tamebpf.logs import log
 from tamebpf.model import (

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from tamebpf.capfile import CapSpec, check_max_streams
 from tamebpf.errors import TamebpfError, UsageError
-from tamebpf.groups import LOSS_BASED
+from tamebpf.groups.passive_fit import LOSS_BASED
 from tamebpf.kernel.abi import TB_CAP_CGROUPS_MAX, TB_CAP_RULES_MAX
 from tamebpf.kernel.cap import PACE_NO_LIMIT, Add, CapTable, resolve_cgroup
 from tamebpf.options import IPERF3_PORT, parse_fraction, parse_host_port

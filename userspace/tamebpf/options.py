@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import IO, Any
 
 from tamebpf.errors import UsageError
-from tamebpf.groups import GROUP_BY
+from tamebpf.groups.aggregate import GROUP_BY
 from tamebpf.model import (
     DEFAULT_GAIN_THRESHOLD,
     DEFAULT_MAX_IMPACT,

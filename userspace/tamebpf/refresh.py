@@ -10,7 +10,9 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from tamebpf.groups import Aggregator, CapLimit, Refresh
+from tamebpf.groups.aggregate import Aggregator
+from tamebpf.groups.caps import CapLimit
+from tamebpf.groups.group import Refresh
 from tamebpf.records import ChangeSource, FlowSource
 
 

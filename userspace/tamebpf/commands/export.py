@@ -21,7 +21,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from tamebpf.cap_follow import Follower
 from tamebpf.errors import TamebpfError, UsageError
-from tamebpf.groups import Aggregator
+from tamebpf.groups.aggregate import Aggregator
 from tamebpf.kernel.caps_view import cap_kernel, cap_table, read_caps
 from tamebpf.kernel.flows import FlowReader
 from tamebpf.lifecycle import terminate_as_exit

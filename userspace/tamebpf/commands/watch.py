@@ -19,7 +19,8 @@ import time
 from collections.abc import Callable
 from typing import IO, Any
 
-from tamebpf.groups import Aggregator, Group
+from tamebpf.groups.aggregate import Aggregator
+from tamebpf.groups.group import Group
 from tamebpf.kernel.caps_view import read_caps
 from tamebpf.kernel.flows import FlowReader
 from tamebpf.lifecycle import terminate_as_exit

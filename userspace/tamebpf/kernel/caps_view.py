@@ -1,5 +1,5 @@
 """The caps in force as watch and export see them: the kernel's cap table
-(tamebpf.kernel.cap) turned into the core's plain cap limits (groups.CapLimit).
+(tamebpf.kernel.cap) turned into the core's plain cap limits (groups.caps.CapLimit).
 
 The one place where watch and export learn about caps: empty when the cap
 module is absent, no caps are set or they cannot be read, so both work
@@ -12,7 +12,7 @@ from typing import Any
 
 from tamebpf.capfile import parse_dest
 from tamebpf.errors import TamebpfError, UsageError
-from tamebpf.groups import CapLimit
+from tamebpf.groups.caps import CapLimit
 from tamebpf.paths.follows import FollowBook, normal_cgroup
 from tamebpf.paths.store import state_dir
 from tamebpf.records import Cap

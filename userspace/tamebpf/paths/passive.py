@@ -21,7 +21,8 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
-from tamebpf.groups import LOSS_BASED, Group, Observation
+from tamebpf.groups.group import Group
+from tamebpf.groups.passive_fit import LOSS_BASED, Observation
 from tamebpf.model import (
     ModelInputError,
     Probe,

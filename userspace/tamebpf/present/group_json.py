@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tamebpf.groups import Group
+from tamebpf.groups.group import Group
 from tamebpf.present.prediction import prediction_to_json
 
 

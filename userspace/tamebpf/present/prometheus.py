@@ -24,7 +24,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import CollectorRegistry
 
 from tamebpf import __version__
-from tamebpf.groups import Aggregator, CapLimit, Group
+from tamebpf.groups.aggregate import Aggregator
+from tamebpf.groups.caps import CapLimit
+from tamebpf.groups.group import Group
 from tamebpf.logs import log
 from tamebpf.paths.entry import PathEntry
 from tamebpf.paths.follows import FollowSpec

@@ -14,7 +14,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from tamebpf.groups import Group, GroupKey, Observation
+from tamebpf.groups.group import Group, GroupKey
+from tamebpf.groups.passive_fit import Observation
 from tamebpf.words import count
 
 # Marks after the stream count.
