@@ -138,6 +138,12 @@ SEC("sockops")
 int tb_cap_pace(struct bpf_sock_ops *skops)
 {
 	switch (skops->op) {
+	case BPF_SOCK_OPS_TCP_CONNECT_CB:
+		watch_state(skops); /* every charged socket, pace cap or not */
+		break;
+	case BPF_SOCK_OPS_STATE_CB:
+		state_changed(skops);
+		break;
 	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
 		/* Per-ACK work only for a socket a pace cap paces: a refuse
 		 * cap's sockets (and the cgroup's others) never get the RTT

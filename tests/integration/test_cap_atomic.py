@@ -212,7 +212,12 @@ def storm_sockets(net: Net, port: int) -> str:
         states[line.split()[0]] = states.get(line.split()[0], 0) + 1
     drops = sh("nstat", "-az", "TcpExtListenOverflows", "TcpExtListenDrops",
                netns=net.pair.receiver, check=False)
-    return f"sender sockets by state: {states}; receiver: {' '.join(drops.split())}"
+    progs = json.loads(sh("bpftool", "-j", "prog", "show", "name", "tb_cap_state", check=False)
+                       or "[]")
+    progs = progs if isinstance(progs, list) else [progs]
+    misses = sum(p.get("recursion_misses", 0) for p in progs)
+    return (f"sender sockets by state: {states}; receiver: {' '.join(drops.split())}; "
+            f"tb_cap_state recursion misses: {misses}")
 
 
 def test_storm_of_connects_keeps_the_count_exact(net: Net, pins: str, cg: str) -> None:
