@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tamebpf.estimate.advice import Target
-from tamebpf.kernel.iperf3_client import UNRESOLVED
+from tamebpf.iperf3_client import UNRESOLVED
 from tamebpf.kernel.probe import probe_failure_hint
 
 

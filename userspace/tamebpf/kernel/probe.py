@@ -1,6 +1,6 @@
 """One probe: n parallel TCP streams to an iperf3 server, measured in the kernel.
 
-The traffic comes from a forked child (kernel/iperf3_client.py) that runs in
+The traffic comes from a forked child (iperf3_client.py) that runs in
 a cgroup of its own, so the flow telemetry attributes exactly the probe's
 flows (`FlowReader(cgroup=...)` filters in the kernel). The cgroup and the
 child are removed on every way out, including Ctrl-C and SIGTERM (the CLI
@@ -20,12 +20,12 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tamebpf import iperf3_client
 from tamebpf.cgroups import require_cgroup2
 from tamebpf.errors import TamebpfError
 from tamebpf.estimate.acktrain import pair_rates
 from tamebpf.estimate.advice import TIME_LIMIT, ProbeResult, Target
 from tamebpf.estimate.steady import FlowPoint, Steady, only_data_flows, steady
-from tamebpf.kernel import iperf3_client
 from tamebpf.kernel.acktrain import AckTrain
 from tamebpf.kernel.flows import Flow, FlowReader
 from tamebpf.kernel.netns import enter_netns
@@ -276,7 +276,7 @@ def run_probes(target: Target, stages: Sequence[tuple[int, float]],
                enough: Sequence[StopRule | None] | None = None,
                first_index: int = 0, total: int | None = None,
                at_least: Sequence[float] | None = None) -> list[ProbeResult]:
-    """Probes as the stages of one iperf3 test (kernel/iperf3_client.run_stages):
+    """Probes as the stages of one iperf3 test (iperf3_client.run_stages):
     (streams, seconds) each, stream counts rising; one ProbeResult per stage,
     measured on that stage's streams while it ran.
     `srtt_us`: the path's RTT from an earlier probe (0: unknown), so that the
