@@ -32,8 +32,8 @@ from eval_score import (
     truth_table,
 )
 
-from tamebpf.estimate.adaptive import MIN_WINDOW_RTTS, past_start_up
-from tamebpf.estimate.capacity import tcp_goodput_mbps
+from tamebpf.advise.estimate.adaptive import MIN_WINDOW_RTTS, past_start_up
+from tamebpf.advise.estimate.capacity import tcp_goodput_mbps
 from tamebpf.model.linalg import least_squares
 
 

@@ -46,8 +46,8 @@ from eval_advise import FRAME_BYTES, Case, case_path, load, log, save  # noqa: E
 from eval_score import p90, probe_to_dict, score, truth_table  # noqa: E402
 from eval_truth import measure, settle  # noqa: E402
 
-from tamebpf.advise import QUICK_DURATIONS_S, run_advice  # noqa: E402
-from tamebpf.estimate.advice import AdviseResult, Target  # noqa: E402
+from tamebpf.advise.advisor import QUICK_DURATIONS_S, run_advice  # noqa: E402
+from tamebpf.advise.record import AdviseResult, Target  # noqa: E402
 from tamebpf.model import Settings  # noqa: E402
 
 

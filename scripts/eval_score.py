@@ -12,10 +12,11 @@ import statistics
 from dataclasses import asdict
 from typing import Any
 
-from tamebpf.estimate.acktrain import estimate_capacity
-from tamebpf.estimate.advice import ProbeResult, Target, build
-from tamebpf.estimate.capacity import tcp_goodput_mbps
-from tamebpf.estimate.steady import FlowSteady, Steady
+from tamebpf.advise.estimate.acktrain import estimate_capacity
+from tamebpf.advise.estimate.advice import build
+from tamebpf.advise.estimate.capacity import tcp_goodput_mbps
+from tamebpf.advise.estimate.steady import FlowSteady, Steady
+from tamebpf.advise.record import ProbeResult, Target
 from tamebpf.model import (
     ModelInputError,
     Probe,

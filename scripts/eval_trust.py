@@ -34,8 +34,8 @@ import eval_settled  # noqa: E402
 from docsection import write_section  # noqa: E402
 from eval_score import probe_from_dict  # noqa: E402
 
-from tamebpf.estimate import acktrain  # noqa: E402
-from tamebpf.estimate.capacity import tcp_goodput_mbps  # noqa: E402
+from tamebpf.advise.estimate import acktrain  # noqa: E402
+from tamebpf.advise.estimate.capacity import tcp_goodput_mbps  # noqa: E402
 
 SECTION = "trust_large_band"
 # The draws measured before the rule was chosen (issue 29's fresh draws

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from tamebpf.advise.settled import DEFAULT_MAX_PROBE_S, SETTLED
+from tamebpf.advise.record import TIME_LIMIT
+from tamebpf.advise.settled import DEFAULT_MAX_PROBE_S, SETTLED, SETTLED_EPOCHS
 from tamebpf.cgroups import cgroup2_mount
-from tamebpf.estimate.advice import SETTLED_EPOCHS, TIME_LIMIT
 from tamebpf.testbed import Testbed, iperf
 from tests.integration import conftest_testbed as tbfix
 from tests.integration.unprivileged import run_as_user

@@ -7,11 +7,12 @@ from dataclasses import replace
 
 import pytest
 
+from tamebpf.advise.estimate.advice import build
+from tamebpf.advise.estimate.capacity import tcp_goodput_mbps
+from tamebpf.advise.estimate.steady import FlowSteady, Steady
+from tamebpf.advise.record import ProbeResult, Target
 from tamebpf.commands.advise import parse_capacity, parse_dest, parse_durations, parse_probes
 from tamebpf.errors import UsageError
-from tamebpf.estimate.advice import ProbeResult, Target, build
-from tamebpf.estimate.capacity import tcp_goodput_mbps
-from tamebpf.estimate.steady import FlowSteady, Steady
 from tamebpf.model import Settings
 from tamebpf.present.advice import render, to_json
 

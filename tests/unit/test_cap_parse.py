@@ -178,7 +178,7 @@ def test_table_shows_pace_target_and_live_rate() -> None:
 
 
 def test_auto_without_the_advisor_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "tamebpf.advise", None)  # import fails
+    monkeypatch.setitem(sys.modules, "tamebpf.advise.advisor", None)  # import fails
     with pytest.raises(TamebpfError) as err:
         cap_cmd.auto_target("dtn2", "5%")
     assert str(err.value) == cap_cmd.NO_ADVISOR, str(err.value)
@@ -194,9 +194,9 @@ def fake_advisor(monkeypatch: pytest.MonkeyPatch, n: int, mbit: float) -> list[t
                      else (host, max_impact, port, congestion))
         return n, mbit
 
-    fake = types.ModuleType("tamebpf.advise")
+    fake = types.ModuleType("tamebpf.advise.advisor")
     fake.advise_target = advise_target  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "tamebpf.advise", fake)
+    monkeypatch.setitem(sys.modules, "tamebpf.advise.advisor", fake)
     return calls
 
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tamebpf.estimate.acktrain import (
+from tamebpf.advise.estimate.acktrain import (
     LARGE_BAND,
     MIN_PAIRS,
     MIN_SHARE,

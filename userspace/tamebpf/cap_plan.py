@@ -31,7 +31,7 @@ NO_ADVISOR = "--auto needs 'tamebpf advise', not available in this build"
 def auto_target(host: str, max_impact: str, congestion: str = "system") -> tuple[int, float]:
     """(N, Mbit/s) from the advisor, if this build has it."""
     try:
-        advise = importlib.import_module("tamebpf.advise")
+        advise = importlib.import_module("tamebpf.advise.advisor")
     except ImportError:
         raise TamebpfError(NO_ADVISOR) from None
     fn = getattr(advise, "advise_target", None)
@@ -55,7 +55,7 @@ def follow_path(spec: CapSpec) -> PathKey:
     shared link (docs/advise.md), so following needs a loss-based one."""
     assert spec.auto is not None
     try:
-        advise = importlib.import_module("tamebpf.advise")
+        advise = importlib.import_module("tamebpf.advise.advisor")
     except ImportError:
         raise TamebpfError(NO_ADVISOR) from None
     name, port = parse_host_port(spec.auto, "--auto", default_port=IPERF3_PORT)

@@ -33,19 +33,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tamebpf.estimate.acktrain import estimate_capacity
-from tamebpf.estimate.adaptive import MIN_SAMPLES, past_start_up_and_tight, tight_capacity
-from tamebpf.estimate.advice import SETTLED_EPOCHS, SETTLED_MIN_RTTS
-from tamebpf.estimate.steady import Steady, window_samples
+from tamebpf.advise.estimate.acktrain import estimate_capacity
+from tamebpf.advise.estimate.adaptive import MIN_SAMPLES, past_start_up_and_tight, tight_capacity
+from tamebpf.advise.estimate.steady import Steady, window_samples
 from tamebpf.model.confidence import relative_standard_error
 
 # Each probe's time limit by default (--max-probe-time): 15 s + 15 s had a
 # median throughput error of 0.076 and 0.061 on the two fresh draws of issue
 # 15, 2 s + 2 s 0.252 and 0.234 (docs/accuracy.md).
 DEFAULT_MAX_PROBE_S = 15.0
-# Epochs after slow start, and RTTs since the probe began, before a probe
-# may end early (estimate/advice.py holds the numbers, which its warnings
-# name too).
+# Congestion epochs since slow start, and smoothed RTTs since the probe
+# began, after which the default probes may stop early. Chosen on the two
+# earlier fresh draws (docs/results/settled-design.md), checked on a draw
+# they were not chosen on (docs/accuracy.md).
+SETTLED_EPOCHS = 4
+SETTLED_MIN_RTTS = 100
 DEFAULT_EPOCHS = SETTLED_EPOCHS
 DEFAULT_MIN_RTTS = SETTLED_MIN_RTTS
 # A window's halves within this of each other: its goodput is flat.

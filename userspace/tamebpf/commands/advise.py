@@ -12,7 +12,7 @@ from types import FrameType
 from typing import Any
 
 from tamebpf import siteconfig
-from tamebpf.advise import (
+from tamebpf.advise.advisor import (
     DEFAULT_MAX_PROBE_S,
     DEFAULT_MODEL,
     DEFAULT_PROBES,

@@ -11,9 +11,9 @@ from __future__ import annotations
 import ctypes
 
 from tamebpf.errors import TamebpfError
-from tamebpf.estimate.acktrain import AckLog
 from tamebpf.kernel import native
 from tamebpf.kernel.abi import TB_ACKS_MAX, TbAck
+from tamebpf.records import AckLog
 
 
 class AckTrain:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tamebpf.estimate.advice import AdviseResult, ProbeResult, Target
+from tamebpf.advise.record import AdviseResult, ProbeResult, Target
 from tamebpf.model.confidence import Z_90, ImpactRange
 from tamebpf.present.prediction import prediction_to_json, render_prediction_table
 from tamebpf.words import count

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from tamebpf import iperf3_client
+from tamebpf.advise.estimate.acktrain import pair_rates
+from tamebpf.advise.estimate.steady import FlowPoint, Steady, only_data_flows, steady
+from tamebpf.advise.record import TIME_LIMIT, ProbeResult, Target
 from tamebpf.cgroups import require_cgroup2
 from tamebpf.errors import TamebpfError
-from tamebpf.estimate.acktrain import pair_rates
-from tamebpf.estimate.advice import TIME_LIMIT, ProbeResult, Target
-from tamebpf.estimate.steady import FlowPoint, Steady, only_data_flows, steady
 from tamebpf.kernel.acktrain import AckTrain
 from tamebpf.kernel.flows import Flow, FlowReader
 from tamebpf.kernel.netns import enter_netns

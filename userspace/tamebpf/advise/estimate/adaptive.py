@@ -27,8 +27,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tamebpf.estimate.acktrain import estimate_capacity
-from tamebpf.estimate.steady import Steady, window_samples
+from tamebpf.advise.estimate.acktrain import estimate_capacity
+from tamebpf.advise.estimate.steady import Steady, window_samples
 from tamebpf.model.confidence import relative_standard_error
 
 MIN_WINDOW_S = 0.75

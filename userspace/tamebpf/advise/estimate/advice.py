@@ -1,7 +1,7 @@
 """From measured probes to advice: both estimators, warnings, confidence.
 
-Pure: the probes are run by kernel/probe.py and the result is shown by
-present/advice.py.
+Pure: the probes are run by advise/probes.py, the records are
+advise/record.py's, and the result is shown by present/advice.py.
 
 Estimators (docs/model.md section 3):
 - throughput fit: Eq 13/14 on the probes' steady kernel goodput. The advice
@@ -15,12 +15,13 @@ Estimators (docs/model.md section 3):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from tamebpf.estimate.acktrain import CapacityEstimate, estimate_capacity
-from tamebpf.estimate.adaptive import past_start_up
-from tamebpf.estimate.capacity import tcp_goodput_mbps
-from tamebpf.estimate.steady import Steady, window_samples
+from tamebpf.advise.estimate.acktrain import estimate_capacity
+from tamebpf.advise.estimate.adaptive import past_start_up
+from tamebpf.advise.estimate.capacity import tcp_goodput_mbps
+from tamebpf.advise.estimate.steady import window_samples
+from tamebpf.advise.record import TIME_LIMIT, AdviseResult, Capacity, ProbeResult, Target
 from tamebpf.model import (
     Fit,
     LossSample,
@@ -36,7 +37,7 @@ from tamebpf.model import (
     predict,
 )
 from tamebpf.model.confidence import ImpactRange, impact_ranges, relative_standard_error
-from tamebpf.model.share import ShareAdvice, as_curve, share_advice
+from tamebpf.model.share import as_curve, share_advice
 from tamebpf.words import count
 
 NOISY_CV = 0.30  # per-interval goodput varying more than this: probe too noisy
@@ -45,93 +46,6 @@ RWND_LIMITED = 0.5  # fraction of samples bounded by the receive window
 CAPACITY_DISAGREE = 0.10
 DISAGREE_IMPACT = 0.10  # estimators' impact at the advised n differ by more
 # ... or their stream counts differ by a factor of two or more (and by >= 2).
-# Congestion epochs since slow start, and smoothed RTTs since the probe
-# began, after which the default probes may stop early (advise/settled.py).
-# Chosen on the two earlier fresh draws (docs/results/settled-design.md),
-# checked on a draw they were not chosen on (docs/accuracy.md).
-SETTLED_EPOCHS = 4
-SETTLED_MIN_RTTS = 100
-# How a probe that ran to its limit is marked (kernel/probe.TIME_LIMIT).
-TIME_LIMIT = "time limit"
-
-
-@dataclass(frozen=True)
-class Target:
-    host: str
-    port: int = 5201
-    netns: str | None = None  # run the probe from this network namespace
-    congestion: str = "system"  # reno | cubic | bbr | system (the host's default)
-
-
-@dataclass(frozen=True)
-class ProbeResult:
-    streams: int
-    duration_s: float  # wall time of the probe
-    steady: Steady
-    iperf3_mbps: float | None  # the iperf3 server's count of bytes received, whole run
-    # The path's RTT as the SYN timeout program learned it (0: never learned):
-    # the next probe to the same host starts with it.
-    path_srtt_us: int = 0
-    # Of duration_s: connecting until the test ran, and ending it (the
-    # client's own clock; the rest is the traffic and process start).
-    setup_s: float | None = None
-    finish_s: float | None = None
-    # The rate of each pair of consecutive ACKs of a data stream (Mbit/s,
-    # estimate/acktrain.py): the capacity estimate reads them.
-    ack_pair_mbps: tuple[float, ...] = ()
-    # Why the probe ended: its stop rule's reason ("settled", "alone on the
-    # link", ...), "time limit" when it ran to its limit, None for a probe of
-    # fixed length (--duration, --quick).
-    stopped: str | None = None
-
-
-@dataclass(frozen=True)
-class Capacity:
-    """The bottleneck capacity the advice is anchored on: the link rate given
-    with --capacity or none (estimated), the TCP goodput it carries, the
-    competing flows the anchored fit puts on it (None: not used), and where
-    it came from ("given" or the estimate's method)."""
-
-    link_mbps: float | None
-    goodput_mbps: float
-    competing_flows: float | None
-    source: str = "given"
-
-
-@dataclass(frozen=True)
-class AdviseResult:
-    target: Target
-    probes: tuple[ProbeResult, ...]
-    prediction: Prediction  # what the advice uses: capacity fit if given, else throughput
-    loss_prediction: Prediction | None  # the kernel p*RTT^2 estimator
-    loss_error: str | None  # why there is no loss-RTT prediction
-    warnings: tuple[str, ...]
-    # The free two-parameter throughput fit; the same object as `prediction`
-    # unless the capacity fit is used.
-    throughput_prediction: Prediction | None = None
-    capacity: Capacity | None = None
-    # The capacity as the probes' ACK spacing measured it (shown also when
-    # --capacity was given, as a check).
-    capacity_estimate: CapacityEstimate | None = None
-    # The impact at each stream count of the curve with its 90% range from
-    # the probes' measurement noise (model/confidence.py).
-    confidence: tuple[ImpactRange, ...] = ()
-    # Why there is no advice although the probes ran, or None.
-    refused: str | None = None
-    # For senders the loss law does not describe (BBR): the advice from the
-    # capacity share (model/share.py), which `prediction` then carries.
-    share: ShareAdvice | None = None
-    # The congestion control the advice is for, and where that came from
-    # (the probes' sockets; "--congestion" or "the host's default").
-    congestion: str | None = None
-
-    @property
-    def used(self) -> str:
-        """Which estimator the advice uses: "share", "capacity" or "throughput"."""
-        if self.share is not None:
-            return "share"
-        return "capacity" if self.capacity and self.capacity.competing_flows is not None \
-            else "throughput"
 
 
 def build(target: Target, probes: Sequence[ProbeResult], settings: Settings,
