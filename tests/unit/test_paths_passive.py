@@ -110,10 +110,10 @@ def test_the_learner_stores_new_points_and_marks_changes(tmp_path: Path) -> None
 def test_advises_own_probes_teach_nothing() -> None:
     import inspect
 
-    import tamebpf.advise.probes as probe
+    import tamebpf.kernel.probe as probe
     from tamebpf.paths.passive import PROBE_CGROUP
 
-    assert f'f"{PROBE_CGROUP}{{' in inspect.getsource(probe), "advise/probes.py renamed its cgroups"
+    assert f'f"{PROBE_CGROUP}{{' in inspect.getsource(probe), "kernel/probe.py renamed its cgroups"
     g = replace(group(2, 8, scale=0.3), cgroup=f"/sys/fs/cgroup/{PROBE_CGROUP}123-10")
     assert learn(g, "tb-snd", 2000.0, SETTINGS, probed()) is None
 

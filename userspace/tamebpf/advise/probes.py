@@ -1,22 +1,21 @@
-"""One probe: n parallel TCP streams to an iperf3 server, measured in the kernel.
+"""The probes: n parallel TCP streams to an iperf3 server, measured in the
+kernel while they run, each stage ended by its stop rule.
 
-The traffic comes from a forked child (iperf3_client.py) that runs in
-a cgroup of its own, so the flow telemetry attributes exactly the probe's
-flows (`FlowReader(cgroup=...)` filters in the kernel). The cgroup and the
-child are removed on every way out, including Ctrl-C and SIGTERM (the CLI
-turns SIGTERM into KeyboardInterrupt).
+The probes are the stages of one iperf3 test (iperf3_client.run_stages),
+sent by a forked child in a cgroup of its own (kernel/probe.py), so the
+flow telemetry attributes exactly the probe's flows (`FlowReader(cgroup=...)`
+filters in the kernel). Here they are sampled, their stop rules asked
+(advise/settled.py) and each stage's measurement made a ProbeResult. The
+cgroup and the child are removed on every way out, including Ctrl-C and
+SIGTERM (the commands make SIGTERM unwind: lifecycle.py).
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import json
-import os
-import select
-import signal
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,13 +23,12 @@ from tamebpf import iperf3_client
 from tamebpf.advise.estimate.acktrain import pair_rates
 from tamebpf.advise.estimate.steady import FlowPoint, Steady, only_data_flows, steady
 from tamebpf.advise.record import TIME_LIMIT, ProbeResult, Target
-from tamebpf.cgroups import require_cgroup2
 from tamebpf.errors import TamebpfError
 from tamebpf.kernel.acktrain import AckTrain
 from tamebpf.kernel.flows import Flow, FlowReader
-from tamebpf.kernel.netns import enter_netns
+from tamebpf.kernel.probe import Say, Work, probe_cgroup, spawn
 from tamebpf.kernel.synrto import SynRto
-from tamebpf.records import Progress
+from tamebpf.records import AckLog, Progress
 
 SAMPLE_INTERVAL_S = 0.1
 # Set-up and result exchange, each: on a congested path a SYN or a control
@@ -50,127 +48,6 @@ CHECK_INTERVAL_S = 0.25
 # way to read its ACK pair rates (Mbit/s; read only when needed). A true
 # answer ends the stage; a string says why (shown with the probe).
 StopRule = Callable[[Steady, Callable[[], list[float]]], "bool | str | None"]
-
-
-
-@contextlib.contextmanager
-def probe_cgroup(streams: int) -> Iterator[str]:
-    root = require_cgroup2()
-    path = os.path.join(root, f"tamebpf-probe-{os.getpid()}-{streams}")
-    os.mkdir(path)
-    try:
-        yield path
-    finally:
-        _empty_and_remove(path)
-
-
-def _empty_and_remove(path: str) -> None:
-    for _ in range(100):
-        try:
-            with open(os.path.join(path, "cgroup.procs")) as f:
-                pids = [int(p) for p in f.read().split()]
-            for pid in pids:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            os.rmdir(path)
-            return
-        except FileNotFoundError:
-            return
-        except OSError:
-            time.sleep(0.02)  # processes still exiting
-    raise TamebpfError(f"could not remove probe cgroup {path}", "remove it with rmdir")
-
-
-class _StopRequests:
-    """The child's side of the parent's "stage k has measured enough": one
-    byte per request on a pipe, so a request for a stage that has already
-    ended can never cut the next one short."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd, self.asked = fd, set[int]()
-        os.set_blocking(fd, False)
-
-    def __call__(self, stage: int) -> bool:
-        with contextlib.suppress(BlockingIOError):
-            self.asked.update(os.read(self.fd, 64))
-        return stage in self.asked
-
-
-def _child(target: Target, stages: Sequence[tuple[int, float]], cgroup: str, out_fd: int,
-           stop_fd: int, fast_start: bool) -> None:
-    """The probe's traffic, in a forked child: it joins the probe's cgroup
-    (sockets belong to the cgroup of the task that creates them) and, when
-    asked, the network namespace. It writes a JSON line as each stage begins
-    and a last one with the test's report, and exits without running any of
-    the parent's clean-up."""
-    code = 1
-
-    def stage_begins(k: int, t: float, cookies: tuple[int, ...]) -> None:
-        os.write(out_fd, json.dumps({"stage": k, "t": t, "cookies": cookies}).encode() + b"\n")
-
-    try:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
-            f.write(str(os.getpid()))
-        if target.netns:
-            enter_netns(target.netns)
-        cc = None if target.congestion == "system" else target.congestion
-        r = iperf3_client.run_stages(target.host, target.port, stages, cc,
-                                     CONNECT_TIMEOUT_MS / 1000, pipelined=fast_start,
-                                     stop=_StopRequests(stop_fd), on_stage=stage_begins)
-        msg: dict[str, Any] = {"received_mbps": r.received_mbps, "seconds": r.seconds,
-                               "data_cookies": list(r.data_cookies),
-                               "setup_s": r.setup_s, "finish_s": r.finish_s}
-        code = 0
-    except iperf3_client.Iperf3Error as err:
-        msg = {"error": str(err)}
-    except BaseException as err:  # noqa: BLE001 - whatever it is, the parent reports it
-        msg = {"error": f"{type(err).__name__}: {err}"}
-    try:
-        os.write(out_fd, json.dumps(msg).encode() + b"\n")
-    finally:
-        os._exit(code)
-
-
-@dataclass
-class _Child:
-    pid: int
-    report_fd: int  # its JSON lines
-    stop_fd: int  # our stop requests
-    pending: bytes = b""
-
-    def lines(self) -> list[dict[str, Any]]:
-        """The complete lines written so far (never blocks; [] at end of file)."""
-        while select.select([self.report_fd], [], [], 0)[0]:
-            chunk = os.read(self.report_fd, 65536)
-            if not chunk:
-                break
-            self.pending += chunk
-        *done, self.pending = self.pending.split(b"\n")
-        out = []
-        for line in done:
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
-                obj = {"error": f"unreadable probe report {line[:80]!r}"}
-            out.append(obj if isinstance(obj, dict) else {})
-        return out
-
-
-def _spawn(target: Target, stages: Sequence[tuple[int, float]], cgroup: str,
-           fast_start: bool) -> _Child:
-    """Fork the traffic child, with a pipe each way."""
-    r, w = os.pipe()
-    stop_r, stop_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        os.close(stop_w)
-        _child(target, stages, cgroup, w, stop_r, fast_start)
-    os.close(w)
-    os.close(stop_r)
-    return _Child(pid, r, stop_w)
 
 
 def _point(f: Flow, t: float) -> FlowPoint:
@@ -260,6 +137,76 @@ def probe_failure_hint(error: str, target: Target) -> str:
     return f"is 'iperf3 -s -p {target.port}' running there, reachable and idle?"
 
 
+def _traffic(target: Target, stages: Sequence[tuple[int, float]], fast_start: bool) -> Work:
+    """What the child runs: the stages as one iperf3 test, a line as each
+    stage begins and a last one with the test's report."""
+
+    def work(say: Say, stop: Callable[[int], bool]) -> dict[str, Any]:
+        def stage_begins(k: int, t: float, cookies: tuple[int, ...]) -> None:
+            say({"stage": k, "t": t, "cookies": cookies})
+
+        cc = None if target.congestion == "system" else target.congestion
+        try:
+            r = iperf3_client.run_stages(target.host, target.port, stages, cc,
+                                         CONNECT_TIMEOUT_MS / 1000, pipelined=fast_start,
+                                         stop=stop, on_stage=stage_begins)
+        except iperf3_client.Iperf3Error as err:
+            return {"error": str(err)}
+        return {"received_mbps": r.received_mbps, "seconds": r.seconds,
+                "data_cookies": list(r.data_cookies), "setup_s": r.setup_s,
+                "finish_s": r.finish_s}
+
+    return work
+
+
+class _Stops:
+    """The stages' stop rules, asked at most every CHECK_INTERVAL_S once the
+    current stage has sent for its minimum; why each stage stopped."""
+
+    def __init__(self, rules: Sequence[StopRule | None], minimum: Sequence[float],
+                 ack_rates: _AckRates) -> None:
+        self.rules, self.minimum, self.ack_rates = rules, minimum, ack_rates
+        self.asked = -1  # the last stage asked to stop
+        self.last_check = 0.0
+        self.why: dict[int, str] = {}
+        self.epochs: dict[int, float] = {}  # each stage's, as last measured
+
+    def now(self, k: int, stage: _Stage, series: dict[int, list[FlowPoint]],
+            now: float) -> bool:
+        """Whether stage k, the current one, has measured enough (-1: none
+        has begun)."""
+        rule = self.rules[k] if k >= 0 else None
+        if rule is None or self.asked >= k or now - self.last_check < CHECK_INTERVAL_S or \
+                now - stage.begin < self.minimum[k]:
+            return False
+        self.last_check = now
+        so_far = steady(stage.points(series), stage.streams)
+        if so_far is not None:
+            self.epochs[k] = so_far.median_epochs
+        why = None if so_far is None else rule(so_far, functools.partial(
+            self.ack_rates, k, stage, so_far.mss))
+        if not why:
+            return False
+        self.asked = k
+        self.why[k] = why if isinstance(why, str) else "enough"
+        return True
+
+    def stopped(self, k: int) -> str | None:
+        """ProbeResult.stopped of stage k."""
+        return self.why.get(k, TIME_LIMIT) if self.rules[k] is not None else None
+
+
+def _sample(reader: FlowReader, series: dict[int, list[FlowPoint]]) -> None:
+    """One snapshot of the probe's flows onto their series."""
+    flows = reader.snapshot()
+    # One time per snapshot: the steady window compares flows at the
+    # same instants (their read times differ by microseconds).
+    t = min((f.read_monotonic_ns for f in flows if not f.closed),
+            default=time.monotonic_ns()) / 1e9
+    for f in flows:
+        series.setdefault(f.cookie, []).append(_point(f, t))
+
+
 def run_probe(target: Target, streams: int, seconds: float, index: int = 1, total: int = 1,
               on_progress: Callable[[Progress], None] | None = None,
               srtt_us: int = 0, fast_start: bool = True,
@@ -284,7 +231,7 @@ def run_probes(target: Target, stages: Sequence[tuple[int, float]],
     `fast_start=False` leaves SYN timeouts to the kernel and has the client
     wait for each server state, as iperf3 does (for make probetime only).
     `enough[k]`: end stage k before its `seconds` once it says the measurement
-    so far is tight enough (estimate/adaptive.py); None: always `seconds`.
+    so far is tight enough (advise/estimate/adaptive.py); None: always `seconds`.
     `at_least[k]`: seconds stage k sends before `enough[k]` is asked."""
     plan = [_Stage(k == 0, n, d) for k, (n, d) in enumerate(stages)]
     rules = list(enough) if enough is not None else [None] * len(plan)
@@ -293,10 +240,6 @@ def run_probes(target: Target, stages: Sequence[tuple[int, float]],
     streams = plan[-1].streams
     series: dict[int, list[FlowPoint]] = {}
     current = -1  # the stage the child said it is in
-    stop_asked = -1
-    why_stopped: dict[int, str] = {}
-    epochs: dict[int, float] = {}
-    last_check = 0.0
     report: dict[str, Any] = {}
     with contextlib.ExitStack() as stack:
         cg = stack.enter_context(probe_cgroup(streams))
@@ -306,9 +249,9 @@ def run_probes(target: Target, stages: Sequence[tuple[int, float]],
             if fast_start else None
         # Every ACK of the probe's connections, for the capacity estimate.
         ack_train = stack.enter_context(AckTrain(cg))
-        ack_rates = _AckRates(ack_train)
+        stops = _Stops(rules, minimum, _AckRates(ack_train))
         t_start = time.monotonic()
-        child = _spawn(target, stages, cg, fast_start)
+        child = spawn(_traffic(target, stages, fast_start), cg, target.netns)
         finished = False
         try:
             deadline = t_start + sum(d for _, d in stages) + 2 * CONNECT_TIMEOUT_MS / 1000 + 2
@@ -326,13 +269,7 @@ def run_probes(target: Target, stages: Sequence[tuple[int, float]],
                     else:
                         report, finished = msg, True
                 now = time.monotonic()
-                flows = reader.snapshot()
-                # One time per snapshot: the steady window compares flows at the
-                # same instants (their read times differ by microseconds).
-                t = min((f.read_monotonic_ns for f in flows if not f.closed),
-                        default=time.monotonic_ns()) / 1e9
-                for f in flows:
-                    series.setdefault(f.cookie, []).append(_point(f, t))
+                _sample(reader, series)
                 stage = plan[max(current, 0)]
                 acked = sum(pts[-1].carried for c, pts in series.items()
                             if c in stage.cookies)
@@ -343,38 +280,20 @@ def run_probes(target: Target, stages: Sequence[tuple[int, float]],
                     k = max(current, 0)
                     on_progress(Progress(first_index + k + 1, total, stage.streams, now - began,
                                          stage.seconds, rate, rules[k] is not None,
-                                         epochs.get(k)))
+                                         stops.epochs.get(k)))
                 last_total, last_t = acked, now
-                rule = rules[current] if current >= 0 else None
-                if rule is not None and stop_asked < current and not finished and \
-                        now - last_check >= CHECK_INTERVAL_S and \
-                        now - stage.begin >= minimum[current]:
-                    last_check = now
-                    so_far = steady(stage.points(series), stage.streams)
-                    if so_far is not None:
-                        epochs[current] = so_far.median_epochs
-                    why = None if so_far is None else rule(so_far, functools.partial(
-                        ack_rates, current, stage, so_far.mss))
-                    if why:
-                        # The child ends this stage as if its time were up.
-                        os.write(child.stop_fd, bytes([current]))
-                        stop_asked = current
-                        why_stopped[current] = why if isinstance(why, str) else "enough"
+                if not finished and stops.now(current, stage, series, now):
+                    child.ask_stop(current)  # it ends the stage as if its time were up
                 if finished:
-                    os.waitpid(child.pid, 0)
+                    child.reap()
                     break
                 if now > deadline:
                     raise TamebpfError(
                         f"probe with {streams} streams to {target.host}:{target.port} did not "
                         f"finish in {deadline - t_start:.0f} s", "is the path still up?")
-                select.select([child.report_fd], [], [], SAMPLE_INTERVAL_S)
+                child.wait_for_line(SAMPLE_INTERVAL_S)
         finally:
-            if not finished:  # interrupted or timed out: stop the traffic now
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(child.pid, signal.SIGKILL)
-                os.waitpid(child.pid, 0)
-            os.close(child.report_fd)
-            os.close(child.stop_fd)
+            child.close(kill=not finished)  # interrupted or timed out: stop the traffic now
         learned_srtt_us = syn_rto.state().srtt_us if syn_rto else 0
         acks = ack_train.read()
     t_end = time.monotonic()
@@ -383,6 +302,15 @@ def run_probes(target: Target, stages: Sequence[tuple[int, float]],
         raise TamebpfError(
             f"iperf3 probe to {target.host}:{target.port} failed: {error}",
             probe_failure_hint(error, target))
+    return _results(target, plan, series, report, acks, learned_srtt_us, (t_start, t_end),
+                    stops)
+
+
+def _results(target: Target, plan: Sequence[_Stage], series: dict[int, list[FlowPoint]],
+             report: dict[str, Any], acks: AckLog, srtt_us: int,
+             span: tuple[float, float], stops: _Stops) -> list[ProbeResult]:
+    """Each stage's measurement, as a ProbeResult."""
+    t_start, t_end = span
     results = []
     for k, stage in enumerate(plan):
         last = k == len(plan) - 1
@@ -397,10 +325,10 @@ def run_probes(target: Target, stages: Sequence[tuple[int, float]],
         ended = t_end if last else plan[k + 1].begin
         results.append(ProbeResult(
             stage.streams, ended - began, measured,
-            report["received_mbps"] if last else None, learned_srtt_us,
+            report["received_mbps"] if last else None, srtt_us,
             report.get("setup_s") if k == 0 else 0.0,
             report.get("finish_s") if last else 0.0,
             tuple(pair_rates(acks.only(stage.cookies).between(stage.begin_ns, None),
                              measured.mss or 0)),
-            why_stopped.get(k, TIME_LIMIT) if rules[k] is not None else None))
+            stops.stopped(k)))
     return results

@@ -40,7 +40,7 @@ from tamebpf.paths.store import PathStore
 # well outside that noise.
 CHANGE_TOLERANCE = 0.25
 STORE_EVERY_S = 60.0
-# advise's probes run in cgroups named so (advise/probes.py): their start-up
+# advise's probes run in cgroups named so (kernel/probe.py): their start-up
 # is no transfer's goodput, and their advice is stored by advise itself.
 PROBE_CGROUP = "tamebpf-probe-"
 
