@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from tamebpf.cap_plan import (
-    NO_ADVISOR,
     Plan,
     Resolved,
     auto_target,
@@ -42,7 +41,7 @@ from tamebpf.records import Cap
 from tamebpf.values import parse_duration, rate_bytes_per_s
 from tamebpf.words import count
 
-__all__ = ["NO_ADVISOR", "auto_target", "register", "render_table", "resolve_spec"]
+__all__ = ["auto_target", "register", "render_table", "resolve_spec"]
 
 
 def register(sub: Any) -> None:
