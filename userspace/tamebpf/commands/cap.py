@@ -32,6 +32,7 @@ from tamebpf.errors import UsageError
 from tamebpf.kernel.cap import CapChangeError, CapTable, netns_paths, resolve_cgroup
 from tamebpf.kernel.caps_view import limit_of
 from tamebpf.kernel.flows import FlowReader
+from tamebpf.lifecycle import terminate_as_interrupt
 from tamebpf.logs import log
 from tamebpf.options import IPERF3_PORT, dump_json, parse_fraction, parse_host_port
 from tamebpf.paths.follows import FollowBook, normal_cgroup
@@ -209,7 +210,8 @@ def run_set(args: argparse.Namespace) -> int:
     # a bad cgroup is refused before the advisor runs
     resolve_cgroup(spec.cgroup, spec.all_processes)
     path = follow_path(spec) if spec.follow else None  # refused before probing
-    how = resolve_spec(spec)
+    with terminate_as_interrupt():  # --auto probes: nothing of them left behind
+        how = resolve_spec(spec)
     cap = table.add(spec.cgroup, spec.dest, how.max_streams, how.pace_bytes_per_s,
                     spec.all_processes)
     for warning in sync_follows([(spec, cap, path)], []):
@@ -298,7 +300,8 @@ def read_capfile(path: str) -> str:
 def run_apply(args: argparse.Namespace) -> int:
     specs = parse_capfile(read_capfile(args.file), args.file)
     table = CapTable("cap apply", verbose=args.verbose)
-    plan = plan_apply(table, specs, args.prune, args.file, probe=not args.check)
+    with terminate_as_interrupt():  # auto entries probe: nothing of them left behind
+        plan = plan_apply(table, specs, args.prune, args.file, probe=not args.check)
     if args.check:
         if args.json:
             dump_json({"file": args.file, "ok": True, "caps": len(specs)}, sys.stdout)
