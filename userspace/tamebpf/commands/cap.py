@@ -11,7 +11,6 @@ from typing import Any
 
 from tamebpf.cap_plan import (
     Plan,
-    Resolved,
     auto_target,
     changes_of,
     follow_path,
@@ -37,10 +36,17 @@ from tamebpf.logs import log
 from tamebpf.options import IPERF3_PORT, dump_json, parse_fraction, parse_host_port
 from tamebpf.paths.follows import FollowBook, normal_cgroup
 from tamebpf.paths.store import state_dir
-from tamebpf.present.caps import render_table
+from tamebpf.present.caps import (
+    UNCHANGED,
+    checked_line,
+    describe,
+    kept_line,
+    removed,
+    render_table,
+    set_json,
+)
 from tamebpf.records import Cap
 from tamebpf.values import parse_duration, rate_bytes_per_s
-from tamebpf.words import count
 
 __all__ = ["auto_target", "register", "render_table", "resolve_spec"]
 
@@ -133,10 +139,6 @@ def _usage(p: argparse.ArgumentParser) -> int:
     return 2
 
 
-def _streams(n: int) -> str:
-    return count(n, "TCP stream")
-
-
 def spec_from_args(args: argparse.Namespace) -> CapSpec:
     """The cap `cap set` asks for, checked as a caps-file entry is."""
     all_processes = bool(getattr(args, "all_processes", False))
@@ -180,30 +182,6 @@ def rate_bytes(rate: str, option: str = "--rate") -> int:
     return rate_bytes_per_s(rate, option)
 
 
-def describe(cap: Cap, how: Resolved | None = None) -> str:
-    """One line for a cap just set."""
-    if cap.mode == "pace":
-        text = (f"{cap.cgroup}: streams to {cap.dest} paced at "
-                f"{cap.rate_bytes_per_s * 8 / 1e6:g} Mbit/s together ({cap.streams} open now)")
-    else:
-        text = (f"{cap.cgroup}: at most {_streams(cap.max_streams)} to {cap.dest} "
-                f"({cap.streams} open now)")
-    if how is not None and how.advised is not None:
-        text += f"; advised {_streams(how.advised[0])} at {how.advised[1]:.2f} Mbit/s"
-    if how is not None and how.fallback_because is not None:
-        text += f"; fallback (the advisor failed: {how.fallback_because})"
-    return text
-
-
-def set_json(cap: Cap, how: Resolved | None) -> dict[str, Any]:
-    out = cap.to_json()
-    if how is not None and how.advised is not None:
-        out["advised"] = {"streams": how.advised[0], "mbit": how.advised[1]}
-    if how is not None and how.fallback_because is not None:
-        out["fallback_because"] = how.fallback_because
-    return out
-
-
 def run_set(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)
     table = CapTable("cap set", verbose=args.verbose)
@@ -221,13 +199,6 @@ def run_set(args: argparse.Namespace) -> int:
     else:
         print(describe(cap, how))
     return 0
-
-
-def removed(cap: Cap) -> str:
-    if cap.mode == "pace":
-        return (f"{cap.cgroup}: pacing of the streams to {cap.dest} removed "
-                f"({cap.streams} open streams unpaced)")
-    return f"{cap.cgroup}: cap of {_streams(cap.max_streams)} to {cap.dest} removed"
 
 
 def run_rm(args: argparse.Namespace) -> int:
@@ -306,7 +277,7 @@ def run_apply(args: argparse.Namespace) -> int:
         if args.json:
             dump_json({"file": args.file, "ok": True, "caps": len(specs)}, sys.stdout)
         else:
-            print(f"{args.file}: {count(len(specs), 'cap')}, all valid (nothing changed)")
+            print(checked_line(args.file, len(specs)))
         return 0
     result = execute_plan(table, plan, args.file)
     if args.json:
@@ -335,10 +306,9 @@ def execute_plan(table: CapTable, plan: Plan, name: str = "caps file") -> dict[s
         log.warning("%s", warning)
     lines = [removed(cap) for _, cap in plan.to_remove]
     lines += [describe(cap, how) for cap, (_, _, how) in zip(done, plan.to_set, strict=True)]
-    lines += [f"{cap.cgroup}: cap to {cap.dest} kept as in force (cap #{i}: the advisor "
-              f"failed: {why})" for i, cap, why in plan.kept]
+    lines += [kept_line(cap, i, why) for i, cap, why in plan.kept]
     if not lines:
-        lines.append("caps already as in the file")
+        lines.append(UNCHANGED)
     return {
         "lines": lines,
         "removed": [cap.to_json() for _, cap in plan.to_remove],
