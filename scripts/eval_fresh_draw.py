@@ -49,6 +49,7 @@ from eval_truth import measure, settle  # noqa: E402
 from tamebpf.advise.advisor import QUICK_DURATIONS_S, run_advice  # noqa: E402
 from tamebpf.advise.record import AdviseResult, Target  # noqa: E402
 from tamebpf.model import Settings  # noqa: E402
+from tamebpf.present.advice import warning_texts  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,7 @@ def advice_record(result: AdviseResult, wall_s: float) -> dict[str, Any]:
         "n": a.num_flows, "wall_s": wall_s, "used": result.used, "refused": result.refused,
         "curve": [[c.streams, c.throughput, c.impact] for c in result.prediction.curve],
         "probes": [probe_to_dict(p) for p in result.probes],
-        "warnings": list(result.warnings),
+        "warnings": warning_texts(result),
         "capacity": None if result.capacity is None else asdict(result.capacity),
         "share_impact_vs_none": None if result.share is None else
         [p.impact_vs_none for p in result.share.curve],

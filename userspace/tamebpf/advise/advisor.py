@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from tamebpf.advise.estimate.advice import build
 from tamebpf.advise.probes import StopRule, run_probe, run_probes
-from tamebpf.advise.record import AdviseResult, Target
+from tamebpf.advise.record import AdviceWarning, AdviseResult, Target
 from tamebpf.advise.settled import DEFAULT_MAX_PROBE_S, BbrSettled, Settled
 from tamebpf.errors import TamebpfError
 from tamebpf.kernel.netns import default_congestion_control
@@ -69,8 +69,8 @@ def run_advice(target: Target, settings: Settings, probes: Sequence[int] = DEFAU
                                                                       capacity=False))
         checked = build(target, [*results, third], settings, model, capacity_mbps)
         result = checked if not checked.refused else replace(result, warnings=(
-            *result.warnings, f"a third probe at {n} streams could not be used: "
-            f"{checked.refused}"))
+            *result.warnings, AdviceWarning("third_probe_unused", {
+                "streams": n, "reason": checked.refused})))
     return replace(result, congestion=f"{cc} ({source})")
 
 

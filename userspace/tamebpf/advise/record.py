@@ -5,7 +5,8 @@ the advice, present/advice.py shows it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from tamebpf.advise.estimate.acktrain import CapacityEstimate
 from tamebpf.advise.estimate.steady import Steady
@@ -15,6 +16,19 @@ from tamebpf.model.share import ShareAdvice
 
 # How a probe that ran to its limit is marked (ProbeResult.stopped).
 TIME_LIMIT = "time limit"
+
+
+@dataclass(frozen=True)
+class AdviceWarning:
+    """Something the advice's user should know, as data: `code` names the
+    case (advise/estimate/advice.py, advise/advisor.py), `data` holds its
+    numbers and reasons; present/advice.py words it."""
+
+    code: str
+    data: dict[str, Any] = field(default_factory=dict, hash=False)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.data[key]
 
 
 @dataclass(frozen=True)
@@ -67,7 +81,7 @@ class AdviseResult:
     prediction: Prediction  # what the advice uses: capacity fit if given, else throughput
     loss_prediction: Prediction | None  # the kernel p*RTT^2 estimator
     loss_error: str | None  # why there is no loss-RTT prediction
-    warnings: tuple[str, ...]
+    warnings: tuple[AdviceWarning, ...]
     # The free two-parameter throughput fit; the same object as `prediction`
     # unless the capacity fit is used.
     throughput_prediction: Prediction | None = None

@@ -21,7 +21,14 @@ from tamebpf.advise.estimate.acktrain import estimate_capacity
 from tamebpf.advise.estimate.adaptive import past_start_up
 from tamebpf.advise.estimate.capacity import tcp_goodput_mbps
 from tamebpf.advise.estimate.steady import window_samples
-from tamebpf.advise.record import TIME_LIMIT, AdviseResult, Capacity, ProbeResult, Target
+from tamebpf.advise.record import (
+    TIME_LIMIT,
+    AdviceWarning,
+    AdviseResult,
+    Capacity,
+    ProbeResult,
+    Target,
+)
 from tamebpf.model import (
     Fit,
     LossSample,
@@ -38,12 +45,12 @@ from tamebpf.model import (
 )
 from tamebpf.model.confidence import ImpactRange, impact_ranges, relative_standard_error
 from tamebpf.model.share import as_curve, share_advice
-from tamebpf.words import count
 
 NOISY_CV = 0.30  # per-interval goodput varying more than this: probe too noisy
 RWND_LIMITED = 0.5  # fraction of samples bounded by the receive window
 # --capacity and the ACK-spacing estimate differ by more than this: say so.
 CAPACITY_DISAGREE = 0.10
+DISAGREE = "estimators_disagree"  # the loss-law fits' check, not for BBR's share advice
 DISAGREE_IMPACT = 0.10  # estimators' impact at the advised n differ by more
 # ... or their stream counts differ by a factor of two or more (and by >= 2).
 
@@ -62,7 +69,7 @@ def build(target: Target, probes: Sequence[ProbeResult], settings: Settings,
     def refit(ps: Sequence[Probe]) -> Fit:
         return fit_throughput(ps, model)
 
-    warnings: list[str] = []
+    warnings: list[AdviceWarning] = []
     capacity: Capacity | None = None
     goodput: float | None = None
     if capacity_mbps is not None:
@@ -71,16 +78,13 @@ def build(target: Target, probes: Sequence[ProbeResult], settings: Settings,
         source = "given"
         if estimate is not None and estimate.goodput_mbps is not None and \
                 abs(estimate.goodput_mbps / goodput - 1) > CAPACITY_DISAGREE:
-            warnings.append(
-                f"--capacity {capacity_mbps:g} Mbit/s carries {goodput:.2f} Mbit/s of TCP "
-                f"goodput, but the probes' ACK spacing shows {estimate.goodput_mbps:.2f}: "
-                "is the bottleneck elsewhere, or the rate given wrong?")
+            warnings.append(AdviceWarning("capacity_disagrees", {
+                "link_mbps": capacity_mbps, "goodput_mbps": goodput,
+                "estimated_mbps": estimate.goodput_mbps}))
     elif estimate is not None and estimate.trusted and estimate.goodput_mbps is not None:
         goodput, source = estimate.goodput_mbps, estimate.method
     elif estimate is not None:
-        warnings.append(f"the capacity estimate is not trusted: {estimate.reason}; the advice "
-                        "comes from the throughput fit alone (give --capacity if you know "
-                        "the bottleneck's rate)")
+        warnings.append(AdviceWarning("capacity_not_trusted", {"reason": estimate.reason}))
     if goodput is not None:
         anchor = goodput
         try:
@@ -91,13 +95,8 @@ def build(target: Target, probes: Sequence[ProbeResult], settings: Settings,
                 return fit_capacity(ps, anchor)
         except ModelInputError as err:
             capacity = Capacity(capacity_mbps, anchor, None, source)
-            what = (f"--capacity {capacity_mbps:g} Mbit/s ({anchor:.2f} Mbit/s of TCP goodput)"
-                    if capacity_mbps is not None
-                    else f"the estimated capacity ({anchor:.2f} Mbit/s of TCP goodput)")
-            warnings.append(
-                f"{what} not used: {err}; the advice comes from the throughput fit alone"
-                + (". Give the bottleneck's real rate, or leave --capacity out"
-                   if capacity_mbps is not None else ""))
+            warnings.append(AdviceWarning("capacity_not_used", {
+                "link_mbps": capacity_mbps, "goodput_mbps": anchor, "error": str(err)}))
     loss_pred: Prediction | None = None
     loss_error: str | None = None
     samples = [LossSample(p.streams, p.steady.loss_rate, p.steady.srtt_ms / 1000,
@@ -119,16 +118,11 @@ def build(target: Target, probes: Sequence[ProbeResult], settings: Settings,
         lo, hi = sorted((a.num_flows, b.num_flows))
         far_apart = hi >= 2 * lo and hi - lo >= 2
         if far_apart or (lo != hi and abs(a.cross_traffic_impact - other) > DISAGREE_IMPACT):
-            # Point at the other warnings only when there are some: a user
-            # told to "see" warnings that are not there has nowhere to go.
-            why = ("; an assumption of the model does not hold on this path (see the other "
-                   "warnings)" if warnings else "")
-            warnings.append(
-                f"the estimators disagree: the {used} fit advises {count(a.num_flows, 'stream')} "
-                f"(impact {a.cross_traffic_impact:.1%}), the loss-RTT fit {b.num_flows} "
-                f"(it puts the impact at {count(n, 'stream')} at {other:.1%}); the advice "
-                f"follows the {used} fit, whose advice was the better of the two on the "
-                "testbed (docs/results/design-runs.md)" + why)
+            warnings.append(AdviceWarning(DISAGREE, {
+                "used": used, "streams": a.num_flows, "impact": a.cross_traffic_impact,
+                "loss_rtt_streams": b.num_flows, "loss_rtt_impact": other,
+                # Point at the other warnings only when there are some.
+                "others": bool(warnings)}))
     confidence = impact_ranges(
         refit, measured, [relative_standard_error(p.steady.noise, window_samples(p.steady))
                           for p in probes],
@@ -164,17 +158,15 @@ def _by_share(result: AdviseResult, settings: Settings, goodput: float | None) -
     pred = replace(result.prediction, curve=as_curve(share), advice=share.advice)
     ranges = tuple(ImpactRange(p.streams, p.impact, p.impact_low, p.impact_high)
                    for p in share.curve)
-    warnings = [w for w in result.warnings if not w.startswith("the estimators disagree")]
+    warnings = [w for w in result.warnings if w.code != DISAGREE]
     return replace(result, prediction=pred, share=share, confidence=ranges,
                    warnings=tuple(warnings))
 
 
-def _assumption_warnings(probes: Sequence[ProbeResult]) -> list[str]:
+def _assumption_warnings(probes: Sequence[ProbeResult]) -> list[AdviceWarning]:
     out = []
     if all(not p.steady.retrans for p in probes):
-        out.append("no retransmissions in any probe: the path showed no congestion up to "
-                   f"{max(p.streams for p in probes)} streams, so the loss-RTT fit has "
-                   "nothing to fit and the impact estimate rests on throughput alone")
+        out.append(AdviceWarning("no_retransmissions", {"streams": max(p.streams for p in probes)}))
     start_up = None  # where the last start-up warning is, to say once what to do
     fixed = False
     for p in probes:
@@ -182,29 +174,23 @@ def _assumption_warnings(probes: Sequence[ProbeResult]) -> list[str]:
         # start, and its share does not move by loss epochs.
         bbr = "bbr" in p.steady.congestion_control
         if not bbr and not past_start_up(p.steady):
-            rtts = p.steady.window_rtts
-            where = ("still in slow start" if not p.steady.after_slow_start else
-                     "past slow start but with no RTT measured" if rtts is None else
-                     f"only {rtts:.0f} RTTs past slow start")
             start_up = len(out)
             fixed = fixed or p.stopped is None
-            out.append(f"the {p.streams}-stream probe ended {where}: its share of the path "
-                       "was its start-up share, which on long-RTT paths was far from the "
-                       "long-run one (docs/accuracy.md); the advice may be far off")
+            out.append(AdviceWarning("start_up", {
+                "streams": p.streams, "after_slow_start": p.steady.after_slow_start,
+                "window_rtts": p.steady.window_rtts, "then": None}))
         elif not bbr and p.stopped == TIME_LIMIT and p.steady.retrans:
-            out.append(f"the {p.streams}-stream probe ran to its time limit with "
-                       f"{p.steady.median_epochs:g} congestion epochs counted since slow "
-                       "start: its share may still have been moving (--max-probe-time gives "
-                       "it longer)")
+            out.append(AdviceWarning("time_limit", {"streams": p.streams,
+                                              "epochs": p.steady.median_epochs}))
         if p.steady.rwnd_limited > RWND_LIMITED:
-            out.append(f"the {p.streams}-stream probe was limited by the receiver's window "
-                       f"{p.steady.rwnd_limited:.0%} of the time, not by the network: "
-                       "raise the receiver's buffers (net.ipv4.tcp_rmem)")
+            out.append(AdviceWarning("rwnd_limited", {"streams": p.streams,
+                                                "fraction": p.steady.rwnd_limited}))
         if p.steady.noise is not None and p.steady.noise > NOISY_CV:
-            out.append(f"the {p.streams}-stream probe was noisy (goodput varied by "
-                       f"{p.steady.noise:.0%} between samples): try a longer --max-probe-time")
+            out.append(AdviceWarning("noisy", {"streams": p.streams, "cv": p.steady.noise}))
     if start_up is not None:
-        out[start_up] += ("; the default probes (without --quick or --duration) run until "
-                          "settled" if fixed else
-                          "; --max-probe-time gives the probes longer")
+        # What to do, said once, with the last of them: probe until settled
+        # (some probes had fixed lengths), or longer.
+        w = out[start_up]
+        out[start_up] = AdviceWarning(w.code, {**w.data,
+                                         "then": "settle" if fixed else "longer"})
     return out
