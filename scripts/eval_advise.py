@@ -122,7 +122,7 @@ def plan_seconds(plan: str) -> tuple[float, float]:
     to issue 15's staged probes); 'S1:S10': the two as stages of one test
     (advise/probes.run_probes), as `tamebpf advise` runs them; 'S1:S10~L':
     stages that run on after S1 and S10, up to L seconds each, until their
-    streams are past start-up (estimate/adaptive.PastStartUp; measured
+    streams are past start-up (advise/estimate/adaptive.PastStartUp; measured
     beside the default, not kept: docs/results/run-fresh-settled.md)."""
     s1, s10, limit = plan_parts(plan)  # ValueError unless two lengths
     d1, d10 = float(s1), float(s10)

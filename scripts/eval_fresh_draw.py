@@ -73,7 +73,7 @@ DRAWS = {d.name: d for d in (
     # (docs/results/run-fresh3.md says why).
     Draw("fresh3", 291125, "the settled default and --quick"),
     # Drawn on 2026-11-25 (os.urandom) for the large-band trust rule
-    # (estimate/acktrain.LARGE_BAND), before any of its cases ran.
+    # (advise/estimate/acktrain.LARGE_BAND), before any of its cases ran.
     Draw("fresh4", 9654106, "the settled default and --quick, large-band capacity trust"),
 )}
 RATES = (20, 30, 40, 60, 80, 100, 120, 150, 200)  # Mbit/s

@@ -1,4 +1,4 @@
-"""When a probe that may end early has measured enough (estimate/adaptive.py)."""
+"""When a probe that may end early has measured enough (advise/estimate/adaptive.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The ACK-spacing capacity estimate (estimate/acktrain.py) on synthetic ACK
+"""The ACK-spacing capacity estimate (advise/estimate/acktrain.py) on synthetic ACK
 logs: a link-rate peak among pairs spread by cross traffic, the floor, the
 cases it must refuse, and sequence wrap."""
 

@@ -53,7 +53,7 @@ class ProbeResult:
     setup_s: float | None = None
     finish_s: float | None = None
     # The rate of each pair of consecutive ACKs of a data stream (Mbit/s,
-    # estimate/acktrain.py): the capacity estimate reads them.
+    # advise/estimate/acktrain.py): the capacity estimate reads them.
     ack_pair_mbps: tuple[float, ...] = ()
     # Why the probe ended: its stop rule's reason ("settled", "alone on the
     # link", ...), "time limit" when it ran to its limit, None for a probe of
