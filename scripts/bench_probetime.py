@@ -30,10 +30,10 @@ from docsection import markers, write_section  # noqa: E402
 from eval_advise import Case, case_path, cases, log  # noqa: E402
 from eval_truth import settle  # noqa: E402
 
-from tamebpf.advise import DEFAULT_DURATIONS_S, DEFAULT_PROBES  # noqa: E402
+from tamebpf.advise.advisor import DEFAULT_PROBES, QUICK_DURATIONS_S  # noqa: E402
+from tamebpf.advise.probes import run_probes  # noqa: E402
+from tamebpf.advise.record import Target  # noqa: E402
 from tamebpf.errors import TamebpfError  # noqa: E402
-from tamebpf.estimate.advice import Target  # noqa: E402
-from tamebpf.kernel.probe import run_probes  # noqa: E402
 from tamebpf.testbed import Testbed  # noqa: E402
 
 START, END = markers("probetime")
@@ -45,7 +45,7 @@ def pair(tb: Testbed, target: Target, case: Case, reference: float | None,
     """One default probe pair, as run_advice runs it (two stages of one
     test); its wall time."""
     settle(tb, case.cross, reference)
-    probes = run_probes(target, list(zip(DEFAULT_PROBES, DEFAULT_DURATIONS_S, strict=True)),
+    probes = run_probes(target, list(zip(DEFAULT_PROBES, QUICK_DURATIONS_S, strict=True)),
                         fast_start=fast)
     return sum(p.duration_s for p in probes)
 

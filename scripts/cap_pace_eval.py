@@ -31,7 +31,7 @@ from bench_cap import bench_cgroup  # noqa: E402
 from docsection import markers, write_section  # noqa: E402
 from eval_truth import cross_rate, run_streams, settle, start_cross  # noqa: E402
 
-from tamebpf.advise import Target, run_advice  # noqa: E402
+from tamebpf.advise.advisor import Target, run_advice  # noqa: E402
 from tamebpf.capfile import parse_dest  # noqa: E402
 from tamebpf.kernel.cap import CapTable  # noqa: E402
 from tamebpf.model import Settings  # noqa: E402

@@ -39,9 +39,9 @@ from eval_report import SECTION, plan_parts, tables  # noqa: E402
 from eval_score import advised_n, probe_to_dict  # noqa: E402
 from eval_truth import cross_rate, measure, settle, start_cross  # noqa: E402
 
-from tamebpf.estimate.adaptive import PastStartUp  # noqa: E402
-from tamebpf.estimate.advice import Target  # noqa: E402
-from tamebpf.kernel.probe import run_probe, run_probes  # noqa: E402
+from tamebpf.advise.estimate.adaptive import PastStartUp  # noqa: E402
+from tamebpf.advise.probes import run_probe, run_probes  # noqa: E402
+from tamebpf.advise.record import Target  # noqa: E402
 from tamebpf.testbed import Testbed, iperf, teardown  # noqa: E402
 
 RESULTS = "docs/results/eval.json"
@@ -120,9 +120,9 @@ def fresh_cases() -> list[Case]:
 def plan_seconds(plan: str) -> tuple[float, float]:
     """'S1+S10': two probes, each its own iperf3 test (as advise ran them up
     to issue 15's staged probes); 'S1:S10': the two as stages of one test
-    (kernel/probe.run_probes), as `tamebpf advise` runs them; 'S1:S10~L':
+    (advise/probes.run_probes), as `tamebpf advise` runs them; 'S1:S10~L':
     stages that run on after S1 and S10, up to L seconds each, until their
-    streams are past start-up (estimate/adaptive.PastStartUp; measured
+    streams are past start-up (advise/estimate/adaptive.PastStartUp; measured
     beside the default, not kept: docs/results/run-fresh-settled.md)."""
     s1, s10, limit = plan_parts(plan)  # ValueError unless two lengths
     d1, d10 = float(s1), float(s10)

@@ -8,7 +8,7 @@ On long paths with full queues a 2-s probe reads T in start-up
 (docs/results/run-fresh-settled.md, "Probes that end in start-up"). This
 measures how far from the long run a probe of each length reads: for each
 case it starts the cross traffic, then runs n streams for a minute through
-the advisor's own probe machinery (kernel/probe.run_probe: the same BPF
+the advisor's own probe machinery (advise/probes.run_probe: the same BPF
 counters, the same cgroup), and compares the goodput of the later half of
 the first e seconds (what a probe of e seconds would see past its start-up)
 with the goodput of the run's second half (the ground truth's 30-s warm-up and 30-s window).
@@ -34,8 +34,8 @@ from eval_advise import case_path, cases, load, log, save  # noqa: E402
 from eval_competing import implied_m  # noqa: E402
 from eval_truth import settle  # noqa: E402
 
-from tamebpf.estimate.capacity import tcp_goodput_mbps  # noqa: E402
-from tamebpf.kernel.probe import run_probe  # noqa: E402
+from tamebpf.advise.estimate.capacity import tcp_goodput_mbps  # noqa: E402
+from tamebpf.advise.probes import run_probe  # noqa: E402
 
 RESULTS = "docs/results/convergence.json"
 SECTION = "convergence"

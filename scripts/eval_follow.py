@@ -43,7 +43,7 @@ from bench_cap import bench_cgroup  # noqa: E402
 from docsection import write_section  # noqa: E402
 from eval_truth import settle  # noqa: E402
 
-from tamebpf.advise import Target, run_advice  # noqa: E402
+from tamebpf.advise.advisor import Target, run_advice  # noqa: E402
 from tamebpf.advise.memory import AdviceMemory  # noqa: E402
 from tamebpf.capfile import parse_dest  # noqa: E402
 from tamebpf.kernel.cap import PACE_NO_LIMIT, CapTable  # noqa: E402

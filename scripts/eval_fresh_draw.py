@@ -46,9 +46,10 @@ from eval_advise import FRAME_BYTES, Case, case_path, load, log, save  # noqa: E
 from eval_score import p90, probe_to_dict, score, truth_table  # noqa: E402
 from eval_truth import measure, settle  # noqa: E402
 
-from tamebpf.advise import QUICK_DURATIONS_S, run_advice  # noqa: E402
-from tamebpf.estimate.advice import AdviseResult, Target  # noqa: E402
+from tamebpf.advise.advisor import QUICK_DURATIONS_S, run_advice  # noqa: E402
+from tamebpf.advise.record import AdviseResult, Target  # noqa: E402
 from tamebpf.model import Settings  # noqa: E402
+from tamebpf.present.advice import warning_texts  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ DRAWS = {d.name: d for d in (
     # (docs/results/run-fresh3.md says why).
     Draw("fresh3", 291125, "the settled default and --quick"),
     # Drawn on 2026-11-25 (os.urandom) for the large-band trust rule
-    # (estimate/acktrain.LARGE_BAND), before any of its cases ran.
+    # (advise/estimate/acktrain.LARGE_BAND), before any of its cases ran.
     Draw("fresh4", 9654106, "the settled default and --quick, large-band capacity trust"),
 )}
 RATES = (20, 30, 40, 60, 80, 100, 120, 150, 200)  # Mbit/s
@@ -122,7 +123,7 @@ def advice_record(result: AdviseResult, wall_s: float) -> dict[str, Any]:
         "n": a.num_flows, "wall_s": wall_s, "used": result.used, "refused": result.refused,
         "curve": [[c.streams, c.throughput, c.impact] for c in result.prediction.curve],
         "probes": [probe_to_dict(p) for p in result.probes],
-        "warnings": list(result.warnings),
+        "warnings": warning_texts(result),
         "capacity": None if result.capacity is None else asdict(result.capacity),
         "share_impact_vs_none": None if result.share is None else
         [p.impact_vs_none for p in result.share.curve],

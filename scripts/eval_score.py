@@ -12,10 +12,11 @@ import statistics
 from dataclasses import asdict
 from typing import Any
 
-from tamebpf.estimate.acktrain import estimate_capacity
-from tamebpf.estimate.advice import ProbeResult, Target, build
-from tamebpf.estimate.capacity import tcp_goodput_mbps
-from tamebpf.estimate.steady import FlowSteady, Steady
+from tamebpf.advise.estimate.acktrain import estimate_capacity
+from tamebpf.advise.estimate.advice import build
+from tamebpf.advise.estimate.capacity import tcp_goodput_mbps
+from tamebpf.advise.estimate.steady import FlowSteady, Steady
+from tamebpf.advise.record import ProbeResult, Target
 from tamebpf.model import (
     ModelInputError,
     Probe,
@@ -25,6 +26,7 @@ from tamebpf.model import (
     fit_throughput,
     predict,
 )
+from tamebpf.present.advice import warning_texts
 
 OURS = "tamebpf default (estimated capacity, else throughput fit)"
 # The same probes with `advise --capacity` given the bottleneck's configured rate.
@@ -195,7 +197,7 @@ def estimators(rec: dict[str, Any], limit: float, plan: str | None = None
     out[FAIR_SHARE] = _fair_share(rec, truth, limit)
     for fixed in (4, 8):
         out[f"fixed {fixed} streams"] = score({}, {}, fixed, truth, limit)
-    out[OURS]["warnings"] = list(result.warnings)
+    out[OURS]["warnings"] = warning_texts(result)
     return out
 
 
@@ -218,7 +220,7 @@ def capacity_score(rec: dict[str, Any], limit: float, scale: float = 1.0,
                    capacity_mbps=rec["case"]["rate"] * scale)
     thru, imp = _curve(result.prediction)
     out = score(thru, imp, result.prediction.advice.num_flows, truth, limit)
-    out["warnings"] = list(result.warnings)
+    out["warnings"] = warning_texts(result)
     out["competing_flows"] = result.capacity.competing_flows if result.capacity else None
     return out
 

@@ -39,9 +39,9 @@ from docsection import write_section  # noqa: E402
 from eval_advise import case_path, cases, log, settle  # noqa: E402
 from eval_score import OURS, estimators, probe_from_dict  # noqa: E402
 
+from tamebpf.advise.estimate.steady import Steady  # noqa: E402
+from tamebpf.advise.probes import run_probes  # noqa: E402
 from tamebpf.advise.settled import Settled  # noqa: E402
-from tamebpf.estimate.steady import Steady  # noqa: E402
-from tamebpf.kernel.probe import run_probes  # noqa: E402
 
 RESULTS = "docs/results/settled-design.json.gz"
 TRUTHS = ("docs/results/eval-fresh-settled.json", "docs/results/eval-fresh2-settled.json")

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """When to trust the ACK-spacing capacity estimate: the large-band rule
-(estimate/acktrain.LARGE_BAND) on the probes of the earlier draws.
+(advise/estimate/acktrain.LARGE_BAND) on the probes of the earlier draws.
 
 The share rule (the link-rate band must hold MIN_SHARE of the pairs above
 the floor) refused most 15 s probes among many cross flows although their
@@ -34,8 +34,8 @@ import eval_settled  # noqa: E402
 from docsection import write_section  # noqa: E402
 from eval_score import probe_from_dict  # noqa: E402
 
-from tamebpf.estimate import acktrain  # noqa: E402
-from tamebpf.estimate.capacity import tcp_goodput_mbps  # noqa: E402
+from tamebpf.advise.estimate import acktrain  # noqa: E402
+from tamebpf.advise.estimate.capacity import tcp_goodput_mbps  # noqa: E402
 
 SECTION = "trust_large_band"
 # The draws measured before the rule was chosen (issue 29's fresh draws
@@ -58,7 +58,7 @@ def _records(path: str) -> list[dict[str, Any]]:
 def estimates(results: str) -> Iterator[tuple[str, float, acktrain.CapacityEstimate]]:
     """(case, error against the link's TCP goodput, estimate) of every
     distinct pair of probes (1 and 10 streams) in the earlier draws: the
-    capacity advise computes from them (estimate/advice.build)."""
+    capacity advise computes from them (advise/estimate/advice.build)."""
     seen = set()
     for name in DRAWS:
         path = os.path.join(results, name)

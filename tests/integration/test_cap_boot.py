@@ -32,8 +32,8 @@ def unreachable_advisor(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         asked.append(host)
         raise TamebpfError(f"cannot connect to {host}:{port}: Network is unreachable")
 
-    import tamebpf.advise
-    monkeypatch.setattr(tamebpf.advise, "advise_target", advise_target)
+    import tamebpf.advise.advisor
+    monkeypatch.setattr(tamebpf.advise.advisor, "advise_target", advise_target)
     return asked
 
 

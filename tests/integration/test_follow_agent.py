@@ -19,8 +19,8 @@ from contextlib import contextmanager
 
 import pytest
 
+from tamebpf.advise.estimate.capacity import tcp_goodput_mbps
 from tamebpf.capfile import parse_dest
-from tamebpf.estimate.capacity import tcp_goodput_mbps
 from tamebpf.kernel.cap import PACE_NO_LIMIT, CapTable
 from tamebpf.model import Probe, Settings, fit_capacity, predict
 from tamebpf.paths.entry import FitData, PathEntry

@@ -7,13 +7,14 @@ from dataclasses import replace
 
 import pytest
 
+from tamebpf.advise.estimate.advice import build
+from tamebpf.advise.estimate.capacity import tcp_goodput_mbps
+from tamebpf.advise.estimate.steady import FlowSteady, Steady
+from tamebpf.advise.record import AdviceWarning, ProbeResult, Target
 from tamebpf.commands.advise import parse_capacity, parse_dest, parse_durations, parse_probes
 from tamebpf.errors import UsageError
-from tamebpf.estimate.advice import ProbeResult, Target, build
-from tamebpf.estimate.capacity import tcp_goodput_mbps
-from tamebpf.estimate.steady import FlowSteady, Steady
 from tamebpf.model import Settings
-from tamebpf.present.advice import render, to_json
+from tamebpf.present.advice import render, to_json, warning_text, warning_texts
 
 
 def probe(n: int, mbps: float, loss: float | None = 0.001, rtt_ms: float = 20.0,
@@ -64,33 +65,34 @@ def test_json_has_predict_shape_and_measurements() -> None:
     assert out["estimators"]["used"] == "throughput"
     assert out["estimators"]["loss_rtt"] is not None
     assert [(x["past_slow_start"], x["steady_window_rtts"]) for x in m] == [(True, 75.0)] * 2
-    assert not [w for w in r.warnings if "slow start" in w], r.warnings
+    assert not [w for w in warning_texts(r) if "slow start" in w], warning_texts(r)
 
 
 def test_a_probe_ended_in_start_up_is_told_how_to_come_closer() -> None:
     # A fixed-length probe (--quick, --duration) is told the default runs on.
     r = build(TARGET, [probe(1, 50.0, past=False), probe(10, 200.0)], Settings(max_impact=0.10))
-    start_up = [w for w in r.warnings if "1-stream probe ended still in slow start" in w]
-    assert start_up and "run until settled" in start_up[0], r.warnings
+    start_up = [w for w in warning_texts(r) if "1-stream probe ended still in slow start" in w]
+    assert start_up and "run until settled" in start_up[0], warning_texts(r)
     # Both probes in start-up: two warnings, the remedy said once.
     r = build(TARGET, [probe(1, 50.0, past=False), probe(10, 200.0, past=False)],
               Settings(max_impact=0.10))
-    start_up = [w for w in r.warnings if "ended still in slow start" in w]
-    assert len(start_up) == 2 and sum("until settled" in w for w in start_up) == 1, r.warnings
+    start_up = [w for w in warning_texts(r) if "ended still in slow start" in w]
+    assert len(start_up) == 2 and sum("until settled" in w for w in start_up) == 1, warning_texts(r)
     # A default probe that hit its limit is told the limit can be raised.
     limited = replace(probe(1, 50.0, past=False), stopped="time limit")
     r = build(TARGET, [limited, replace(probe(10, 200.0), stopped="settled")],
               Settings(max_impact=0.10))
-    start_up = [w for w in r.warnings if "1-stream probe ended still in slow start" in w]
-    assert start_up and "--max-probe-time" in start_up[0], r.warnings
+    start_up = [w for w in warning_texts(r) if "1-stream probe ended still in slow start" in w]
+    assert start_up and "--max-probe-time" in start_up[0], warning_texts(r)
 
 
 def test_a_default_probe_that_ran_out_of_time_unsettled_says_so() -> None:
     limited = replace(probe(1, 50.0), stopped="time limit")
     r = build(TARGET, [limited, replace(probe(10, 200.0), stopped="settled")],
               Settings(max_impact=0.10))
-    assert [w for w in r.warnings if "1-stream probe ran to its time limit" in w], r.warnings
-    assert not [w for w in r.warnings if "10-stream probe ran to" in w], r.warnings
+    words = warning_texts(r)
+    assert [w for w in words if "1-stream probe ran to its time limit" in w], words
+    assert not [w for w in words if "10-stream probe ran to" in w], words
 
 
 @pytest.mark.parametrize(("kwargs", "needle"), [
@@ -103,7 +105,8 @@ def test_a_default_probe_that_ran_out_of_time_unsettled_says_so() -> None:
 def test_assumption_warnings(kwargs: dict[str, object], needle: str) -> None:
     r = build(TARGET, [probe(1, 50.0, **kwargs), probe(10, 200.0, **kwargs)],  # type: ignore[arg-type]
               Settings(max_impact=0.10))
-    assert any(needle in w for w in r.warnings), f"no '{needle}' warning in {r.warnings}"
+    words = warning_texts(r)
+    assert any(needle in w for w in words), f"no '{needle}' warning in {words}"
     assert needle in render(r)
 
 
@@ -146,7 +149,7 @@ def test_no_loss_warns_and_still_advises() -> None:
     r = build(TARGET, [probe(1, 50.0, loss=0.0, retrans=0), probe(10, 200.0, loss=0.0,
                                                                   retrans=0)],
               Settings(max_impact=0.10))
-    assert any("no retransmissions" in w for w in r.warnings), r.warnings
+    assert any("no retransmissions" in w for w in warning_texts(r)), warning_texts(r)
     assert r.prediction.advice.num_flows >= 1
 
 
@@ -154,7 +157,7 @@ def test_estimators_disagreeing_are_flagged() -> None:
     # Throughput says the path saturates fast; loss barely moves with n.
     r = build(TARGET, [probe(1, 50.0, loss=0.001), probe(10, 200.0, loss=0.0011)],
               Settings(max_impact=0.10))
-    assert any("disagree" in w for w in r.warnings), r.warnings
+    assert any("disagree" in w for w in warning_texts(r)), warning_texts(r)
 
 
 def test_disagreement_points_at_other_warnings_only_when_there_are_some() -> None:
@@ -162,15 +165,15 @@ def test_disagreement_points_at_other_warnings_only_when_there_are_some() -> Non
     # the only warning, so it must not send the reader to "the other warnings".
     r = build(TARGET, [probe(1, 50.0, loss=0.001), probe(10, 200.0, loss=0.0011)],
               Settings(max_impact=0.10))
-    assert len(r.warnings) == 1 and "disagree" in r.warnings[0], r.warnings
-    assert "the advice follows the throughput fit" in r.warnings[0]
-    assert "see the other warnings" not in r.warnings[0]
-    assert "at 1 stream at" in r.warnings[0]
+    assert len(warning_texts(r)) == 1 and "disagree" in warning_texts(r)[0], warning_texts(r)
+    assert "the advice follows the throughput fit" in warning_texts(r)[0]
+    assert "see the other warnings" not in warning_texts(r)[0]
+    assert "at 1 stream at" in warning_texts(r)[0]
     # A probe that ended in start-up: now there is another warning to see.
     r = build(TARGET, [probe(1, 50.0, loss=0.001, past=False), probe(10, 200.0, loss=0.0011)],
               Settings(max_impact=0.10))
-    disagree = [w for w in r.warnings if "disagree" in w]
-    assert len(r.warnings) > 1 and disagree, r.warnings
+    disagree = [w for w in warning_texts(r) if "disagree" in w]
+    assert len(warning_texts(r)) > 1 and disagree, warning_texts(r)
     assert "see the other warnings" in disagree[0]
 
 
@@ -255,7 +258,7 @@ def test_capacity_below_the_measurement_is_not_used() -> None:
               capacity_mbps=100.0)
     assert r.used == "throughput"
     assert r.prediction is r.throughput_prediction
-    assert any("--capacity 100 Mbit/s" in w and "not used" in w for w in r.warnings)
+    assert any("--capacity 100 Mbit/s" in w and "not used" in w for w in warning_texts(r))
     out = json.loads(json.dumps(to_json(r)))
     assert out["capacity"]["used"] is False and out["estimators"]["capacity"] is None
     assert "(throughput fit)" in render(r)
@@ -333,7 +336,7 @@ def test_an_untrusted_estimate_falls_back_and_says_why() -> None:
     assert r.used == "throughput"
     assert r.capacity_estimate is not None and not r.capacity_estimate.trusted
     assert any("capacity estimate is not trusted" in w and "throughput fit alone" in w
-               for w in r.warnings)
+               for w in warning_texts(r))
     assert "not trusted" in render(r)
     assert json.loads(json.dumps(to_json(r)))["capacity_estimate"]["trusted"] is False
 
@@ -344,7 +347,7 @@ def test_capacity_given_wins_and_a_different_estimate_is_a_warning() -> None:
     r = build(TARGET, ps, Settings(max_impact=0.3), capacity_mbps=100.0)
     assert r.capacity is not None and r.capacity.source == "given"
     assert r.capacity.goodput_mbps == pytest.approx(tcp_goodput_mbps(100.0, 1448, False))
-    assert any("ACK spacing shows" in w for w in r.warnings)
+    assert any("ACK spacing shows" in w for w in warning_texts(r))
     assert "(check)" in render(r)
 
 
@@ -368,3 +371,13 @@ def test_iperf3s_count_is_said_to_be_over_its_whole_test() -> None:
     text = render(build(TARGET, separate, Settings(max_impact=0.10)))
     assert "(probe 1, start-up included): 48.50" in text
     assert "(probe 2, start-up included): 194.00" in text
+
+
+def test_warnings_are_data_that_present_words() -> None:
+    r = build(TARGET, [probe(1, 50.0), probe(10, 200.0)], Settings(max_impact=0.10))
+    assert r.warnings and all(isinstance(w, AdviceWarning) for w in r.warnings), r.warnings
+    assert [w.code for w in r.warnings] == [w.code for w in build(
+        TARGET, [probe(1, 50.0), probe(10, 200.0)], Settings(max_impact=0.10)).warnings]
+    assert all(isinstance(t, str) and t for t in warning_texts(r))
+    with pytest.raises(ValueError):
+        warning_text(AdviceWarning("no such warning"))

@@ -6,15 +6,15 @@ from __future__ import annotations
 import ipaddress
 import socket
 import sys
-import types
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tamebpf.advise import advisor
 from tamebpf.capfile import Dest, check_max_streams, parse_capfile, parse_dest
 from tamebpf.commands import cap as cap_cmd
-from tamebpf.errors import TamebpfError, UsageError
+from tamebpf.errors import UsageError
 from tamebpf.kernel.cap import dest_of, rule_for
 from tests.unit.test_groups_fakes import cap_record
 
@@ -177,13 +177,6 @@ def test_table_shows_pace_target_and_live_rate() -> None:
     assert row[2:] == ["pace", "100", "Mbit/s", "3", "12", "97.0"], text
 
 
-def test_auto_without_the_advisor_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "tamebpf.advise", None)  # import fails
-    with pytest.raises(TamebpfError) as err:
-        cap_cmd.auto_target("dtn2", "5%")
-    assert str(err.value) == cap_cmd.NO_ADVISOR, str(err.value)
-
-
 def fake_advisor(monkeypatch: pytest.MonkeyPatch, n: int, mbit: float) -> list[tuple[object, ...]]:
     calls: list[tuple[object, ...]] = []
 
@@ -194,9 +187,7 @@ def fake_advisor(monkeypatch: pytest.MonkeyPatch, n: int, mbit: float) -> list[t
                      else (host, max_impact, port, congestion))
         return n, mbit
 
-    fake = types.ModuleType("tamebpf.advise")
-    fake.advise_target = advise_target  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "tamebpf.advise", fake)
+    monkeypatch.setattr(advisor, "advise_target", advise_target)
     return calls
 
 

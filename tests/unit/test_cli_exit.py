@@ -75,7 +75,7 @@ def test_no_advice_is_said_once(monkeypatch: pytest.MonkeyPatch,
                                 tmp_path: Path) -> None:
     """The reason goes into the report on stdout; stderr's one line points
     at it instead of printing it a second time (issue 30)."""
-    from tamebpf.estimate.advice import build
+    from tamebpf.advise.estimate.advice import build
     from tamebpf.model import Settings
     from tests.unit.test_advise_report import TARGET, probe
 

@@ -12,8 +12,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "scripts"
 from eval_competing import advice_by_plan, fallback, fallback_lines  # noqa: E402
 from eval_score import OURS, estimators, probe_to_dict  # noqa: E402
 
-from tamebpf.estimate.advice import ProbeResult  # noqa: E402
-from tamebpf.estimate.steady import FlowSteady, Steady  # noqa: E402
+from tamebpf.advise.estimate.steady import FlowSteady, Steady  # noqa: E402
+from tamebpf.advise.record import ProbeResult  # noqa: E402
 
 
 def _probe(n: int, mbps: float, past: bool, seconds: float) -> dict:

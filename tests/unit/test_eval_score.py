@@ -22,8 +22,8 @@ from eval_score import (  # noqa: E402
     truth_table,
 )
 
-from tamebpf.estimate.advice import ProbeResult  # noqa: E402
-from tamebpf.estimate.steady import FlowSteady, Steady  # noqa: E402
+from tamebpf.advise.estimate.steady import FlowSteady, Steady  # noqa: E402
+from tamebpf.advise.record import ProbeResult  # noqa: E402
 
 
 def _probe(n: int, mbps: float) -> ProbeResult:

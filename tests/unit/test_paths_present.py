@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from tamebpf.estimate.advice import Target
+from tamebpf.advise.record import Target
 from tamebpf.model import Settings
 from tamebpf.paths.recall import recall
 from tamebpf.present.paths import age_text, entry_json, recalled_json, render_paths, render_recalled

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tamebpf.estimate.advice import AdviseResult, build
+from tamebpf.advise.estimate.advice import build
+from tamebpf.advise.record import AdviseResult
 from tamebpf.model import Settings
 from tamebpf.paths.entry import FitData, PathEntry, PathKey
 from tamebpf.paths.recall import entry_from_advice, recall, usable
@@ -95,7 +96,7 @@ def test_cap_auto_advice_is_remembered_too(monkeypatch: pytest.MonkeyPatch,
                                            tmp_path: Path) -> None:
     """advise_target (cap --auto) stores its probed advice like advise does;
     the probes are replaced by a built result (no kernel in a unit test)."""
-    import tamebpf.advise as advise
+    import tamebpf.advise.advisor as advise
     from tamebpf.paths.store import PathStore
 
     monkeypatch.setenv("TAMEBPF_STATE_DIR", str(tmp_path))

@@ -1,10 +1,10 @@
-"""What a failed probe tells the user to do (kernel/probe.probe_failure_hint)."""
+"""What a failed probe tells the user to do (advise/probes.probe_failure_hint)."""
 
 from __future__ import annotations
 
-from tamebpf.estimate.advice import Target
-from tamebpf.kernel.iperf3_client import UNRESOLVED
-from tamebpf.kernel.probe import probe_failure_hint
+from tamebpf.advise.probes import probe_failure_hint
+from tamebpf.advise.record import Target
+from tamebpf.iperf3_client import UNRESOLVED
 
 
 def test_a_name_that_does_not_resolve_is_a_name_to_check_not_a_server_to_start() -> None:

@@ -7,9 +7,9 @@ from dataclasses import replace
 
 import pytest
 
-from tamebpf.advise import stop_rule
+from tamebpf.advise.advisor import stop_rule
+from tamebpf.advise.estimate.steady import FlowPoint, Steady, steady
 from tamebpf.advise.settled import BBR_WINDOW_RTTS, SETTLED, STEADY, BbrSettled, Settled
-from tamebpf.estimate.steady import FlowPoint, Steady, steady
 from tests.unit.test_adaptive_probe import link, rates
 from tests.unit.test_adaptive_probe import steady as window
 

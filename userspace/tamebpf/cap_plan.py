@@ -5,12 +5,13 @@ kernel switches in at once (CapTable.commit)."""
 
 from __future__ import annotations
 
-import importlib
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from tamebpf.advise import advisor
+from tamebpf.advise.record import Target
 from tamebpf.capfile import CapSpec, check_max_streams
 from tamebpf.errors import TamebpfError, UsageError
 from tamebpf.groups.passive_fit import LOSS_BASED
@@ -25,24 +26,15 @@ from tamebpf.present.progress import ProgressLine
 from tamebpf.records import Cap
 from tamebpf.values import rate_bytes_per_s
 
-NO_ADVISOR = "--auto needs 'tamebpf advise', not available in this build"
-
 
 def auto_target(host: str, max_impact: str, congestion: str = "system") -> tuple[int, float]:
-    """(N, Mbit/s) from the advisor, if this build has it."""
-    try:
-        advise = importlib.import_module("tamebpf.advise")
-    except ImportError:
-        raise TamebpfError(NO_ADVISOR) from None
-    fn = getattr(advise, "advise_target", None)
-    if fn is None:
-        raise TamebpfError(NO_ADVISOR)
+    """(N, Mbit/s) from the advisor."""
     impact = parse_fraction(max_impact, "--max-impact")
     name, port = parse_host_port(host, "--auto", default_port=IPERF3_PORT)
     # The default probes run until settled, up to about 30 s: show them.
     progress = ProgressLine()
     try:
-        n, mbit = fn(name, impact, port, congestion, on_progress=progress)
+        n, mbit = advisor.advise_target(name, impact, port, congestion, on_progress=progress)
     finally:
         progress.clear()
     return check_max_streams(int(n), "advised stream count"), float(mbit)
@@ -54,12 +46,8 @@ def follow_path(spec: CapSpec) -> PathKey:
     the scout is one unpaced stream, and one BBR stream takes most of a
     shared link (docs/advise.md), so following needs a loss-based one."""
     assert spec.auto is not None
-    try:
-        advise = importlib.import_module("tamebpf.advise")
-    except ImportError:
-        raise TamebpfError(NO_ADVISOR) from None
     name, port = parse_host_port(spec.auto, "--auto", default_port=IPERF3_PORT)
-    cc, where = advise.probe_congestion(advise.Target(name, port, congestion=spec.congestion))
+    cc, where = advisor.probe_congestion(Target(name, port, congestion=spec.congestion))
     if cc not in LOSS_BASED:
         raise UsageError(f"a cap that follows its path needs a loss-based congestion control; "
                          f"the transfers would run {cc} ({where})",

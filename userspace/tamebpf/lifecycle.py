@@ -1,12 +1,27 @@
-"""How a long-running command ends: signals that must unwind like an exit."""
+"""How a long-running command ends: signals that must unwind like an exit.
+
+Every command that runs for long goes through here: `watch` and `export`
+(terminate_as_exit), and the commands that probe, `advise` and `cap set` /
+`cap apply` with `auto` caps (terminate_as_interrupt)."""
 
 from __future__ import annotations
 
 import contextlib
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import NoReturn
+
+
+@contextlib.contextmanager
+def _handled(signals: tuple[signal.Signals, ...],
+             handler: Callable[[int, FrameType | None], NoReturn]) -> Iterator[None]:
+    old = {s: signal.signal(s, handler) for s in signals}
+    try:
+        yield
+    finally:
+        for s, previous in old.items():
+            signal.signal(s, previous)
 
 
 @contextlib.contextmanager
@@ -18,9 +33,18 @@ def terminate_as_exit() -> Iterator[None]:
     def stop(signum: int, frame: FrameType | None) -> NoReturn:
         raise SystemExit(0 if signum == signal.SIGTERM else 128 + signum)
 
-    old = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGHUP)}
-    try:
+    with _handled((signal.SIGTERM, signal.SIGHUP), stop):
         yield
-    finally:
-        for s, handler in old.items():
-            signal.signal(s, handler)
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt, as Ctrl-C does: a probe stopped
+    either way removes its cgroup, stops its traffic and detaches its BPF
+    programs (advise/probes.py), and the command ends "interrupted" (130)."""
+
+    def interrupt(signum: int, frame: FrameType | None) -> NoReturn:
+        raise KeyboardInterrupt
+
+    with _handled((signal.SIGTERM,), interrupt):
+        yield

@@ -4,7 +4,7 @@ I/O. The kernel layer (tamebpf.kernel.flows) makes them; the pure core
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Protocol
 
@@ -136,7 +136,7 @@ class Cap:
 
 @dataclass(frozen=True)
 class Progress:
-    """How far a probe has got (kernel/probe.run_probes reports it)."""
+    """How far a probe has got (advise/probes.run_probes reports it)."""
 
     index: int  # 1-based probe number
     total: int
@@ -148,3 +148,27 @@ class Progress:
     # stream's congestion epochs since slow start at the last check.
     until_settled: bool = False
     epochs: float | None = None
+
+
+@dataclass(frozen=True)
+class AckLog:
+    """ACKs that advanced each connection: cookie -> [(t_ns, ack_seq)], in
+    arrival order; `lost`: ACKs seen after the log was full
+    (kernel/acktrain.py reads it; advise/estimate/acktrain.py estimates the
+    capacity from it)."""
+
+    flows: Mapping[int, Sequence[tuple[int, int]]]
+    lost: int = 0
+
+    def only(self, cookies: Sequence[int] | None) -> AckLog:
+        if not cookies:
+            return self
+        keep = set(cookies)
+        return AckLog({c: v for c, v in self.flows.items() if c in keep}, self.lost)
+
+    def between(self, start_ns: int, end_ns: int | None) -> AckLog:
+        """The ACKs that arrived from `start_ns` (before `end_ns`, if given):
+        one stage of a staged probe."""
+        last = end_ns if end_ns is not None else 1 << 63
+        return AckLog({c: [a for a in v if start_ns <= a[0] < last]
+                       for c, v in self.flows.items()}, self.lost)

@@ -11,9 +11,9 @@ import sqlite3
 import time
 from dataclasses import replace
 
-from tamebpf.advise import probe_congestion
+from tamebpf.advise.advisor import probe_congestion
+from tamebpf.advise.record import AdviseResult, Target
 from tamebpf.errors import TamebpfError
-from tamebpf.estimate.advice import AdviseResult, Target
 from tamebpf.logs import log
 from tamebpf.model import ModelInputError, Settings
 from tamebpf.paths import remote

@@ -8,7 +8,7 @@ second. On a short path epochs pass every few hundred milliseconds; on a
 long path with full queues one can take seconds, and a probe of fixed
 length ended there far from the long-run share (docs/accuracy.md). So a
 probe ends early only when
-- it is past start-up (estimate/adaptive.past_start_up),
+- it is past start-up (advise/estimate/adaptive.past_start_up),
 - our streams have each been through `epochs` window reductions since they
   left slow start (the kernel counts them: bpf/flows.bpf.c, on_cong_state;
   the median stream, so that one stream that lost less does not hold up
@@ -21,7 +21,7 @@ probe ends early only when
 - the goodput over the window is measured tightly (relative standard
   error within `rse`), and
 - when the capacity is to be estimated from this probe, that estimate is
-  trusted and tight (as estimate/adaptive.Enough);
+  trusted and tight (as advise/estimate/adaptive.Enough);
 or, for the probe whose ACKs estimate the capacity, when it saw no loss and
 its goodput is flat at that capacity: the link is ours alone, and there is
 no share to converge to. Otherwise it runs to its time limit
@@ -33,19 +33,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tamebpf.estimate.acktrain import estimate_capacity
-from tamebpf.estimate.adaptive import MIN_SAMPLES, past_start_up_and_tight, tight_capacity
-from tamebpf.estimate.advice import SETTLED_EPOCHS, SETTLED_MIN_RTTS
-from tamebpf.estimate.steady import Steady, window_samples
+from tamebpf.advise.estimate.acktrain import estimate_capacity
+from tamebpf.advise.estimate.adaptive import MIN_SAMPLES, past_start_up_and_tight, tight_capacity
+from tamebpf.advise.estimate.steady import Steady, window_samples
 from tamebpf.model.confidence import relative_standard_error
 
 # Each probe's time limit by default (--max-probe-time): 15 s + 15 s had a
 # median throughput error of 0.076 and 0.061 on the two fresh draws of issue
 # 15, 2 s + 2 s 0.252 and 0.234 (docs/accuracy.md).
 DEFAULT_MAX_PROBE_S = 15.0
-# Epochs after slow start, and RTTs since the probe began, before a probe
-# may end early (estimate/advice.py holds the numbers, which its warnings
-# name too).
+# Congestion epochs since slow start, and smoothed RTTs since the probe
+# began, after which the default probes may stop early. Chosen on the two
+# earlier fresh draws (docs/results/settled-design.md), checked on a draw
+# they were not chosen on (docs/accuracy.md).
+SETTLED_EPOCHS = 4
+SETTLED_MIN_RTTS = 100
 DEFAULT_EPOCHS = SETTLED_EPOCHS
 DEFAULT_MIN_RTTS = SETTLED_MIN_RTTS
 # A window's halves within this of each other: its goodput is flat.
@@ -58,7 +60,7 @@ STEADY = "alone on the link"
 # BBR neither leaves slow start the way the kernel marks it (its ssthresh
 # stays unset) nor moves by loss epochs: its probe ends once the window
 # spans this many RTTs, three of its 8-RTT bandwidth-probing cycles. The
-# window is the probe's last 40% (estimate/steady.py), so that is 60 RTTs
+# window is the probe's last 40% (advise/estimate/steady.py), so that is 60 RTTs
 # of probe: 9 s at 150 ms, and three BBR probes (a third where the first two
 # leave the answer open) stay within about 30 s.
 BBR_WINDOW_RTTS = 24.0

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 import time
 import urllib.parse
-from types import FrameType
 from typing import Any
 
 from tamebpf import siteconfig
-from tamebpf.advise import (
+from tamebpf.advise.advisor import (
     DEFAULT_MAX_PROBE_S,
     DEFAULT_MODEL,
     DEFAULT_PROBES,
@@ -27,6 +25,7 @@ from tamebpf.capfile import CONGESTION
 from tamebpf.errors import NoAdviceError, UsageError
 from tamebpf.kernel import preflight
 from tamebpf.kernel.netns import check_netns
+from tamebpf.lifecycle import terminate_as_interrupt
 from tamebpf.options import (
     IPERF3_PORT,
     add_advice_options,
@@ -178,10 +177,6 @@ def parse_probes(text: str) -> tuple[int, int]:
     return n1, n2
 
 
-def _sigterm(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
-
-
 def run(args: argparse.Namespace) -> int:
     host, port = parse_dest(args.dest)
     n1, n2 = parse_probes(args.probes)
@@ -217,13 +212,12 @@ def run(args: argparse.Namespace) -> int:
             return _from_memory(args, recalled, target)
     preflight.check("advise")  # after the arguments: a bad one is exit 2 for anyone
     progress = ProgressLine()
-    old = signal.signal(signal.SIGTERM, _sigterm)
     try:
-        result = run_advice(target, settings, (n1, n2), durations, args.model,
-                            on_progress=progress, capacity_mbps=capacity,
-                            max_probe_s=max_probe)
+        with terminate_as_interrupt():
+            result = run_advice(target, settings, (n1, n2), durations, args.model,
+                                on_progress=progress, capacity_mbps=capacity,
+                                max_probe_s=max_probe)
     finally:
-        signal.signal(signal.SIGTERM, old)
         progress.clear()
     if not result.refused:
         memory.remember(result, probe_congestion(target)[0], "quick" if args.quick else

@@ -10,9 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tamebpf.cap_plan import (
-    NO_ADVISOR,
     Plan,
-    Resolved,
     auto_target,
     changes_of,
     follow_path,
@@ -33,16 +31,24 @@ from tamebpf.errors import UsageError
 from tamebpf.kernel.cap import CapChangeError, CapTable, netns_paths, resolve_cgroup
 from tamebpf.kernel.caps_view import limit_of
 from tamebpf.kernel.flows import FlowReader
+from tamebpf.lifecycle import terminate_as_interrupt
 from tamebpf.logs import log
 from tamebpf.options import IPERF3_PORT, dump_json, parse_fraction, parse_host_port
 from tamebpf.paths.follows import FollowBook, normal_cgroup
 from tamebpf.paths.store import state_dir
-from tamebpf.present.caps import render_table
+from tamebpf.present.caps import (
+    UNCHANGED,
+    checked_line,
+    describe,
+    kept_line,
+    removed,
+    render_table,
+    set_json,
+)
 from tamebpf.records import Cap
 from tamebpf.values import parse_duration, rate_bytes_per_s
-from tamebpf.words import count
 
-__all__ = ["NO_ADVISOR", "auto_target", "register", "render_table", "resolve_spec"]
+__all__ = ["auto_target", "register", "render_table", "resolve_spec"]
 
 
 def register(sub: Any) -> None:
@@ -133,10 +139,6 @@ def _usage(p: argparse.ArgumentParser) -> int:
     return 2
 
 
-def _streams(n: int) -> str:
-    return count(n, "TCP stream")
-
-
 def spec_from_args(args: argparse.Namespace) -> CapSpec:
     """The cap `cap set` asks for, checked as a caps-file entry is."""
     all_processes = bool(getattr(args, "all_processes", False))
@@ -180,37 +182,14 @@ def rate_bytes(rate: str, option: str = "--rate") -> int:
     return rate_bytes_per_s(rate, option)
 
 
-def describe(cap: Cap, how: Resolved | None = None) -> str:
-    """One line for a cap just set."""
-    if cap.mode == "pace":
-        text = (f"{cap.cgroup}: streams to {cap.dest} paced at "
-                f"{cap.rate_bytes_per_s * 8 / 1e6:g} Mbit/s together ({cap.streams} open now)")
-    else:
-        text = (f"{cap.cgroup}: at most {_streams(cap.max_streams)} to {cap.dest} "
-                f"({cap.streams} open now)")
-    if how is not None and how.advised is not None:
-        text += f"; advised {_streams(how.advised[0])} at {how.advised[1]:.2f} Mbit/s"
-    if how is not None and how.fallback_because is not None:
-        text += f"; fallback (the advisor failed: {how.fallback_because})"
-    return text
-
-
-def set_json(cap: Cap, how: Resolved | None) -> dict[str, Any]:
-    out = cap.to_json()
-    if how is not None and how.advised is not None:
-        out["advised"] = {"streams": how.advised[0], "mbit": how.advised[1]}
-    if how is not None and how.fallback_because is not None:
-        out["fallback_because"] = how.fallback_because
-    return out
-
-
 def run_set(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)
     table = CapTable("cap set", verbose=args.verbose)
     # a bad cgroup is refused before the advisor runs
     resolve_cgroup(spec.cgroup, spec.all_processes)
     path = follow_path(spec) if spec.follow else None  # refused before probing
-    how = resolve_spec(spec)
+    with terminate_as_interrupt():  # --auto probes: nothing of them left behind
+        how = resolve_spec(spec)
     cap = table.add(spec.cgroup, spec.dest, how.max_streams, how.pace_bytes_per_s,
                     spec.all_processes)
     for warning in sync_follows([(spec, cap, path)], []):
@@ -220,13 +199,6 @@ def run_set(args: argparse.Namespace) -> int:
     else:
         print(describe(cap, how))
     return 0
-
-
-def removed(cap: Cap) -> str:
-    if cap.mode == "pace":
-        return (f"{cap.cgroup}: pacing of the streams to {cap.dest} removed "
-                f"({cap.streams} open streams unpaced)")
-    return f"{cap.cgroup}: cap of {_streams(cap.max_streams)} to {cap.dest} removed"
 
 
 def run_rm(args: argparse.Namespace) -> int:
@@ -299,12 +271,13 @@ def read_capfile(path: str) -> str:
 def run_apply(args: argparse.Namespace) -> int:
     specs = parse_capfile(read_capfile(args.file), args.file)
     table = CapTable("cap apply", verbose=args.verbose)
-    plan = plan_apply(table, specs, args.prune, args.file, probe=not args.check)
+    with terminate_as_interrupt():  # auto entries probe: nothing of them left behind
+        plan = plan_apply(table, specs, args.prune, args.file, probe=not args.check)
     if args.check:
         if args.json:
             dump_json({"file": args.file, "ok": True, "caps": len(specs)}, sys.stdout)
         else:
-            print(f"{args.file}: {count(len(specs), 'cap')}, all valid (nothing changed)")
+            print(checked_line(args.file, len(specs)))
         return 0
     result = execute_plan(table, plan, args.file)
     if args.json:
@@ -333,10 +306,9 @@ def execute_plan(table: CapTable, plan: Plan, name: str = "caps file") -> dict[s
         log.warning("%s", warning)
     lines = [removed(cap) for _, cap in plan.to_remove]
     lines += [describe(cap, how) for cap, (_, _, how) in zip(done, plan.to_set, strict=True)]
-    lines += [f"{cap.cgroup}: cap to {cap.dest} kept as in force (cap #{i}: the advisor "
-              f"failed: {why})" for i, cap, why in plan.kept]
+    lines += [kept_line(cap, i, why) for i, cap, why in plan.kept]
     if not lines:
-        lines.append("caps already as in the file")
+        lines.append(UNCHANGED)
     return {
         "lines": lines,
         "removed": [cap.to_json() for _, cap in plan.to_remove],

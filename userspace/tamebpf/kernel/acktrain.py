@@ -2,7 +2,7 @@
 
 Attached to the advisor's probe cgroup while a probe runs: every ACK that
 advances one of its connections is logged with its arrival time, which is
-what the capacity estimate (estimate/acktrain.py) reads. Closing detaches
+what the capacity estimate (advise/estimate/acktrain.py) reads. Closing detaches
 both programs; nothing is pinned.
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 import ctypes
 
 from tamebpf.errors import TamebpfError
-from tamebpf.estimate.acktrain import AckLog
 from tamebpf.kernel import native
 from tamebpf.kernel.abi import TB_ACKS_MAX, TbAck
+from tamebpf.records import AckLog
 
 
 class AckTrain:

@@ -21,7 +21,7 @@ SOURCES: tuple[Source, ...] = ("probe", "--capacity", "passive")
 # only from settled (or passive) entries: a quick look is not the answer
 # the user asked to wait for.
 ProbeKind = Literal["settled", "quick", "fixed", "none"]
-# Which estimator the stored advice used (estimate/advice.AdviseResult.used).
+# Which estimator the stored advice used (advise/record.AdviseResult.used).
 Estimator = Literal["capacity", "throughput", "share"]
 
 

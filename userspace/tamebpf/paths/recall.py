@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tamebpf.estimate.advice import AdviseResult
+from tamebpf.advise.record import AdviseResult
 from tamebpf.model import Advice, CurvePoint, Fit, Probe, Settings, predict
 from tamebpf.model.share import as_curve, share_advice
 from tamebpf.paths.entry import Estimator, FitData, PathEntry, PathKey, ProbeKind, Source

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tamebpf.estimate.advice import AdviseResult, ProbeResult, Target
+from tamebpf.advise.record import AdviceWarning, AdviseResult, ProbeResult, Target
 from tamebpf.model.confidence import Z_90, ImpactRange
 from tamebpf.present.prediction import prediction_to_json, render_prediction_table
 from tamebpf.words import count
@@ -26,7 +26,7 @@ def _measurement(p: ProbeResult) -> dict[str, Any]:
         "finish_s": p.finish_s,
         "steady_window_s": [s.start_s, s.end_s],
         # Whether every stream had left slow start when the window began, and
-        # its length in smoothed RTTs (estimate/adaptive.PastStartUp).
+        # its length in smoothed RTTs (advise/estimate/adaptive.PastStartUp).
         "past_slow_start": s.after_slow_start,
         "steady_window_rtts": s.window_rtts,
         # Why the probe ended (its stop rule's reason, "time limit", or None
@@ -48,7 +48,7 @@ def _measurement(p: ProbeResult) -> dict[str, Any]:
 
 def to_json(result: AdviseResult) -> dict[str, Any]:
     out = prediction_to_json(result.prediction)
-    out["warnings"] = list(result.prediction.warnings) + list(result.warnings)
+    out["warnings"] = list(result.prediction.warnings) + warning_texts(result)
     out["measurements"] = [_measurement(p) for p in result.probes]
     free = result.throughput_prediction or result.prediction
     anchored = result.used == "capacity"
@@ -230,7 +230,7 @@ def render(result: AdviseResult) -> str:
                else f"no stream count's range holds the {limit:.0%} limit"))
     lines.append(f"ADVICE: {count(a.num_flows, 'stream')}, {a.max_nondisruptive_thru:.2f} Mbit/s, "
                  f"impact on cross traffic {a.cross_traffic_impact:.1%} ({how})")
-    for w in result.warnings:
+    for w in warning_texts(result):
         lines.append(f"warning: {w}")
     return "\n".join(lines) + "\n"
 
@@ -249,3 +249,70 @@ def _share_lines(result: AdviseResult) -> list[str]:
                          f"{p.cross:.2f} Mbit/s; impact {p.impact:.1%} against 1 stream, "
                          f"{p.impact_vs_none:.1%} against no transfer")
     return lines
+
+
+def warning_texts(result: AdviseResult) -> list[str]:
+    """The advice's own warnings (AdviseResult.warnings) in words."""
+    return [warning_text(w) for w in result.warnings]
+
+
+def warning_text(w: AdviceWarning) -> str:
+    """One warning of the advisor (advise/estimate/advice.py) in words."""
+    c = w.code
+    if c == "capacity_disagrees":
+        return (f"--capacity {w['link_mbps']:g} Mbit/s carries {w['goodput_mbps']:.2f} Mbit/s "
+                f"of TCP goodput, but the probes' ACK spacing shows "
+                f"{w['estimated_mbps']:.2f}: is the bottleneck elsewhere, or the rate given "
+                "wrong?")
+    if c == "capacity_not_trusted":
+        return (f"the capacity estimate is not trusted: {w['reason']}; the advice comes from "
+                "the throughput fit alone (give --capacity if you know the bottleneck's rate)")
+    if c == "capacity_not_used":
+        given = w["link_mbps"] is not None
+        what = (f"--capacity {w['link_mbps']:g} Mbit/s ({w['goodput_mbps']:.2f} Mbit/s of TCP "
+                "goodput)" if given
+                else f"the estimated capacity ({w['goodput_mbps']:.2f} Mbit/s of TCP goodput)")
+        return (f"{what} not used: {w['error']}; the advice comes from the throughput fit alone"
+                + (". Give the bottleneck's real rate, or leave --capacity out" if given
+                   else ""))
+    if c == "estimators_disagree":
+        used = w["used"]
+        # Point at the other warnings only when there are some: a user told
+        # to "see" warnings that are not there has nowhere to go.
+        why = ("; an assumption of the model does not hold on this path (see the other "
+               "warnings)" if w["others"] else "")
+        return (f"the estimators disagree: the {used} fit advises "
+                f"{count(w['streams'], 'stream')} (impact {w['impact']:.1%}), the loss-RTT "
+                f"fit {w['loss_rtt_streams']} (it puts the impact at "
+                f"{count(w['streams'], 'stream')} at {w['loss_rtt_impact']:.1%}); the advice "
+                f"follows the {used} fit, whose advice was the better of the two on the "
+                "testbed (docs/results/design-runs.md)" + why)
+    if c == "no_retransmissions":
+        return ("no retransmissions in any probe: the path showed no congestion up to "
+                f"{w['streams']} streams, so the loss-RTT fit has nothing to fit and the "
+                "impact estimate rests on throughput alone")
+    if c == "start_up":
+        rtts = w["window_rtts"]
+        where = ("still in slow start" if not w["after_slow_start"] else
+                 "past slow start but with no RTT measured" if rtts is None else
+                 f"only {rtts:.0f} RTTs past slow start")
+        then = {"settle": "; the default probes (without --quick or --duration) run until "
+                          "settled",
+                "longer": "; --max-probe-time gives the probes longer"}.get(w["then"], "")
+        return (f"the {w['streams']}-stream probe ended {where}: its share of the path was "
+                "its start-up share, which on long-RTT paths was far from the long-run one "
+                "(docs/accuracy.md); the advice may be far off" + then)
+    if c == "time_limit":
+        return (f"the {w['streams']}-stream probe ran to its time limit with "
+                f"{w['epochs']:g} congestion epochs counted since slow start: its share may "
+                "still have been moving (--max-probe-time gives it longer)")
+    if c == "rwnd_limited":
+        return (f"the {w['streams']}-stream probe was limited by the receiver's window "
+                f"{w['fraction']:.0%} of the time, not by the network: raise the receiver's "
+                "buffers (net.ipv4.tcp_rmem)")
+    if c == "noisy":
+        return (f"the {w['streams']}-stream probe was noisy (goodput varied by "
+                f"{w['cv']:.0%} between samples): try a longer --max-probe-time")
+    if c == "third_probe_unused":
+        return f"a third probe at {w['streams']} streams could not be used: {w['reason']}"
+    raise ValueError(f"unknown advice warning {c!r}")

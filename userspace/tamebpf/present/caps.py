@@ -1,12 +1,78 @@
-"""`tamebpf cap list` as text."""
+"""`tamebpf cap` as text and JSON: the `cap list` table, and what `cap set`,
+`cap rm` and `cap apply` say they did."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import Any, Protocol
 
 from tamebpf.paths.follows import FollowSpec, normal_cgroup
 from tamebpf.records import Cap
+from tamebpf.words import count
+
+# `cap apply` that changed nothing.
+UNCHANGED = "caps already as in the file"
+
+
+class HowSet(Protocol):
+    """How a cap's limit was found (cap_plan.Resolved): the advisor's
+    (N, Mbit/s) for an auto cap, or why its fallback is used."""
+
+    @property
+    def advised(self) -> tuple[int, float] | None: ...
+
+    @property
+    def fallback_because(self) -> str | None: ...
+
+
+def _streams(n: int) -> str:
+    return count(n, "TCP stream")
+
+
+def describe(cap: Cap, how: HowSet | None = None) -> str:
+    """One line for a cap just set."""
+    if cap.mode == "pace":
+        text = (f"{cap.cgroup}: streams to {cap.dest} paced at "
+                f"{cap.rate_bytes_per_s * 8 / 1e6:g} Mbit/s together ({cap.streams} open now)")
+    else:
+        text = (f"{cap.cgroup}: at most {_streams(cap.max_streams)} to {cap.dest} "
+                f"({cap.streams} open now)")
+    if how is not None and how.advised is not None:
+        text += f"; advised {_streams(how.advised[0])} at {how.advised[1]:.2f} Mbit/s"
+    if how is not None and how.fallback_because is not None:
+        text += f"; fallback (the advisor failed: {how.fallback_because})"
+    return text
+
+
+def set_json(cap: Cap, how: HowSet | None) -> dict[str, Any]:
+    """A cap just set, as JSON."""
+    out = cap.to_json()
+    if how is not None and how.advised is not None:
+        out["advised"] = {"streams": how.advised[0], "mbit": how.advised[1]}
+    if how is not None and how.fallback_because is not None:
+        out["fallback_because"] = how.fallback_because
+    return out
+
+
+def removed(cap: Cap) -> str:
+    """One line for a cap just removed."""
+    if cap.mode == "pace":
+        return (f"{cap.cgroup}: pacing of the streams to {cap.dest} removed "
+                f"({cap.streams} open streams unpaced)")
+    return f"{cap.cgroup}: cap of {_streams(cap.max_streams)} to {cap.dest} removed"
+
+
+def kept_line(cap: Cap, entry: int, why: str) -> str:
+    """A caps file's auto cap whose advisor failed, left as in force."""
+    return (f"{cap.cgroup}: cap to {cap.dest} kept as in force (cap #{entry}: the advisor "
+            f"failed: {why})")
+
+
+def checked_line(path: str, caps: int) -> str:
+    """`cap apply --check` of a valid file."""
+    return f"{path}: {count(caps, 'cap')}, all valid (nothing changed)"
+
 
 COLUMNS = (("CGROUP", 28), ("DEST", 24), ("MODE", 6), ("LIMIT", 12), ("STREAMS", 8),
            ("REFUSED", 8), ("MBIT/S", 9))

@@ -9,7 +9,7 @@ from tamebpf.errors import UsageError
 from tamebpf.words import count
 
 if TYPE_CHECKING:
-    from tamebpf.estimate.advice import AdviseResult
+    from tamebpf.advise.record import AdviseResult
 
 FORMATS = (".png", ".svg")
 

@@ -16,34 +16,13 @@ holds too few pairs, or holds a small share of them and is not large.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tamebpf.estimate.capacity import DEFAULT_MSS
+from tamebpf.advise.estimate.capacity import DEFAULT_MSS
+from tamebpf.records import AckLog
 
 SEQ_MOD = 1 << 32
-
-
-@dataclass(frozen=True)
-class AckLog:
-    """ACKs that advanced each connection: cookie -> [(t_ns, ack_seq)], in
-    arrival order; `lost`: ACKs seen after the log was full."""
-
-    flows: Mapping[int, Sequence[tuple[int, int]]]
-    lost: int = 0
-
-    def only(self, cookies: Sequence[int] | None) -> AckLog:
-        if not cookies:
-            return self
-        keep = set(cookies)
-        return AckLog({c: v for c, v in self.flows.items() if c in keep}, self.lost)
-
-    def between(self, start_ns: int, end_ns: int | None) -> AckLog:
-        """The ACKs that arrived from `start_ns` (before `end_ns`, if given):
-        one stage of a staged probe."""
-        last = end_ns if end_ns is not None else 1 << 63
-        return AckLog({c: [a for a in v if start_ns <= a[0] < last]
-                       for c, v in self.flows.items()}, self.lost)
 
 
 def pair_rates(log: AckLog, mss: int) -> list[float]:

@@ -47,7 +47,7 @@ COOKIE_CHARS = b"abcdefghijklmnopqrstuvwxyz234567"
 BLOCK = 128 * 1024  # iperf3's default TCP block
 MULTISEND = 10
 MAX_JSON = 1 << 20
-UNRESOLVED = "cannot resolve"  # the error's start: kernel/probe.py words its hint by it
+UNRESOLVED = "cannot resolve"  # the error's start: advise/probes.py words its hint by it
 SO_COOKIE = getattr(socket, "SO_COOKIE", 57)  # Linux's value; older Pythons lack the name
 
 

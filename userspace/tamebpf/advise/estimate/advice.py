@@ -1,0 +1,196 @@
+"""From measured probes to advice: both estimators, warnings, confidence.
+
+Pure: the probes are run by advise/probes.py, the records are
+advise/record.py's, and the result is shown by present/advice.py.
+
+Estimators (docs/model.md section 3):
+- throughput fit: Eq 13/14 on the probes' steady kernel goodput. The advice
+  uses this one: it is the estimator the paper validated, and it needs only
+  goodput, which a short probe measures well.
+- loss-RTT fit: p*RTT^2 = a n^2 + b on the kernel's retransmission rate and
+  smoothed RTT. Reported beside it as a check; short probes see few loss
+  events, so its inputs are coarser.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from tamebpf.advise.estimate.acktrain import estimate_capacity
+from tamebpf.advise.estimate.adaptive import past_start_up
+from tamebpf.advise.estimate.capacity import tcp_goodput_mbps
+from tamebpf.advise.estimate.steady import window_samples
+from tamebpf.advise.record import (
+    TIME_LIMIT,
+    AdviceWarning,
+    AdviseResult,
+    Capacity,
+    ProbeResult,
+    Target,
+)
+from tamebpf.model import (
+    Fit,
+    LossSample,
+    ModelInputError,
+    ModelName,
+    Prediction,
+    Probe,
+    Settings,
+    competing_flows,
+    fit_capacity,
+    fit_loss_rtt,
+    fit_throughput,
+    predict,
+)
+from tamebpf.model.confidence import ImpactRange, impact_ranges, relative_standard_error
+from tamebpf.model.share import as_curve, share_advice
+
+NOISY_CV = 0.30  # per-interval goodput varying more than this: probe too noisy
+RWND_LIMITED = 0.5  # fraction of samples bounded by the receive window
+# --capacity and the ACK-spacing estimate differ by more than this: say so.
+CAPACITY_DISAGREE = 0.10
+DISAGREE = "estimators_disagree"  # the loss-law fits' check, not for BBR's share advice
+DISAGREE_IMPACT = 0.10  # estimators' impact at the advised n differ by more
+# ... or their stream counts differ by a factor of two or more (and by >= 2).
+
+
+def build(target: Target, probes: Sequence[ProbeResult], settings: Settings,
+          model: ModelName = "square", capacity_mbps: float | None = None) -> AdviseResult:
+    """`capacity_mbps`: the bottleneck's link rate, if the user knows it.
+    Without it, the capacity the probes' ACK spacing shows anchors the fit
+    when that estimate can be trusted."""
+    measured = [Probe(p.streams, p.steady.goodput_mbps) for p in probes]
+    rates = [r for p in probes for r in p.ack_pair_mbps]
+    estimate = estimate_capacity(rates, max(m.throughput for m in measured)) if rates else None
+    free = predict(fit_throughput(measured, model), settings)
+    prediction = free
+
+    def refit(ps: Sequence[Probe]) -> Fit:
+        return fit_throughput(ps, model)
+
+    warnings: list[AdviceWarning] = []
+    capacity: Capacity | None = None
+    goodput: float | None = None
+    if capacity_mbps is not None:
+        s = probes[-1].steady
+        goodput = tcp_goodput_mbps(capacity_mbps, s.mss, s.ipv6)
+        source = "given"
+        if estimate is not None and estimate.goodput_mbps is not None and \
+                abs(estimate.goodput_mbps / goodput - 1) > CAPACITY_DISAGREE:
+            warnings.append(AdviceWarning("capacity_disagrees", {
+                "link_mbps": capacity_mbps, "goodput_mbps": goodput,
+                "estimated_mbps": estimate.goodput_mbps}))
+    elif estimate is not None and estimate.trusted and estimate.goodput_mbps is not None:
+        goodput, source = estimate.goodput_mbps, estimate.method
+    elif estimate is not None:
+        warnings.append(AdviceWarning("capacity_not_trusted", {"reason": estimate.reason}))
+    if goodput is not None:
+        anchor = goodput
+        try:
+            prediction = predict(fit_capacity(measured, anchor), settings)
+            capacity = Capacity(capacity_mbps, anchor, competing_flows(prediction.fit), source)
+
+            def refit(ps: Sequence[Probe]) -> Fit:
+                return fit_capacity(ps, anchor)
+        except ModelInputError as err:
+            capacity = Capacity(capacity_mbps, anchor, None, source)
+            warnings.append(AdviceWarning("capacity_not_used", {
+                "link_mbps": capacity_mbps, "goodput_mbps": anchor, "error": str(err)}))
+    loss_pred: Prediction | None = None
+    loss_error: str | None = None
+    samples = [LossSample(p.streams, p.steady.loss_rate, p.steady.srtt_ms / 1000,
+                          p.steady.goodput_mbps)
+               for p in probes if p.steady.loss_rate is not None and p.steady.srtt_ms]
+    if len(samples) == len(probes):
+        try:
+            loss_pred = predict(fit_loss_rtt(samples, model), settings)
+        except ModelInputError as err:
+            loss_error = str(err)
+    else:
+        loss_error = "a probe has no RTT or segment counts to fit"
+    warnings += _assumption_warnings(probes)
+    if loss_pred is not None:
+        used = "capacity" if prediction is not free else "throughput"
+        a, b = prediction.advice, loss_pred.advice
+        n = a.num_flows
+        other = loss_pred.fit.impact(n, settings.baseline)
+        lo, hi = sorted((a.num_flows, b.num_flows))
+        far_apart = hi >= 2 * lo and hi - lo >= 2
+        if far_apart or (lo != hi and abs(a.cross_traffic_impact - other) > DISAGREE_IMPACT):
+            warnings.append(AdviceWarning(DISAGREE, {
+                "used": used, "streams": a.num_flows, "impact": a.cross_traffic_impact,
+                "loss_rtt_streams": b.num_flows, "loss_rtt_impact": other,
+                # Point at the other warnings only when there are some.
+                "others": bool(warnings)}))
+    confidence = impact_ranges(
+        refit, measured, [relative_standard_error(p.steady.noise, window_samples(p.steady))
+                          for p in probes],
+        [c.streams for c in prediction.curve], baseline=settings.baseline)
+    result = AdviseResult(target, tuple(probes), prediction, loss_pred, loss_error,
+                          tuple(warnings), free, capacity, estimate, tuple(confidence), None)
+    return _by_share(result, settings, goodput) if probes_run_bbr(probes) else result
+
+
+def probes_run_bbr(probes: Sequence[ProbeResult]) -> bool:
+    """The kernel saw BBR on the probes' sockets: the loss law does not hold."""
+    return any("bbr" in p.steady.congestion_control for p in probes)
+
+
+def _by_share(result: AdviseResult, settings: Settings, goodput: float | None) -> AdviseResult:
+    """BBR probes: the advice from the capacity share (model/share.py), the
+    loss-law fits kept only as checks; no advice without a capacity."""
+    probes = result.probes
+    if goodput is None:
+        e = result.capacity_estimate
+        why = "none" if e is None or e.goodput_mbps is None else \
+            f"{e.goodput_mbps:.2f} Mbit/s, not trusted: {e.reason}"
+        return replace(result, refused=(
+            "the probes ran BBR, whose advice rests on the bottleneck's capacity (what the "
+            "other traffic keeps is the capacity less what our streams got), and the "
+            f"probes' ACK spacing gave no trusted capacity estimate ({why}); give --capacity "
+            "RATE if you know the bottleneck's rate, or probe with --congestion cubic"))
+    measured = [Probe(p.streams, p.steady.goodput_mbps) for p in probes]
+    try:
+        share = share_advice(measured, goodput, settings)
+    except ModelInputError as err:
+        return replace(result, refused=f"the probes ran BBR and the share advice failed: {err}")
+    pred = replace(result.prediction, curve=as_curve(share), advice=share.advice)
+    ranges = tuple(ImpactRange(p.streams, p.impact, p.impact_low, p.impact_high)
+                   for p in share.curve)
+    warnings = [w for w in result.warnings if w.code != DISAGREE]
+    return replace(result, prediction=pred, share=share, confidence=ranges,
+                   warnings=tuple(warnings))
+
+
+def _assumption_warnings(probes: Sequence[ProbeResult]) -> list[AdviceWarning]:
+    out = []
+    if all(not p.steady.retrans for p in probes):
+        out.append(AdviceWarning("no_retransmissions", {"streams": max(p.streams for p in probes)}))
+    start_up = None  # where the last start-up warning is, to say once what to do
+    fixed = False
+    for p in probes:
+        # BBR leaves ssthresh unset: the kernel never marks it out of slow
+        # start, and its share does not move by loss epochs.
+        bbr = "bbr" in p.steady.congestion_control
+        if not bbr and not past_start_up(p.steady):
+            start_up = len(out)
+            fixed = fixed or p.stopped is None
+            out.append(AdviceWarning("start_up", {
+                "streams": p.streams, "after_slow_start": p.steady.after_slow_start,
+                "window_rtts": p.steady.window_rtts, "then": None}))
+        elif not bbr and p.stopped == TIME_LIMIT and p.steady.retrans:
+            out.append(AdviceWarning("time_limit", {"streams": p.streams,
+                                              "epochs": p.steady.median_epochs}))
+        if p.steady.rwnd_limited > RWND_LIMITED:
+            out.append(AdviceWarning("rwnd_limited", {"streams": p.streams,
+                                                "fraction": p.steady.rwnd_limited}))
+        if p.steady.noise is not None and p.steady.noise > NOISY_CV:
+            out.append(AdviceWarning("noisy", {"streams": p.streams, "cv": p.steady.noise}))
+    if start_up is not None:
+        # What to do, said once, with the last of them: probe until settled
+        # (some probes had fixed lengths), or longer.
+        w = out[start_up]
+        out[start_up] = AdviceWarning(w.code, {**w.data,
+                                         "then": "settle" if fixed else "longer"})
+    return out

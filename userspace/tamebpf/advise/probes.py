@@ -1,0 +1,334 @@
+"""The probes: n parallel TCP streams to an iperf3 server, measured in the
+kernel while they run, each stage ended by its stop rule.
+
+The probes are the stages of one iperf3 test (iperf3_client.run_stages),
+sent by a forked child in a cgroup of its own (kernel/probe.py), so the
+flow telemetry attributes exactly the probe's flows (`FlowReader(cgroup=...)`
+filters in the kernel). Here they are sampled, their stop rules asked
+(advise/settled.py) and each stage's measurement made a ProbeResult. The
+cgroup and the child are removed on every way out, including Ctrl-C and
+SIGTERM (the commands make SIGTERM unwind: lifecycle.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tamebpf import iperf3_client
+from tamebpf.advise.estimate.acktrain import pair_rates
+from tamebpf.advise.estimate.steady import FlowPoint, Steady, only_data_flows, steady
+from tamebpf.advise.record import TIME_LIMIT, ProbeResult, Target
+from tamebpf.errors import TamebpfError
+from tamebpf.kernel.acktrain import AckTrain
+from tamebpf.kernel.flows import Flow, FlowReader
+from tamebpf.kernel.probe import Say, Work, probe_cgroup, spawn
+from tamebpf.kernel.synrto import SynRto
+from tamebpf.records import AckLog, Progress
+
+SAMPLE_INTERVAL_S = 0.1
+# Set-up and result exchange, each: on a congested path a SYN or a control
+# message can be dropped more than once (1 s + 2 s of kernel backoff already
+# exceeded 3 s on the testbed with 30 cross flows in a 25-packet queue).
+CONNECT_TIMEOUT_MS = 8000
+# Resend the run's very first SYN after this, not Linux's 1 s (no RTT is
+# known yet; kernel/synrto.py). Shorter than the RTT of most wide-area paths
+# would resend a SYN for nothing; longer, and a SYN dropped by a congested
+# path costs most of a probe's start. A path slower than this gets a
+# duplicate SYN, which is harmless.
+FIRST_SYN_RTO_US = 300_000
+# How often a probe that may end early looks at what it has measured.
+CHECK_INTERVAL_S = 0.25
+
+# Whether a probe has measured enough: given the steady window so far and a
+# way to read its ACK pair rates (Mbit/s; read only when needed). A true
+# answer ends the stage; a string says why (shown with the probe).
+StopRule = Callable[[Steady, Callable[[], list[float]]], "bool | str | None"]
+
+
+def _point(f: Flow, t: float) -> FlowPoint:
+    return FlowPoint(
+        t=t,
+        bytes_acked=f.bytes_acked,
+        data_segs_out=f.data_segs_out,
+        total_retrans=f.total_retrans,
+        srtt_us=f.srtt_us,
+        slow_start=f.snd_ssthresh is None,
+        rwnd_limited=f.snd_wnd > 0 and f.snd_wnd <= f.snd_cwnd * f.mss,
+        congestion_control=f.congestion_control,
+        mss=f.mss,
+        ipv6=f.family == "ipv6",
+        delivered_bytes=f.delivered * f.mss,
+        cong_events=f.cong_events,
+    )
+
+
+# A stop rule may ask for the ACK pair rates at every check; reading the log
+# (up to 131072 ACKs) is the costly part of a check, so an answer is reused
+# for this long.
+ACK_RATES_REUSE_S = 1.0
+
+
+class _AckRates:
+    """The current stage's ACK pair rates, read at most every
+    ACK_RATES_REUSE_S (a rule deciding on the capacity can wait that long)."""
+
+    def __init__(self, ack_train: AckTrain) -> None:
+        self.ack_train = ack_train
+        self.read_at = -1.0
+        self.stage = -1
+        self.rates: list[float] = []
+
+    def __call__(self, k: int, stage: _Stage, mss: int | None) -> list[float]:
+        now = time.monotonic()
+        if k != self.stage or now - self.read_at >= ACK_RATES_REUSE_S:
+            log = self.ack_train.read().only(stage.cookies).between(stage.begin_ns, None)
+            self.rates, self.read_at, self.stage = pair_rates(log, mss or 0), now, k
+        return self.rates
+
+
+@dataclass
+class _Stage:
+    first: bool
+    streams: int
+    seconds: float
+    begin: float = 0.0  # monotonic seconds; set when the child says it began
+    cookies: tuple[int, ...] = ()
+    end: float | None = None
+
+    @property
+    def since(self) -> float:
+        """Where its measurement starts: the first stage's at the connections'
+        first samples, as a probe of its own is measured; a later one's when
+        its new streams begin to send."""
+        return 0.0 if self.first else self.begin
+
+    @property
+    def begin_ns(self) -> int:
+        return int(self.since * 1e9)
+
+    def points(self, series: dict[int, list[FlowPoint]]) -> dict[int, list[FlowPoint]]:
+        """Its streams' samples while it ran (the next stage's first sample
+        closes its last interval)."""
+        if not self.cookies:  # it never began
+            return {}
+        out = {}
+        for c, all_pts in only_data_flows(series, self.cookies).items():
+            pts = [p for p in all_pts if p.t >= self.since]
+            if self.end is not None:
+                after = [p for p in pts if p.t > self.end][:1]
+                pts = [p for p in pts if p.t <= self.end] + after
+            if pts:
+                out[c] = pts
+        return out
+
+
+def probe_failure_hint(error: str, target: Target) -> str:
+    """What to do about a failed probe: a name that does not resolve is a
+    typo or a DNS matter, not a server to start."""
+    if error.startswith(iperf3_client.UNRESOLVED):
+        where = f" in netns {target.netns}" if target.netns else ""
+        return (f"check the host name {target.host!r} (it must resolve{where}), "
+                "or give its address")
+    return f"is 'iperf3 -s -p {target.port}' running there, reachable and idle?"
+
+
+def _traffic(target: Target, stages: Sequence[tuple[int, float]], fast_start: bool) -> Work:
+    """What the child runs: the stages as one iperf3 test, a line as each
+    stage begins and a last one with the test's report."""
+
+    def work(say: Say, stop: Callable[[int], bool]) -> dict[str, Any]:
+        def stage_begins(k: int, t: float, cookies: tuple[int, ...]) -> None:
+            say({"stage": k, "t": t, "cookies": cookies})
+
+        cc = None if target.congestion == "system" else target.congestion
+        try:
+            r = iperf3_client.run_stages(target.host, target.port, stages, cc,
+                                         CONNECT_TIMEOUT_MS / 1000, pipelined=fast_start,
+                                         stop=stop, on_stage=stage_begins)
+        except iperf3_client.Iperf3Error as err:
+            return {"error": str(err)}
+        return {"received_mbps": r.received_mbps, "seconds": r.seconds,
+                "data_cookies": list(r.data_cookies), "setup_s": r.setup_s,
+                "finish_s": r.finish_s}
+
+    return work
+
+
+class _Stops:
+    """The stages' stop rules, asked at most every CHECK_INTERVAL_S once the
+    current stage has sent for its minimum; why each stage stopped."""
+
+    def __init__(self, rules: Sequence[StopRule | None], minimum: Sequence[float],
+                 ack_rates: _AckRates) -> None:
+        self.rules, self.minimum, self.ack_rates = rules, minimum, ack_rates
+        self.asked = -1  # the last stage asked to stop
+        self.last_check = 0.0
+        self.why: dict[int, str] = {}
+        self.epochs: dict[int, float] = {}  # each stage's, as last measured
+
+    def now(self, k: int, stage: _Stage, series: dict[int, list[FlowPoint]],
+            now: float) -> bool:
+        """Whether stage k, the current one, has measured enough (-1: none
+        has begun)."""
+        rule = self.rules[k] if k >= 0 else None
+        if rule is None or self.asked >= k or now - self.last_check < CHECK_INTERVAL_S or \
+                now - stage.begin < self.minimum[k]:
+            return False
+        self.last_check = now
+        so_far = steady(stage.points(series), stage.streams)
+        if so_far is not None:
+            self.epochs[k] = so_far.median_epochs
+        why = None if so_far is None else rule(so_far, functools.partial(
+            self.ack_rates, k, stage, so_far.mss))
+        if not why:
+            return False
+        self.asked = k
+        self.why[k] = why if isinstance(why, str) else "enough"
+        return True
+
+    def stopped(self, k: int) -> str | None:
+        """ProbeResult.stopped of stage k."""
+        return self.why.get(k, TIME_LIMIT) if self.rules[k] is not None else None
+
+
+def _sample(reader: FlowReader, series: dict[int, list[FlowPoint]]) -> None:
+    """One snapshot of the probe's flows onto their series."""
+    flows = reader.snapshot()
+    # One time per snapshot: the steady window compares flows at the
+    # same instants (their read times differ by microseconds).
+    t = min((f.read_monotonic_ns for f in flows if not f.closed),
+            default=time.monotonic_ns()) / 1e9
+    for f in flows:
+        series.setdefault(f.cookie, []).append(_point(f, t))
+
+
+def run_probe(target: Target, streams: int, seconds: float, index: int = 1, total: int = 1,
+              on_progress: Callable[[Progress], None] | None = None,
+              srtt_us: int = 0, fast_start: bool = True,
+              enough: StopRule | None = None) -> ProbeResult:
+    """One probe of `streams` for `seconds` (run_probes with one stage).
+    `index`/`total`: its place in the progress shown."""
+    return run_probes(target, [(streams, seconds)], on_progress, srtt_us, fast_start,
+                      [enough], index - 1, total)[0]
+
+
+def run_probes(target: Target, stages: Sequence[tuple[int, float]],
+               on_progress: Callable[[Progress], None] | None = None,
+               srtt_us: int = 0, fast_start: bool = True,
+               enough: Sequence[StopRule | None] | None = None,
+               first_index: int = 0, total: int | None = None,
+               at_least: Sequence[float] | None = None) -> list[ProbeResult]:
+    """Probes as the stages of one iperf3 test (iperf3_client.run_stages):
+    (streams, seconds) each, stream counts rising; one ProbeResult per stage,
+    measured on that stage's streams while it ran.
+    `srtt_us`: the path's RTT from an earlier probe (0: unknown), so that the
+    first SYN already gets the short timeout (kernel/synrto.py).
+    `fast_start=False` leaves SYN timeouts to the kernel and has the client
+    wait for each server state, as iperf3 does (for make probetime only).
+    `enough[k]`: end stage k before its `seconds` once it says the measurement
+    so far is tight enough (advise/estimate/adaptive.py); None: always `seconds`.
+    `at_least[k]`: seconds stage k sends before `enough[k]` is asked."""
+    plan = [_Stage(k == 0, n, d) for k, (n, d) in enumerate(stages)]
+    rules = list(enough) if enough is not None else [None] * len(plan)
+    minimum = list(at_least) if at_least is not None else [0.0] * len(plan)
+    total = len(plan) if total is None else total
+    streams = plan[-1].streams
+    series: dict[int, list[FlowPoint]] = {}
+    current = -1  # the stage the child said it is in
+    report: dict[str, Any] = {}
+    with contextlib.ExitStack() as stack:
+        cg = stack.enter_context(probe_cgroup(streams))
+        reader = stack.enter_context(FlowReader(
+            cgroup=cg, netns=[target.netns] if target.netns else [], command="advise"))
+        syn_rto = stack.enter_context(SynRto(cg, srtt_us, FIRST_SYN_RTO_US)) \
+            if fast_start else None
+        # Every ACK of the probe's connections, for the capacity estimate.
+        ack_train = stack.enter_context(AckTrain(cg))
+        stops = _Stops(rules, minimum, _AckRates(ack_train))
+        t_start = time.monotonic()
+        child = spawn(_traffic(target, stages, fast_start), cg, target.netns)
+        finished = False
+        try:
+            deadline = t_start + sum(d for _, d in stages) + 2 * CONNECT_TIMEOUT_MS / 1000 + 2
+            last_total, last_t = 0, t_start
+            while not finished:
+                # The child writes its report as its last act: wake up for it
+                # at once rather than at the next sample.
+                for msg in child.lines():
+                    if "stage" in msg:
+                        current = int(msg["stage"])
+                        plan[current].begin = float(msg["t"])
+                        plan[current].cookies = tuple(msg["cookies"])
+                        if current > 0:
+                            plan[current - 1].end = plan[current].begin
+                    else:
+                        report, finished = msg, True
+                now = time.monotonic()
+                _sample(reader, series)
+                stage = plan[max(current, 0)]
+                acked = sum(pts[-1].carried for c, pts in series.items()
+                            if c in stage.cookies)
+                if on_progress:
+                    rate = (acked - last_total) * 8 / (now - last_t) / 1e6 \
+                        if now > last_t and acked >= last_total else None
+                    began = stage.begin if current >= 0 else t_start
+                    k = max(current, 0)
+                    on_progress(Progress(first_index + k + 1, total, stage.streams, now - began,
+                                         stage.seconds, rate, rules[k] is not None,
+                                         stops.epochs.get(k)))
+                last_total, last_t = acked, now
+                if not finished and stops.now(current, stage, series, now):
+                    child.ask_stop(current)  # it ends the stage as if its time were up
+                if finished:
+                    child.reap()
+                    break
+                if now > deadline:
+                    raise TamebpfError(
+                        f"probe with {streams} streams to {target.host}:{target.port} did not "
+                        f"finish in {deadline - t_start:.0f} s", "is the path still up?")
+                child.wait_for_line(SAMPLE_INTERVAL_S)
+        finally:
+            child.close(kill=not finished)  # interrupted or timed out: stop the traffic now
+        learned_srtt_us = syn_rto.state().srtt_us if syn_rto else 0
+        acks = ack_train.read()
+    t_end = time.monotonic()
+    if "error" in report or "received_mbps" not in report:
+        error = report.get("error", "no report from the probe")
+        raise TamebpfError(
+            f"iperf3 probe to {target.host}:{target.port} failed: {error}",
+            probe_failure_hint(error, target))
+    return _results(target, plan, series, report, acks, learned_srtt_us, (t_start, t_end),
+                    stops)
+
+
+def _results(target: Target, plan: Sequence[_Stage], series: dict[int, list[FlowPoint]],
+             report: dict[str, Any], acks: AckLog, srtt_us: int,
+             span: tuple[float, float], stops: _Stops) -> list[ProbeResult]:
+    """Each stage's measurement, as a ProbeResult."""
+    t_start, t_end = span
+    results = []
+    for k, stage in enumerate(plan):
+        last = k == len(plan) - 1
+        measured = steady(stage.points(series), stage.streams)
+        if measured is None or measured.goodput_mbps <= 0:
+            raise TamebpfError(
+                f"probe with {stage.streams} streams to {target.host}:{target.port} "
+                "moved no data", "check the path and the server")
+        # Wall time: the first stage from the start (set-up included), the last
+        # to the end (result exchange included), so the stages add up.
+        began = t_start if k == 0 else stage.begin
+        ended = t_end if last else plan[k + 1].begin
+        results.append(ProbeResult(
+            stage.streams, ended - began, measured,
+            report["received_mbps"] if last else None, srtt_us,
+            report.get("setup_s") if k == 0 else 0.0,
+            report.get("finish_s") if last else 0.0,
+            tuple(pair_rates(acks.only(stage.cookies).between(stage.begin_ns, None),
+                             measured.mss or 0)),
+            stops.stopped(k)))
+    return results
