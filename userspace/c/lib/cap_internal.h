@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * What the two halves of the cap loader share: cap.c has the mechanics
- * (the pin directory and its lock, loading instances of cap.bpf.o,
- * attaching and pinning links, the TCP iterators, tidying up after a killed
- * command); cap_commit.c plans a set of changes and switches it in at once.
+ * What the parts of the cap loader share, one job each: cap_pins.c has the
+ * pin directory and its lock, loading instances of cap.bpf.o, and
+ * attaching and pinning links; cap_seed.c the TCP iterators that count a
+ * new cap's existing streams and unpace a removed cap's sockets;
+ * cap_rules.c the maps of the caps in force, their read side and tidying
+ * up after a killed command; cap_commit.c plans a set of changes and
+ * switches it in at once; cap_follow.c keeps how pace caps follow their
+ * path.
  */
 #ifndef TAMEBPF_CAP_INTERNAL_H
 #define TAMEBPF_CAP_INTERNAL_H
@@ -48,6 +52,8 @@ int cap_attach_state(struct cap_bpf *skel, const char *dir);
 int cap_attach_cgroup(struct cap_bpf *skel, const char *dir, __u64 cgid, int cgfd);
 int cap_cgroup_attached(const char *dir, __u64 cgid);
 void cap_unpin_cgroup(const char *dir, __u64 cgid);
+/* Unpin the links of every cgroup without caps in `keep` (NULL: all). */
+void cap_unpin_cgroups_except(const char *dir, const struct cap_table *keep);
 void cap_teardown(const char *dir);
 int cap_same_dest(const struct tb_cap_rule *a, const struct tb_cap_rule *b);
 int cap_seed(const char *dir, const struct tb_cap_rule *rule, __u64 cgid,
