@@ -311,36 +311,6 @@ static int retire_removed(const struct cap_maps *m, const char *dir,
 	return err;
 }
 
-static size_t caps_in(const struct cap_table *t)
-{
-	size_t caps = 0;
-
-	for (size_t i = 0; i < t->n; i++)
-		caps += t->cgs[i].n;
-	return caps;
-}
-
-static void teardown_if_no_caps(const char *dir)
-{
-	struct cap_table *live;
-	struct cap_maps m;
-
-	if (cap_open_maps(dir, &m)) {
-		cap_teardown(dir);
-		return;
-	}
-	live = calloc(1, sizeof(*live));
-	if (live) {
-		cap_read_table(&m, cap_live_gen(&m), live);
-		if (!caps_in(live)) {
-			cap_close_maps(&m);
-			cap_teardown(dir);
-		}
-		free(live);
-	}
-	cap_close_maps(&m);
-}
-
 int tb_cap_commit(const char *pin_dir, struct tb_cap_change *ch, size_t n,
 		  size_t *failed, const int *netns_fds, int n_netns)
 {
@@ -450,7 +420,7 @@ out:
 	cap_close_maps(&m);
 	/* No cap in force (a failed first cap, or the last one removed):
 	 * nothing stays behind. */
-	teardown_if_no_caps(pin_dir);
+	cap_teardown_if_none(pin_dir);
 	free(p);
 	close(lock);
 	return err;

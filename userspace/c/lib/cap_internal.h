@@ -69,6 +69,11 @@ void cap_close_maps(struct cap_maps *m);
 __u32 cap_live_gen(const struct cap_maps *m);
 /* Read generation `gen` of cap_rules into t. */
 void cap_read_table(const struct cap_maps *m, __u32 gen, struct cap_table *t);
+/* How many caps t holds, over all its cgroups. */
+size_t cap_table_caps(const struct cap_table *t);
+/* With the directory locked: remove it all if no cap is in force (or its
+ * maps are not all there). */
+void cap_teardown_if_none(const char *dir);
 /* With the directory locked: remove what a killed command left (rules of
  * the other generation, counters no rule names, links of cgroups without
  * caps; with teardown_if_empty everything, if no cap is in force). Returns

@@ -76,6 +76,36 @@ void cap_read_table(const struct cap_maps *m, __u32 gen, struct cap_table *t)
 	}
 }
 
+size_t cap_table_caps(const struct cap_table *t)
+{
+	size_t caps = 0;
+
+	for (size_t i = 0; i < t->n; i++)
+		caps += t->cgs[i].n;
+	return caps;
+}
+
+void cap_teardown_if_none(const char *dir)
+{
+	struct cap_table *live;
+	struct cap_maps m;
+
+	if (cap_open_maps(dir, &m)) {
+		cap_teardown(dir);
+		return;
+	}
+	live = calloc(1, sizeof(*live));
+	if (live) {
+		cap_read_table(&m, cap_live_gen(&m), live);
+		if (!cap_table_caps(live)) {
+			cap_close_maps(&m);
+			cap_teardown(dir);
+		}
+		free(live);
+	}
+	cap_close_maps(&m);
+}
+
 static int table_has_id(const struct cap_table *t, __u64 id)
 {
 	for (size_t i = 0; i < t->n; i++)
@@ -155,7 +185,7 @@ int cap_tidy_locked(const char *dir, const int *netns_fds, int n_netns,
 {
 	struct cap_table *live;
 	struct cap_maps m;
-	size_t caps = 0;
+	size_t caps;
 
 	if (cap_check_layout(dir))
 		return 0; /* not ours to tidy: never tear down another layout */
@@ -175,8 +205,7 @@ int cap_tidy_locked(const char *dir, const int *netns_fds, int n_netns,
 	delete_orphan_counts(dir, &m, live, netns_fds, n_netns);
 	cap_follow_tidy(&m);
 	cap_unpin_cgroups_except(dir, live);
-	for (size_t i = 0; i < live->n; i++)
-		caps += live->cgs[i].n;
+	caps = cap_table_caps(live);
 	cap_close_maps(&m);
 	free(live);
 	if (caps || !teardown_if_empty)
