@@ -220,10 +220,8 @@ int tb_cap_tidy(const char *pin_dir, const int *netns_fds, int n_netns)
 
 	tb_libbpf_logging();
 	lock = cap_lock_dir(pin_dir, 0, LOCK_EX);
-	if (lock == -ENOENT)
-		return 0;
 	if (lock < 0)
-		return lock;
+		return lock == -ENOENT ? 0 : lock; /* ENOENT: no caps */
 	err = cap_check_layout(pin_dir);
 	if (!err)
 		cap_tidy_locked(pin_dir, netns_fds, n_netns, 1);
@@ -244,10 +242,8 @@ int tb_cap_list(const char *pin_dir, __u64 *cgids, struct tb_cap_cgroup *cgs,
 	tb_libbpf_logging();
 	*n = 0;
 	lock = cap_lock_dir(pin_dir, 0, LOCK_SH);
-	if (lock == -ENOENT)
-		return 0;
 	if (lock < 0)
-		return lock;
+		return lock == -ENOENT ? 0 : lock; /* ENOENT: no caps */
 	err = cap_open_maps(pin_dir, &m);
 	if (err) {
 		close(lock);
