@@ -5,7 +5,6 @@
  * the handle or the process.
  */
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <bpf/libbpf.h>
@@ -19,51 +18,43 @@ struct tb_acktrain {
 	struct bpf_link *log;
 };
 
-void tb_acktrain_close(struct tb_acktrain *h)
+static int acktrain_setup(void *handle, const void *cg_path)
 {
-	if (!h)
-		return;
+	struct tb_acktrain *h = handle;
+
+	h->skel = acktrain_bpf__open_and_load();
+	if (!h->skel)
+		return tb_errno_error("cannot load the probe ACK log BPF programs");
+	h->mark = tb_attach_cgroup_path(h->skel->progs.mark_probe, cg_path, "probe ACK log");
+	if (!h->mark)
+		return -errno;
+	h->log = bpf_program__attach(h->skel->progs.log_ack);
+	if (!h->log)
+		return tb_errno_error("cannot attach the probe ACK log to tcp_probe");
+	return 0;
+}
+
+static void acktrain_teardown(void *handle)
+{
+	struct tb_acktrain *h = handle;
+
 	/* The ACK hook first: it is the one that runs host-wide. */
 	bpf_link__destroy(h->log);
 	bpf_link__destroy(h->mark);
 	acktrain_bpf__destroy(h->skel);
-	free(h);
 }
 
 int tb_acktrain_open(struct tb_acktrain **out, const char *cg_path)
 {
-	struct tb_acktrain *h;
 	int err;
 
-	tb_libbpf_logging();
-	*out = NULL;
-	h = calloc(1, sizeof(*h));
-	if (!h) {
-		tb_set_error("out of memory");
-		return -ENOMEM;
-	}
-	h->skel = acktrain_bpf__open_and_load();
-	if (!h->skel) {
-		err = -errno;
-		tb_set_error("cannot load the probe ACK log BPF programs: %s", strerror(-err));
-		goto fail;
-	}
-	h->mark = tb_attach_cgroup_path(h->skel->progs.mark_probe, cg_path, "probe ACK log");
-	if (!h->mark) {
-		err = -errno;
-		goto fail;
-	}
-	h->log = bpf_program__attach(h->skel->progs.log_ack);
-	if (!h->log) {
-		err = -errno;
-		tb_set_error("cannot attach the probe ACK log to tcp_probe: %s", strerror(-err));
-		goto fail;
-	}
-	*out = h;
-	return 0;
-fail:
-	tb_acktrain_close(h);
+	*out = tb_handle_open(sizeof(**out), acktrain_setup, acktrain_teardown, cg_path, &err);
 	return err;
+}
+
+void tb_acktrain_close(struct tb_acktrain *h)
+{
+	tb_handle_close(h, acktrain_teardown);
 }
 
 int tb_acktrain_read(const struct tb_acktrain *h, const struct tb_ack **acks, __u64 *seen,

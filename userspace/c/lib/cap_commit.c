@@ -175,6 +175,28 @@ static int plan_add(struct plan *p, struct tb_cap_change *c, __u64 *next_id)
 	return 0;
 }
 
+/* 1. plan: every change applied to p and checked before anything is
+ * written; on the first that fails, *failed is its index. */
+static int plan_all(struct plan *p, struct tb_cap_change *ch, size_t n,
+		    __u64 *next_id, size_t *failed)
+{
+	int err = 0;
+
+	for (size_t i = 0; i < n && !err; i++) {
+		if (ch[i].op == TB_CAP_OP_REMOVE) {
+			err = plan_remove(p, &ch[i]);
+		} else if (ch[i].op == TB_CAP_OP_ADD) {
+			err = plan_add(p, &ch[i], next_id);
+		} else {
+			tb_set_error("unknown cap change %u", ch[i].op);
+			err = -EINVAL;
+		}
+		if (err)
+			*failed = i;
+	}
+	return err;
+}
+
 static int attach_new_cgroups(struct plan *p, const char *dir)
 {
 	struct instance_cfg cfg = { .progs = P_CONNECT };
@@ -311,44 +333,14 @@ static int retire_removed(const struct cap_maps *m, const char *dir,
 	return err;
 }
 
-static size_t caps_in(const struct cap_table *t)
-{
-	size_t caps = 0;
-
-	for (size_t i = 0; i < t->n; i++)
-		caps += t->cgs[i].n;
-	return caps;
-}
-
-static void teardown_if_no_caps(const char *dir)
-{
-	struct cap_table *live;
-	struct cap_maps m;
-
-	if (cap_open_maps(dir, &m)) {
-		cap_teardown(dir);
-		return;
-	}
-	live = calloc(1, sizeof(*live));
-	if (live) {
-		cap_read_table(&m, cap_live_gen(&m), live);
-		if (!caps_in(live)) {
-			cap_close_maps(&m);
-			cap_teardown(dir);
-		}
-		free(live);
-	}
-	cap_close_maps(&m);
-}
-
 int tb_cap_commit(const char *pin_dir, struct tb_cap_change *ch, size_t n,
 		  size_t *failed, const int *netns_fds, int n_netns)
 {
 	struct instance_cfg base_cfg = { 0 };
 	struct cap_maps m = { -1, -1, -1, -1, -1 };
 	struct cap_bpf *base = NULL;
-	struct plan *p;
-	int lock, err = 0, adding = 0, switched = 0, retired;
+	struct plan *p = NULL;
+	int lock, err = 0, adding = 0, switched = 0, retired, ours = 0;
 	__u32 gen, zero = 0;
 	__u64 next_id = 0;
 
@@ -364,17 +356,19 @@ int tb_cap_commit(const char *pin_dir, struct tb_cap_change *ch, size_t n,
 		}
 		return lock;
 	}
+	/* From the lock on, every way out is the one below `out:`. */
 	err = cap_check_layout(pin_dir);
-	if (err) {
-		close(lock);
-		return err;
-	}
+	if (err)
+		goto out;
 	p = calloc(1, sizeof(*p));
 	if (!p) {
-		close(lock);
 		tb_set_error("out of memory");
-		return -ENOMEM;
+		err = -ENOMEM;
+		goto out;
 	}
+	/* The layout is ours: from here a directory left without caps is
+	 * removed on the way out (one of another layout never is). */
+	ours = 1;
 	/* The maps (pinned by this load if they are not yet) and, the first
 	 * time, the global count-down program. */
 	base_cfg.progs = adding && !cap_exists(pin_dir, "state") ? P_STATE : 0;
@@ -393,19 +387,8 @@ int tb_cap_commit(const char *pin_dir, struct tb_cap_change *ch, size_t n,
 	if (bpf_map_lookup_elem(m.ids, &zero, &next_id))
 		next_id = 0;
 
-	/* 1. plan: every change checked before anything is written */
-	for (size_t i = 0; i < n && !err; i++) {
-		if (ch[i].op == TB_CAP_OP_REMOVE) {
-			err = plan_remove(p, &ch[i]);
-		} else if (ch[i].op == TB_CAP_OP_ADD) {
-			err = plan_add(p, &ch[i], &next_id);
-		} else {
-			tb_set_error("unknown cap change %u", ch[i].op);
-			err = -EINVAL;
-		}
-		if (err)
-			*failed = i;
-	}
+	/* 1. plan */
+	err = plan_all(p, ch, n, &next_id, failed);
 	if (err)
 		goto out;
 
@@ -450,7 +433,8 @@ out:
 	cap_close_maps(&m);
 	/* No cap in force (a failed first cap, or the last one removed):
 	 * nothing stays behind. */
-	teardown_if_no_caps(pin_dir);
+	if (ours)
+		cap_teardown_if_none(pin_dir);
 	free(p);
 	close(lock);
 	return err;

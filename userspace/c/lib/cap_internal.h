@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * What the two halves of the cap loader share: cap.c has the mechanics
- * (the pin directory and its lock, loading instances of cap.bpf.o,
- * attaching and pinning links, the TCP iterators, tidying up after a killed
- * command); cap_commit.c plans a set of changes and switches it in at once.
+ * What the parts of the cap loader share, one job each: cap_pins.c has the
+ * pin directory and its lock, loading instances of cap.bpf.o, and
+ * attaching and pinning links; cap_seed.c the TCP iterators that count a
+ * new cap's existing streams and unpace a removed cap's sockets;
+ * cap_rules.c the maps of the caps in force, their read side and tidying
+ * up after a killed command; cap_commit.c plans a set of changes and
+ * switches it in at once; cap_follow.c keeps how pace caps follow their
+ * path.
  */
 #ifndef TAMEBPF_CAP_INTERNAL_H
 #define TAMEBPF_CAP_INTERNAL_H
@@ -48,6 +52,8 @@ int cap_attach_state(struct cap_bpf *skel, const char *dir);
 int cap_attach_cgroup(struct cap_bpf *skel, const char *dir, __u64 cgid, int cgfd);
 int cap_cgroup_attached(const char *dir, __u64 cgid);
 void cap_unpin_cgroup(const char *dir, __u64 cgid);
+/* Unpin the links of every cgroup without caps in `keep` (NULL: all). */
+void cap_unpin_cgroups_except(const char *dir, const struct cap_table *keep);
 void cap_teardown(const char *dir);
 int cap_same_dest(const struct tb_cap_rule *a, const struct tb_cap_rule *b);
 int cap_seed(const char *dir, const struct tb_cap_rule *rule, __u64 cgid,
@@ -63,6 +69,11 @@ void cap_close_maps(struct cap_maps *m);
 __u32 cap_live_gen(const struct cap_maps *m);
 /* Read generation `gen` of cap_rules into t. */
 void cap_read_table(const struct cap_maps *m, __u32 gen, struct cap_table *t);
+/* How many caps t holds, over all its cgroups. */
+size_t cap_table_caps(const struct cap_table *t);
+/* With the directory locked: remove it all if no cap is in force (or its
+ * maps are not all there). */
+void cap_teardown_if_none(const char *dir);
 /* With the directory locked: remove what a killed command left (rules of
  * the other generation, counters no rule names, links of cgroups without
  * caps; with teardown_if_empty everything, if no cap is in force). Returns

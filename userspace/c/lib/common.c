@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
-/* Error reporting, libbpf logging, iterators in other network namespaces
- * and ABI layout export for libtamebpf. */
+/* Error reporting, libbpf logging, opening and closing handles, iterators
+ * in other network namespaces and ABI layout export for libtamebpf. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
@@ -207,4 +208,40 @@ struct bpf_link *tb_attach_cgroup_path(struct bpf_program *prog, const char *cg_
 		errno = err;
 	}
 	return link;
+}
+
+int tb_errno_error(const char *what)
+{
+	int err = errno; /* before anything can change it */
+
+	tb_set_error("%s: %s", what, strerror(err));
+	return -err;
+}
+
+void *tb_handle_open(size_t size, tb_setup_fn *setup, tb_teardown_fn *teardown,
+		     const void *args, int *err)
+{
+	void *h;
+
+	tb_libbpf_logging();
+	h = calloc(1, size);
+	if (!h) {
+		tb_set_error("out of memory");
+		*err = -ENOMEM;
+		return NULL;
+	}
+	*err = setup(h, args);
+	if (*err) {
+		tb_handle_close(h, teardown);
+		return NULL;
+	}
+	return h;
+}
+
+void tb_handle_close(void *h, tb_teardown_fn *teardown)
+{
+	if (!h)
+		return;
+	teardown(h);
+	free(h);
 }

@@ -317,21 +317,6 @@ int tb_flows_stats(struct tb_flows *h, struct tb_flows_stats *stats,
 	return 0;
 }
 
-void tb_flows_close(struct tb_flows *h)
-{
-	if (!h)
-		return;
-	flows_bpf__destroy(h->skel);
-	for (int i = 0; i < h->n_netns; i++)
-		close(h->netns_fds[i]);
-	if (h->self_netns >= 0)
-		close(h->self_netns);
-	free(h->netns_fds);
-	free(h->netns_inos);
-	free(h->recs);
-	free(h);
-}
-
 static int open_netns(struct tb_flows *h, const int *fds, int n)
 {
 	int err;
@@ -358,35 +343,33 @@ static int open_netns(struct tb_flows *h, const int *fds, int n)
 	return 0;
 }
 
-int tb_flows_open(struct tb_flows **out, __u64 cgid, __u32 level,
-		  __u32 closed_max, const int *netns_fds, int n_netns)
+/* tb_flows_open's arguments, for flows_setup. */
+struct flows_args {
+	__u64 cgid;
+	__u32 level, closed_max;
+	const int *netns_fds;
+	int n_netns;
+};
+
+static int flows_setup(void *handle, const void *args)
 {
-	struct tb_flows *h;
+	const struct flows_args *a = args;
+	struct tb_flows *h = handle;
 	int err;
 
-	tb_libbpf_logging();
-	*out = NULL;
-	h = calloc(1, sizeof(*h));
-	if (!h) {
-		tb_set_error("out of memory");
-		return -ENOMEM;
-	}
 	h->self_netns = -1;
-	err = open_netns(h, netns_fds, n_netns);
+	err = open_netns(h, a->netns_fds, a->n_netns);
 	if (err) {
 		tb_set_error("cannot open network namespace: %s", strerror(-err));
-		goto fail;
+		return err;
 	}
 	h->skel = flows_bpf__open();
-	if (!h->skel) {
-		err = -errno;
-		tb_set_error("cannot open the flows BPF object: %s", strerror(-err));
-		goto fail;
-	}
-	h->skel->rodata->target_cgid = cgid;
-	h->skel->rodata->target_level = level;
+	if (!h->skel)
+		return tb_errno_error("cannot open the flows BPF object");
+	h->skel->rodata->target_cgid = a->cgid;
+	h->skel->rodata->target_level = a->level;
 	err = bpf_map__set_max_entries(h->skel->maps.closed,
-				       closed_max ? closed_max : DEFAULT_CLOSED_MAX);
+				       a->closed_max ? a->closed_max : DEFAULT_CLOSED_MAX);
 	/* tcp_cong_state_set came with Linux 6.3: older kernels get every
 	 * other counter, and cong_events stays 0 (advise's probes then run to
 	 * their time limit rather than stop on epochs they cannot count). */
@@ -397,17 +380,40 @@ int tb_flows_open(struct tb_flows **out, __u64 cgid, __u32 level,
 		err = flows_bpf__load(h->skel);
 	if (err) {
 		tb_set_error("cannot load the flows BPF programs: %s", strerror(-err));
-		goto fail;
+		return err;
 	}
 	err = flows_bpf__attach(h->skel);
-	if (err) {
+	if (err)
 		tb_set_error("cannot attach the flows BPF programs: %s",
 			     strerror(-err));
-		goto fail;
-	}
-	*out = h;
-	return 0;
-fail:
-	tb_flows_close(h);
 	return err;
+}
+
+static void flows_teardown(void *handle)
+{
+	struct tb_flows *h = handle;
+
+	flows_bpf__destroy(h->skel);
+	for (int i = 0; i < h->n_netns; i++)
+		close(h->netns_fds[i]);
+	if (h->self_netns >= 0)
+		close(h->self_netns);
+	free(h->netns_fds);
+	free(h->netns_inos);
+	free(h->recs);
+}
+
+int tb_flows_open(struct tb_flows **out, __u64 cgid, __u32 level,
+		  __u32 closed_max, const int *netns_fds, int n_netns)
+{
+	const struct flows_args args = { cgid, level, closed_max, netns_fds, n_netns };
+	int err;
+
+	*out = tb_handle_open(sizeof(**out), flows_setup, flows_teardown, &args, &err);
+	return err;
+}
+
+void tb_flows_close(struct tb_flows *h)
+{
+	tb_handle_close(h, flows_teardown);
 }

@@ -10,43 +10,29 @@ from __future__ import annotations
 
 import ctypes
 
-from tamebpf.errors import TamebpfError
-from tamebpf.kernel import native
 from tamebpf.kernel.abi import TB_ACKS_MAX, TbAck
+from tamebpf.kernel.handle import NativeHandle
 from tamebpf.records import AckLog
 
 
-class AckTrain:
+class AckTrain(NativeHandle):
     """Log the ACKs of connections opened from `cgroup` (a path) until closed."""
 
+    _open_fn, _close_fn = "tb_acktrain_open", "tb_acktrain_close"
+    _closed_text = "probe ACK log is detached"
+
     def __init__(self, cgroup: str) -> None:
-        self._lib = native.load()
-        handle = ctypes.c_void_p()
-        rc = self._lib.tb_acktrain_open(ctypes.byref(handle), cgroup.encode())
-        if rc:
-            raise TamebpfError(native.last_error(self._lib), native.errno_hint(-rc))
-        self._handle: ctypes.c_void_p | None = handle
-
-    def __enter__(self) -> AckTrain:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        if self._handle is not None:
-            self._lib.tb_acktrain_close(self._handle)
-            self._handle = None
+        super().__init__()
+        self._open(cgroup.encode())
 
     def read(self) -> AckLog:
         """The ACKs logged so far, by connection cookie."""
-        if self._handle is None:
-            raise TamebpfError("probe ACK log is detached")
+        handle = self._live()
         acks = ctypes.POINTER(TbAck)()
         seen = ctypes.c_uint64()
         cookies = ctypes.POINTER(ctypes.c_uint64)()
         flows = ctypes.c_uint32()
-        self._lib.tb_acktrain_read(self._handle, ctypes.byref(acks), ctypes.byref(seen),
+        self._lib.tb_acktrain_read(handle, ctypes.byref(acks), ctypes.byref(seen),
                                    ctypes.byref(cookies), ctypes.byref(flows))
         kept = min(seen.value, TB_ACKS_MAX)
         # One copy out of the live mmap, then plain Python from there on.

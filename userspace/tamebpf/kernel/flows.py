@@ -28,6 +28,7 @@ from tamebpf.kernel.abi import (
     TbFlow,
     TbFlowsStats,
 )
+from tamebpf.kernel.handle import NativeHandle
 from tamebpf.kernel.netns import open_netns
 from tamebpf.records import Flow, FlowChanges, ReaderStats
 
@@ -193,11 +194,14 @@ class _Decoded(Sequence[Flow]):
         return flow_from_bytes(self._buf, self._offsets[i], self._names, self._now)
 
 
-class FlowReader:
+class FlowReader(NativeHandle):
     """Attach flow telemetry for a cgroup subtree; read snapshots; detach.
 
     Use as a context manager so the programs are detached on every exit path.
     """
+
+    _open_fn, _close_fn = "tb_flows_open", "tb_flows_close"
+    _closed_text = "flow reader is closed"
 
     def __init__(
         self,
@@ -210,51 +214,26 @@ class FlowReader:
         root = preflight.check(command, needs_netns=bool(netns))
         self.names = CgroupNames(root)
         self.cgroup: Cgroup | None = resolve(cgroup) if cgroup else None
-        self._lib = native.load()
+        super().__init__()
+        self._diff: int | None = None  # tb_flowdiff, made by the first changes()
         self._lib.tb_set_verbose(1 if verbose else 0)
         fds = []
-        handle = ctypes.c_void_p()
-        rc = 0
         try:
             for name in netns:
                 fds.append(open_netns(name))
             arr = (ctypes.c_int * max(1, len(fds)))(*fds)
             # The root cgroup means "everything": no filter in the kernel.
             cg = self.cgroup if self.cgroup and self.cgroup.level > 0 else None
-            rc = self._lib.tb_flows_open(
-                ctypes.byref(handle),
-                cg.id if cg else 0,
-                cg.level if cg else 0,
-                closed_max,
-                arr,
-                len(fds),
-            )
+            self._open(cg.id if cg else 0, cg.level if cg else 0, closed_max, arr, len(fds))
         finally:
             for fd in fds:
                 os.close(fd)
-        if rc:
-            raise TamebpfError(native.last_error(self._lib), native.errno_hint(-rc))
-        self._handle: ctypes.c_void_p | None = handle
-        self._diff: int | None = None  # tb_flowdiff, made by the first changes()
-
-    def __enter__(self) -> FlowReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def close(self) -> None:
         if self._diff is not None:
             self._lib.tb_flowdiff_free(self._diff)
             self._diff = None
-        if self._handle is not None:
-            self._lib.tb_flows_close(self._handle)
-            self._handle = None
-
-    def _live(self) -> ctypes.c_void_p:
-        if self._handle is None:
-            raise TamebpfError("flow reader is closed")
-        return self._handle
+        super().close()
 
     def records(self) -> list[TbFlow]:
         """Raw records of one snapshot (copies, safe to keep)."""

@@ -13,8 +13,7 @@ from __future__ import annotations
 import ctypes
 from dataclasses import dataclass
 
-from tamebpf.errors import TamebpfError
-from tamebpf.kernel import native
+from tamebpf.kernel.handle import NativeHandle
 
 
 @dataclass(frozen=True)
@@ -23,35 +22,21 @@ class SynRtoState:
     timeouts_set: int  # sockets whose SYN timeout was shortened
 
 
-class SynRto:
+class SynRto(NativeHandle):
     """Attach to `cgroup` (a path) until closed. `srtt_us` seeds the RTT
     (e.g. from an earlier probe to the same host) so even the cgroup's first
     SYN gets the short timeout; without it, SYNs sent before any connection
     is up are resent after `first_rto_us` (0: the kernel's 1 s)."""
 
+    _open_fn, _close_fn = "tb_synrto_open", "tb_synrto_close"
+    _closed_text = "SYN timeout program is detached"
+
     def __init__(self, cgroup: str, srtt_us: int = 0, first_rto_us: int = 0) -> None:
-        self._lib = native.load()
-        handle = ctypes.c_void_p()
-        rc = self._lib.tb_synrto_open(ctypes.byref(handle), cgroup.encode(), srtt_us,
-                                      first_rto_us)
-        if rc:
-            raise TamebpfError(native.last_error(self._lib), native.errno_hint(-rc))
-        self._handle: ctypes.c_void_p | None = handle
-
-    def __enter__(self) -> SynRto:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        if self._handle is not None:
-            self._lib.tb_synrto_close(self._handle)
-            self._handle = None
+        super().__init__()
+        self._open(cgroup.encode(), srtt_us, first_rto_us)
 
     def state(self) -> SynRtoState:
-        if self._handle is None:
-            raise TamebpfError("SYN timeout program is detached")
+        handle = self._live()
         srtt, count = ctypes.c_uint32(), ctypes.c_uint64()
-        self._lib.tb_synrto_read(self._handle, ctypes.byref(srtt), ctypes.byref(count))
+        self._lib.tb_synrto_read(handle, ctypes.byref(srtt), ctypes.byref(count))
         return SynRtoState(srtt.value, count.value)
