@@ -2,7 +2,7 @@
 /*
  * Structures that cross the kernel/userspace boundary for stream caps
  * ("this cgroup may have at most N TCP streams to that destination").
- * Included by bpf/cap.bpf.c and userspace/c/lib/cap.c, mirrored by
+ * Included by bpf/cap.bpf.c and userspace/c/lib/cap_*.c, mirrored by
  * userspace/tamebpf/kernel/abi.py (tests/unit/test_abi.py checks all three
  * agree). Fixed-width types only, explicit padding.
  */

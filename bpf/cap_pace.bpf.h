@@ -7,7 +7,7 @@
  * Built into cap.bpf.c's object on purpose, not an object of its own: they
  * read the same per-socket charges (cap_socks) and counters (cap_counts) the
  * connect programs write, under the same locks, and are pinned and attached
- * with them by one loader path (userspace/c/lib/cap.c). Only cap.bpf.c
+ * with them by one loader path (userspace/c/lib/cap_pins.c). Only cap.bpf.c
  * includes this file.
  */
 #ifndef TAMEBPF_CAP_PACE_BPF_H

@@ -59,7 +59,7 @@ long tb_abi_sizeof(const char *type);
 long tb_abi_offsetof(const char *type, const char *field);
 
 /* cap: at most N TCP streams from a cgroup subtree to a destination
- * (cap.c, bpf/cap.bpf.c). Everything is pinned in `pin_dir` (a bpffs
+ * (cap_*.c, bpf/cap.bpf.c). Everything is pinned in `pin_dir` (a bpffs
  * directory) and outlives the calling process. */
 #include "cap.h"
 
