@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """What a stream cap costs a connect() (make bench).
 
 A client process in a test cgroup connect()s over loopback to a server
@@ -46,13 +45,10 @@ import sys
 import time
 from collections.abc import Iterator
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "userspace"))
-
-from docsection import markers, write_section  # noqa: E402
-
-from tamebpf.capfile import parse_dest  # noqa: E402
-from tamebpf.cgroups import require_cgroup2  # noqa: E402
-from tamebpf.kernel.cap import CapTable  # noqa: E402
+from tamebpf.capfile import parse_dest
+from tamebpf.cgroups import require_cgroup2
+from tamebpf.kernel.cap import CapTable
+from tamebpf_eval.docsection import markers, write_section
 
 START, END = markers("bench_cap")
 MODES = ("none", "match", "other")

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """How tamebpf's views scale with the number of TCP flows (make bench).
 
 For each size, idle loopback connections are opened (each connection is two
@@ -34,15 +33,13 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "userspace"))
+from prometheus_client import generate_latest
 
-from docsection import markers, write_section  # noqa: E402
-from prometheus_client import generate_latest  # noqa: E402
-
-from tamebpf.groups.aggregate import Aggregator  # noqa: E402
-from tamebpf.kernel.flows import FlowReader  # noqa: E402
-from tamebpf.present.prometheus import TamebpfCollector, make_registry  # noqa: E402
-from tamebpf.refresh import refresh_groups  # noqa: E402
+from tamebpf.groups.aggregate import Aggregator
+from tamebpf.kernel.flows import FlowReader
+from tamebpf.present.prometheus import TamebpfCollector, make_registry
+from tamebpf.refresh import refresh_groups
+from tamebpf_eval.docsection import markers, write_section
 
 START, END = markers("bench_scale")
 PORT = 5291

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """A pace cap that follows its path, beside one that does not (issue 32;
 make cap-follow-eval -> docs/cap.md and docs/results/cap-follow.json).
 
@@ -36,22 +35,18 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "userspace"))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from bench_cap import bench_cgroup  # noqa: E402
-from docsection import write_section  # noqa: E402
-from eval_truth import settle  # noqa: E402
-
-from tamebpf.advise.advisor import Target, run_advice  # noqa: E402
-from tamebpf.advise.memory import AdviceMemory  # noqa: E402
-from tamebpf.capfile import parse_dest  # noqa: E402
-from tamebpf.kernel.cap import PACE_NO_LIMIT, CapTable  # noqa: E402
-from tamebpf.model import Settings  # noqa: E402
-from tamebpf.paths.follows import FollowBook, FollowSpec  # noqa: E402
-from tamebpf.paths.store import STATE_DIR_ENV  # noqa: E402
-from tamebpf.paths.where import path_key  # noqa: E402
-from tamebpf.testbed import Testbed, iperf, teardown  # noqa: E402
+from tamebpf.advise.advisor import Target, run_advice
+from tamebpf.advise.memory import AdviceMemory
+from tamebpf.capfile import parse_dest
+from tamebpf.kernel.cap import PACE_NO_LIMIT, CapTable
+from tamebpf.model import Settings
+from tamebpf.paths.follows import FollowBook, FollowSpec
+from tamebpf.paths.store import STATE_DIR_ENV
+from tamebpf.paths.where import path_key
+from tamebpf.testbed import Testbed, iperf, teardown
+from tamebpf_eval.bench_cap import bench_cgroup
+from tamebpf_eval.docsection import write_section
+from tamebpf_eval.truth import settle
 
 SECTION = "cap_follow_eval"
 RESULTS = "docs/results/cap-follow.json"

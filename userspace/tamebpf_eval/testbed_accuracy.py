@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The testbed's accuracy, measured and written into docs/testbed.md.
 
   make testbed-accuracy                  (all three tables, ~12 min)
@@ -19,12 +18,8 @@ import sys
 import time
 from typing import Any
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "userspace"))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from docsection import markers, write_section  # noqa: E402
-
-from tamebpf.testbed import accuracy  # noqa: E402
+from tamebpf.testbed import accuracy
+from tamebpf_eval.docsection import markers, write_section
 
 
 def _floats(s: str) -> list[float]:

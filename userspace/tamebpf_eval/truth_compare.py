@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """How far one eval run's ground truth moved from another's, case by case.
 
   scripts/eval_truth_compare.py docs/results/eval.json docs/results/eval-run6.json
