@@ -3,10 +3,10 @@
 For each case (bottleneck, queue, congestion control, m cross flows): start
 the m cross flows and leave them running; run the advisor's probes (1 and 10
 streams) at each probe length, and a 5-stream probe for the full order-2
-baseline; then measure the ground truth (scripts/eval_truth.py): our
+baseline; then measure the ground truth (tamebpf_eval.truth): our
 aggregate goodput for each n, and the cross traffic's goodput alone and
 alongside our n streams, as the median of several rounds. Scores
-(scripts/eval_score.py) are recomputed from the raw records every time:
+(tamebpf_eval.score) are recomputed from the raw records every time:
 - throughput error per n, |prediction - measurement| / measurement (Eq 15);
 - impact error per n, |predicted - measured impact| (relative to one stream);
 - advice quality: measured throughput at the advised n over the best measured

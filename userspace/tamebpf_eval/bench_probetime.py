@@ -9,7 +9,7 @@ the advisor's default probe pair (1 stream then 10, 2 s each) `--rounds`
 times each way, alternating which goes first, on one testbed with the cross
 traffic running, and reports the pairs' wall time. Nothing is advised.
 
-  make probetime          (writes the table into docs/results/probetime.md)
+  make eval PRESET=probetime   (writes the table into docs/results/probetime.md)
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Pace mode on the testbed, side by side with no cap (make cap-pace-eval).
+"""Pace mode on the testbed, side by side with no cap (make eval PRESET=cap-pace).
 
 On one testbed path with m CUBIC cross flows running throughout:
 1. the advisor (tamebpf advise, limit --limit) gives N and its throughput T;

@@ -1,5 +1,5 @@
 """How long a probe must run before its share of a shared path is its
-long-run share (make eval-convergence).
+long-run share (make eval PRESET=convergence).
 
 The advice rests on the competing flows a probe implies, m = n (C / T - 1)
 for n streams that got T of a bottleneck carrying C (model/capacity.py).

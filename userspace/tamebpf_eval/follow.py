@@ -1,5 +1,5 @@
 """A pace cap that follows its path, beside one that does not (issue 32;
-make cap-follow-eval -> docs/cap.md and docs/results/cap-follow.json).
+make eval PRESET=cap-follow -> docs/cap.md and docs/results/cap-follow.json).
 
 One testbed path, our transfer iperf3 -P 16 (CUBIC) in a cgroup, CUBIC
 cross traffic that changes mid-transfer: 8 flows, then 2, then 8 again
@@ -18,7 +18,8 @@ SAMPLE_S: our goodput, the cross traffic's, the target in force. Scored:
   - the impact on the cross traffic over 10 s windows (inside one phase)
     after the first 60 s: 1 - cross / cross beside one stream of ours.
 
-    sudo .venv/bin/python scripts/eval_follow.py [--write docs/cap.md]   # ~20 min
+    make eval PRESET=cap-follow                      # -> docs/cap.md, ~20 min
+    make eval PRESET=cap-follow EVAL_ARGS=--report   # re-score
 """
 
 from __future__ import annotations

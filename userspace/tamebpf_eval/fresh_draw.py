@@ -13,14 +13,14 @@ run: docs/results/DRAW-decision-rules.md.
 Per case, with the cross traffic running: `advise`'s default probes as the
 command runs them (run_advice: 1 then 10 streams until settled, a third
 probe where the BBR share asks for one), then --quick (2 s + 2 s), then the
-ground truth (scripts/eval_truth.py) at 1, 4 and 16 streams and at each
+ground truth (tamebpf_eval.truth) at 1, 4 and 16 streams and at each
 advised count: 20 s warm-up, 15 s window, 2 rounds. Scored as make eval
-scores (scripts/eval_score.py): throughput error over the truth's points,
+scores (tamebpf_eval.score): throughput error over the truth's points,
 impact error, advice quality (>= 95% of the best nondisruptive), over the
 limit by more than 0.05, probing time.
 
-    sudo .venv/bin/python scripts/eval_fresh_draw.py --draw fresh4 [--only KEY]  # measure
-    sudo .venv/bin/python scripts/eval_fresh_draw.py --draw fresh4 --report      # score
+    make eval PRESET=fresh4 [EVAL_ARGS="--only KEY"]  # measure
+    make eval PRESET=fresh4 EVAL_ARGS=--report        # score
 
 About 9 min a case; cases are kept as they finish and a run resumes.
 """

@@ -1,6 +1,6 @@
 """Plot the model's throughput and impact curves for a few probe pairs.
 
-    .venv/bin/python scripts/plot_model.py [--out docs/img/model-curves.png]
+    .venv/bin/python -m tamebpf_eval.plot_model [--out docs/img/model-curves.png]
 
 Writes the figure used in docs/model.md: for each pair of probes (1 and 10
 streams), the predicted aggregate throughput (Eq 10) and impact on cross

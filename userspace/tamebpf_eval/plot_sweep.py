@@ -2,7 +2,7 @@
 throughput vs number of parallel streams, with the cross traffic's throughput
 (with and without our streams) on the same axes.
 
-    .venv/bin/python scripts/plot_sweep.py SWEEP.json [SWEEP2.json ...] --out PNG
+    .venv/bin/python -m tamebpf_eval.plot_sweep SWEEP.json [SWEEP2.json ...] --out PNG
 Several files (e.g. two runs of the same sweep) are drawn on the same axes.
 """
 

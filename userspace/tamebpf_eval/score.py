@@ -3,7 +3,7 @@
 A record (one case) holds the probes' kernel measurements and the ground
 truth's raw rounds; every estimator, baseline and score is recomputed from
 them here, so a change to an estimator is re-scored with
-`scripts/eval_advise.py --report` without measuring again.
+`make eval PRESET=NAME EVAL_ARGS=--report` without measuring again.
 """
 
 from __future__ import annotations

@@ -12,10 +12,10 @@ candidates are scored on the very same probes against the same truth
 (eval_score), each as if it had ended the probe when it said so.
 
 The choice is made here, on these cases; whether it holds is measured on a
-fresh draw it was not chosen on (make eval-fresh4, docs/accuracy.md).
+fresh draw it was not chosen on (make eval PRESET=fresh4, docs/accuracy.md).
 
-    sudo .venv/bin/python scripts/settled.py            # measure (about 45 min)
-    sudo .venv/bin/python scripts/settled.py --report   # score what was measured
+    make eval PRESET=settled-design                      # measure (about 45 min)
+    make eval PRESET=settled-design EVAL_ARGS=--report   # score what was measured
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ TRUTHS = ("docs/results/eval-fresh-settled.json", "docs/results/eval-fresh2-sett
 LIMIT_S = 15.0
 FIXED_S = (2.0, 5.0, 10.0)
 EPOCHS = (1, 2, 3, 4, 6, 8)
-MAX_IMPACT = 0.5  # as the settled truths were scored (make eval-fresh-settled)
+MAX_IMPACT = 0.5  # as the settled truths were scored (make eval PRESET=fresh-settled)
 
 
 def candidates(last: bool) -> dict[str, Callable[[Steady, Callable[[], list[float]]], Any]]:

@@ -1,7 +1,7 @@
 """The testbed's accuracy, measured and written into docs/testbed.md.
 
-  make testbed-accuracy                  (all three tables, ~12 min)
-  scripts/testbed_accuracy.py --only rate --rates 100 --runs 3 --json r.json
+  make eval PRESET=testbed-accuracy      (all three tables, ~12 min)
+  python -m tamebpf_eval.testbed_accuracy --only rate --rates 100 --runs 3 --json r.json
 
 Rate: 1 and 8 CUBIC flows at each rate, `--runs` runs of 8 s (2 s omitted)
 each, median against R x 1448/1514, with the link's CPU and the host's steal

@@ -13,7 +13,7 @@ measured (no kernel, no testbed) and reports
 The draws it reads were all measured before the rule was chosen; whether
 it holds is measured on a later fresh draw.
 
-    .venv/bin/python scripts/eval_trust.py [--write docs/results/settled-design.md]
+    make eval PRESET=trust    # -> docs/results/settled-design.md
 """
 
 from __future__ import annotations
