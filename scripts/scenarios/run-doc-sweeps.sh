@@ -12,6 +12,7 @@ shift || true
 steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=(repeat accuracy paper-s1 paper-s3)
 py=.venv/bin/python
+export PYTHONPATH=$PWD/userspace  # tamebpf_eval.plot_sweep of this checkout
 mkdir -p "$out"
 make -s build/tamebpf-delayline
 for step in "${steps[@]}"; do
@@ -22,7 +23,7 @@ for step in "${steps[@]}"; do
     done
     $py -m tamebpf.testbed.compare "$out/repeat-check-1.json" "$out/repeat-check-2.json" \
       | tee "$out/repeat-check-compare.md"
-    $py scripts/plot_sweep.py "$out/repeat-check-1.json" "$out/repeat-check-2.json" \
+    $py -m tamebpf_eval.plot_sweep "$out/repeat-check-1.json" "$out/repeat-check-2.json" \
       --title "repeatability: 100 Mbit/s, 50 ms, 50 packets, CUBIC" \
       --out docs/img/testbed-repeat-check.png
     ;;
@@ -32,7 +33,7 @@ for step in "${steps[@]}"; do
     ;;
   *)
     scripts/sweep --scenario "scripts/scenarios/$step.toml" --out "$out/$step.json"
-    $py scripts/plot_sweep.py "$out/$step.json" --out "docs/img/testbed-$step.png"
+    $py -m tamebpf_eval.plot_sweep "$out/$step.json" --out "docs/img/testbed-$step.png"
     ;;
   esac
 done

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,14 +11,19 @@ import pytest
 
 pytestmark = pytest.mark.root
 
-DEMO = Path(__file__).resolve().parents[2] / "scripts" / "demo.py"
+# The checkout's userspace first, as `make run` has it (tamebpf_eval.demo).
+USERSPACE = Path(__file__).resolve().parents[2] / "userspace"
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(
+    [str(USERSPACE), *filter(None, [os.environ.get("PYTHONPATH")])])}
 
 
 def test_demo_advises_watches_and_cleans_up() -> None:
     before = set(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True,
                                 check=True).stdout.split())
-    res = subprocess.run([sys.executable, str(DEMO), "--batch", "--refreshes", "14"],
-                         capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
+    res = subprocess.run([sys.executable, "-m", "tamebpf_eval.demo", "--batch",
+                          "--refreshes", "14"],
+                         capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL,
+                         env=ENV)
     out = res.stdout
     assert res.returncode == 0, f"demo failed ({res.returncode}): {res.stderr[-2000:]}"
     assert "ADVICE:" in out, "no advice printed"

@@ -1,15 +1,10 @@
-"""make eval-convergence's reading of a run (scripts/eval_convergence.py)
-and the second fresh draw (scripts/eval_advise.draw_cases)."""
+"""make eval PRESET=convergence's reading of a run (tamebpf_eval.convergence)
+and the second fresh draw (tamebpf_eval.advise.draw_cases)."""
 
 from __future__ import annotations
 
-import os
-import sys
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "scripts"))
-
-from eval_advise import FRESH2_SEED, draw_cases  # noqa: E402
-from eval_convergence import goodput, halves_agree_at, settles_at, table  # noqa: E402
+from tamebpf_eval.advise import FRESH2_SEED, draw_cases
+from tamebpf_eval.convergence import goodput, halves_agree_at, settles_at, table
 
 
 def _series(rate_at, seconds: float = 60.0, step: float = 0.1) -> list[list[float]]:

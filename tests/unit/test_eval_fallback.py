@@ -1,19 +1,13 @@
 """The "probe again where the default ended in start-up" policy the eval
-report scores (scripts/eval_competing.fallback): which plan's advice each
+report scores (tamebpf_eval.competing.fallback): which plan's advice each
 case gets, and what probing it costs."""
 
 from __future__ import annotations
 
-import os
-import sys
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "scripts"))
-
-from eval_competing import advice_by_plan, fallback, fallback_lines  # noqa: E402
-from eval_score import OURS, estimators, probe_to_dict  # noqa: E402
-
-from tamebpf.advise.estimate.steady import FlowSteady, Steady  # noqa: E402
-from tamebpf.advise.record import ProbeResult  # noqa: E402
+from tamebpf.advise.estimate.steady import FlowSteady, Steady
+from tamebpf.advise.record import ProbeResult
+from tamebpf_eval.competing import advice_by_plan, fallback, fallback_lines
+from tamebpf_eval.score import OURS, estimators, probe_to_dict
 
 
 def _probe(n: int, mbps: float, past: bool, seconds: float) -> dict:

@@ -1,15 +1,11 @@
-"""Issue 29's fresh draws (scripts/eval_fresh_draw.py): what was drawn, and
+"""Issue 29's fresh draws (tamebpf_eval.fresh_draw): what was drawn, and
 how a plan's advice is scored against the truth."""
 
 from __future__ import annotations
 
-import os
-import sys
+import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "scripts"))
-
-import pytest  # noqa: E402
-from eval_fresh_draw import (  # noqa: E402
+from tamebpf_eval.fresh_draw import (
     BBR_BBR,
     BBR_CUBIC,
     DRAWS,

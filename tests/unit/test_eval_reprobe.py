@@ -1,14 +1,9 @@
-"""`make eval-fresh2-long`'s starting point (scripts/eval_advise.truth_only):
+"""`make eval PRESET=fresh2-long`'s starting point (tamebpf_eval.advise.truth_only):
 the ground truth of another run, none of its probes."""
 
 from __future__ import annotations
 
-import os
-import sys
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "scripts"))
-
-from eval_advise import truth_only  # noqa: E402
+from tamebpf_eval.advise import truth_only
 
 
 def test_truth_is_kept_and_earlier_probes_are_not() -> None:

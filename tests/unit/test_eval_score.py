@@ -1,16 +1,13 @@
-"""make eval's scoring (scripts/eval_score.py): the numbers in docs/accuracy.md
+"""make eval's scoring (tamebpf_eval.score): the numbers in docs/accuracy.md
 and docs/results/ come from here, so its definitions are checked by hand."""
 
 from __future__ import annotations
 
-import os
-import sys
-
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "scripts"))
-
-from eval_score import (  # noqa: E402
+from tamebpf.advise.estimate.steady import FlowSteady, Steady
+from tamebpf.advise.record import ProbeResult
+from tamebpf_eval.score import (
     CAPACITY,
     FAIR_SHARE,
     OURS,
@@ -21,9 +18,6 @@ from eval_score import (  # noqa: E402
     score,
     truth_table,
 )
-
-from tamebpf.advise.estimate.steady import FlowSteady, Steady  # noqa: E402
-from tamebpf.advise.record import ProbeResult  # noqa: E402
 
 
 def _probe(n: int, mbps: float) -> ProbeResult:

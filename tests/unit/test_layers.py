@@ -25,8 +25,9 @@ def lint_imports(tree: Path) -> subprocess.CompletedProcess[str]:
 def tree(tmp_path: Path) -> Path:
     if not LINT_IMPORTS.exists():
         pytest.fail(f"{LINT_IMPORTS} missing: run 'make test-deps'")
-    shutil.copytree(REPO / "userspace" / "tamebpf", tmp_path / "tamebpf",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    for package in ("tamebpf", "tamebpf_eval"):  # the config's root_packages
+        shutil.copytree(REPO / "userspace" / package, tmp_path / package,
+                        ignore=shutil.ignore_patterns("__pycache__"))
     return tmp_path
 
 

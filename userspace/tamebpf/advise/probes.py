@@ -229,7 +229,7 @@ def run_probes(target: Target, stages: Sequence[tuple[int, float]],
     `srtt_us`: the path's RTT from an earlier probe (0: unknown), so that the
     first SYN already gets the short timeout (kernel/synrto.py).
     `fast_start=False` leaves SYN timeouts to the kernel and has the client
-    wait for each server state, as iperf3 does (for make probetime only).
+    wait for each server state, as iperf3 does (for make eval PRESET=probetime only).
     `enough[k]`: end stage k before its `seconds` once it says the measurement
     so far is tight enough (advise/estimate/adaptive.py); None: always `seconds`.
     `at_least[k]`: seconds stage k sends before `enough[k]` is asked."""

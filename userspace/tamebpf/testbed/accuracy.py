@@ -1,4 +1,4 @@
-"""Measures the testbed's accuracy (for docs/testbed.md, `make testbed-accuracy`).
+"""Measures the testbed's accuracy (for docs/testbed.md, `make eval PRESET=testbed-accuracy`).
 
 Three measurements, each on fresh testbeds:
 

@@ -52,7 +52,7 @@ MIN_SHARE = 0.25  # of the pairs above the floor, in the band ...
 # ... unless the band is this large. A long probe among many cross flows
 # spreads most of its pairs below the link rate (cross packets queue between
 # ours), so its share falls while its peak grows. On the earlier draws
-# (make eval-trust: docs/results/settled-design.md, "Trusting a large
+# (make eval PRESET=trust: docs/results/settled-design.md, "Trusting a large
 # peak") 39 estimates the share alone refused had 400 pairs or more in the
 # band: all within 10% of the link but one (-16%, an under-estimate, which
 # makes the advice cautious, not disruptive). Below 400 the share still

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """What pace mode costs (make bench): a loopback transfer with and without it.
 
 iperf3 -P 4 over loopback from a process in a test cgroup, in alternating
@@ -26,13 +25,10 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "userspace"))
-
-from bench_cap import bench_cgroup, bpf_run_stats, pin_dir, prog_costs  # noqa: E402
-from docsection import markers, write_section  # noqa: E402
-
-from tamebpf.capfile import parse_dest  # noqa: E402
-from tamebpf.kernel.cap import PACE_NO_LIMIT, CapTable  # noqa: E402
+from tamebpf.capfile import parse_dest
+from tamebpf.kernel.cap import PACE_NO_LIMIT, CapTable
+from tamebpf_eval.bench_cap import bench_cgroup, bpf_run_stats, pin_dir, prog_costs
+from tamebpf_eval.docsection import markers, write_section
 
 START, END = markers("bench_pace")
 MODES = {"none": None, "pace-idle": 100e9, "pace-1G": 1e9}  # target, bit/s
@@ -93,7 +89,7 @@ def section(gbit: dict[str, list[float]], cost: dict[str, list[int]], rounds: in
              "alone), *pace-1G* (a pace cap of 1 Gbit/s). Goodput is iperf3's received "
              "rate; the ratio is the median of the per-round ratios to *none*.", "",
              f"Measured {time.strftime('%Y-%m-%d')} on this VM: Linux {platform.release()}, "
-             f"{os.cpu_count()} CPUs (`make bench`, scripts/bench_pace.py).", "",
+             f"{os.cpu_count()} CPUs (`make bench`, tamebpf_eval.bench_pace).", "",
              "| mode | goodput Gbit/s (median) | vs none | runs (Gbit/s) |",
              "|---|---|---|---|"]
     for mode, vals in gbit.items():

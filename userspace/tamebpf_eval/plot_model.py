@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """Plot the model's throughput and impact curves for a few probe pairs.
 
-    .venv/bin/python scripts/plot_model.py [--out docs/img/model-curves.png]
+    .venv/bin/python -m tamebpf_eval.plot_model [--out docs/img/model-curves.png]
 
 Writes the figure used in docs/model.md: for each pair of probes (1 and 10
 streams), the predicted aggregate throughput (Eq 10) and impact on cross
@@ -13,16 +12,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
 import matplotlib
 
 matplotlib.use("Agg")  # no display needed; set before pyplot is imported
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "userspace"))
-
-from tamebpf.model import Probe, Settings, fit_throughput, predict  # noqa: E402
+from tamebpf.model import Probe, Settings, fit_throughput, predict
 
 # (label, 10-stream throughput in Mbit/s); every pair starts at 1 stream, 50 Mbit/s.
 CASES = [
@@ -31,7 +27,7 @@ CASES = [
     ("light congestion: 10 streams -> 400", 400.0),
     ("no congestion seen: 10 streams -> 600", 600.0),
 ]
-DEFAULT_OUT = os.path.join(os.path.dirname(__file__), "..", "docs", "img", "model-curves.png")
+DEFAULT_OUT = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "img", "model-curves.png")
 
 
 def main() -> int:

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """How tamebpf's views scale with the number of TCP flows (make bench).
 
 For each size, idle loopback connections are opened (each connection is two
@@ -34,15 +33,13 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "userspace"))
+from prometheus_client import generate_latest
 
-from docsection import markers, write_section  # noqa: E402
-from prometheus_client import generate_latest  # noqa: E402
-
-from tamebpf.groups.aggregate import Aggregator  # noqa: E402
-from tamebpf.kernel.flows import FlowReader  # noqa: E402
-from tamebpf.present.prometheus import TamebpfCollector, make_registry  # noqa: E402
-from tamebpf.refresh import refresh_groups  # noqa: E402
+from tamebpf.groups.aggregate import Aggregator
+from tamebpf.kernel.flows import FlowReader
+from tamebpf.present.prometheus import TamebpfCollector, make_registry
+from tamebpf.refresh import refresh_groups
+from tamebpf_eval.docsection import markers, write_section
 
 START, END = markers("bench_scale")
 PORT = 5291
@@ -242,7 +239,7 @@ def section(rows: list[dict[str, float]], leak: dict[str, float] | None = None) 
 
     lines = [START, "## Scale: views and scrapes against the number of flows", "",
              "Idle loopback connections (each is two flows), made and removed by "
-             "`scripts/bench_scale.py` (`make bench`). *iterator*: one kernel read into "
+             "`tamebpf_eval.bench_scale` (`make bench`). *iterator*: one kernel read into "
              "Python records; *snapshot*: the same as Flow objects (what `flows` does for "
              "its table; `flows --json` writes the values without them); "
              "*refresh*: what watch and export do per refresh (the kernel read, the "

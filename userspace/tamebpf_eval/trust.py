@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """When to trust the ACK-spacing capacity estimate: the large-band rule
 (advise/estimate/acktrain.LARGE_BAND) on the probes of the earlier draws.
 
@@ -14,7 +13,7 @@ measured (no kernel, no testbed) and reports
 The draws it reads were all measured before the rule was chosen; whether
 it holds is measured on a later fresh draw.
 
-    .venv/bin/python scripts/eval_trust.py [--write docs/results/settled-design.md]
+    make eval PRESET=trust    # -> docs/results/settled-design.md
 """
 
 from __future__ import annotations
@@ -27,15 +26,11 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "userspace"))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import eval_settled  # noqa: E402
-from docsection import write_section  # noqa: E402
-from eval_score import probe_from_dict  # noqa: E402
-
-from tamebpf.advise.estimate import acktrain  # noqa: E402
-from tamebpf.advise.estimate.capacity import tcp_goodput_mbps  # noqa: E402
+from tamebpf.advise.estimate import acktrain
+from tamebpf.advise.estimate.capacity import tcp_goodput_mbps
+from tamebpf_eval import settled
+from tamebpf_eval.docsection import write_section
+from tamebpf_eval.score import probe_from_dict
 
 SECTION = "trust_large_band"
 # The draws measured before the rule was chosen (issue 29's fresh draws
@@ -102,7 +97,7 @@ def refused_by_share(results: str) -> list[str]:
 
 
 def stop_rules(results: str) -> list[str]:
-    records = eval_settled.load(os.path.join(results, "settled-design.json.gz"))
+    records = settled.load(os.path.join(results, "settled-design.json.gz"))
     chosen = acktrain.LARGE_BAND
     out = ["| stop rule | trust | cases | thru err mean | median | >= 95% of best | over by "
            "> 0.05 | probing median / worst s | median s, RTT <= 30 ms |",
@@ -110,7 +105,7 @@ def stop_rules(results: str) -> list[str]:
     try:
         for label, band in (("share only", 1 << 30), (f"large band ({chosen})", chosen)):
             acktrain.LARGE_BAND = band
-            rows = eval_settled.report(records).splitlines()
+            rows = settled.report(records).splitlines()
             for rule in RULES:
                 row = next(r for r in rows if r.startswith(f"| {rule} |"))
                 out.append(f"| {rule} | {label} |" + row.split("|", 2)[2])

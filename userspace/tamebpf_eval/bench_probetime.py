@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Probing wall time of `tamebpf advise`, fast start on and off, side by side.
 
 Fast start (the default) is two things (docs/advise.md): the probe client
@@ -10,31 +9,26 @@ the advisor's default probe pair (1 stream then 10, 2 s each) `--rounds`
 times each way, alternating which goes first, on one testbed with the cross
 traffic running, and reports the pairs' wall time. Nothing is advised.
 
-  make probetime          (writes the table into docs/results/probetime.md)
+  make eval PRESET=probetime   (writes the table into docs/results/probetime.md)
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import statistics
 import sys
 import time
 from typing import Any
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "userspace"))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from docsection import markers, write_section  # noqa: E402
-from eval_advise import Case, case_path, cases, log  # noqa: E402
-from eval_truth import settle  # noqa: E402
-
-from tamebpf.advise.advisor import DEFAULT_PROBES, QUICK_DURATIONS_S  # noqa: E402
-from tamebpf.advise.probes import run_probes  # noqa: E402
-from tamebpf.advise.record import Target  # noqa: E402
-from tamebpf.errors import TamebpfError  # noqa: E402
-from tamebpf.testbed import Testbed  # noqa: E402
+from tamebpf.advise.advisor import DEFAULT_PROBES, QUICK_DURATIONS_S
+from tamebpf.advise.probes import run_probes
+from tamebpf.advise.record import Target
+from tamebpf.errors import TamebpfError
+from tamebpf.testbed import Testbed
+from tamebpf_eval.advise import Case, case_path, cases, log
+from tamebpf_eval.docsection import markers, write_section
+from tamebpf_eval.truth import settle
 
 START, END = markers("probetime")
 TARGET_S = 5.0

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Accuracy of the default `tamebpf advise` (probes until settled) and of
 `--quick`, on a fresh draw against a settled ground truth (issue 29).
 
@@ -14,14 +13,14 @@ run: docs/results/DRAW-decision-rules.md.
 Per case, with the cross traffic running: `advise`'s default probes as the
 command runs them (run_advice: 1 then 10 streams until settled, a third
 probe where the BBR share asks for one), then --quick (2 s + 2 s), then the
-ground truth (scripts/eval_truth.py) at 1, 4 and 16 streams and at each
+ground truth (tamebpf_eval.truth) at 1, 4 and 16 streams and at each
 advised count: 20 s warm-up, 15 s window, 2 rounds. Scored as make eval
-scores (scripts/eval_score.py): throughput error over the truth's points,
+scores (tamebpf_eval.score): throughput error over the truth's points,
 impact error, advice quality (>= 95% of the best nondisruptive), over the
 limit by more than 0.05, probing time.
 
-    sudo .venv/bin/python scripts/eval_fresh_draw.py --draw fresh4 [--only KEY]  # measure
-    sudo .venv/bin/python scripts/eval_fresh_draw.py --draw fresh4 --report      # score
+    make eval PRESET=fresh4 [EVAL_ARGS="--only KEY"]  # measure
+    make eval PRESET=fresh4 EVAL_ARGS=--report        # score
 
 About 9 min a case; cases are kept as they finish and a run resumes.
 """
@@ -29,7 +28,6 @@ About 9 min a case; cases are kept as they finish and a run resumes.
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import signal
 import statistics
@@ -38,18 +36,14 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "userspace"))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from docsection import write_section  # noqa: E402
-from eval_advise import FRAME_BYTES, Case, case_path, load, log, save  # noqa: E402
-from eval_score import p90, probe_to_dict, score, truth_table  # noqa: E402
-from eval_truth import measure, settle  # noqa: E402
-
-from tamebpf.advise.advisor import QUICK_DURATIONS_S, run_advice  # noqa: E402
-from tamebpf.advise.record import AdviseResult, Target  # noqa: E402
-from tamebpf.model import Settings  # noqa: E402
-from tamebpf.present.advice import warning_texts  # noqa: E402
+from tamebpf.advise.advisor import QUICK_DURATIONS_S, run_advice
+from tamebpf.advise.record import AdviseResult, Target
+from tamebpf.model import Settings
+from tamebpf.present.advice import warning_texts
+from tamebpf_eval.advise import FRAME_BYTES, Case, case_path, load, log, save
+from tamebpf_eval.docsection import write_section
+from tamebpf_eval.score import p90, probe_to_dict, score, truth_table
+from tamebpf_eval.truth import measure, settle
 
 
 @dataclass(frozen=True)

@@ -3,14 +3,14 @@
 A record (one case) holds the probes' kernel measurements and the ground
 truth's raw rounds; every estimator, baseline and score is recomputed from
 them here, so a change to an estimator is re-scored with
-`scripts/eval_advise.py --report` without measuring again.
+`make eval PRESET=NAME EVAL_ARGS=--report` without measuring again.
 """
 
 from __future__ import annotations
 
 import statistics
 from dataclasses import asdict
-from typing import Any
+from typing import Any, cast
 
 from tamebpf.advise.estimate.acktrain import estimate_capacity
 from tamebpf.advise.estimate.advice import build
@@ -78,7 +78,8 @@ def capacity_estimate_score(rec: dict[str, Any], plan: str | None = None) -> dic
 
 def probing_s(rec: dict[str, Any], plan: str) -> float:
     """Wall time of a plan's two probes (1 and 10 streams) in a record."""
-    return sum(p["duration_s"] for p in rec["probes"][plan] if p["streams"] in (1, 10))
+    total: float = sum(p["duration_s"] for p in rec["probes"][plan] if p["streams"] in (1, 10))
+    return total
 
 
 def truth_table(rec: dict[str, Any]) -> dict[int, dict[str, float | None]]:
@@ -129,7 +130,7 @@ def score(pred_thru: dict[int, float], pred_impact: dict[int, float], advised: i
             if n in pred_thru and t["mbit"]]
     imp_errs = [abs(pred_impact[n] - t["impact"]) for n, t in truth.items()
                 if n in pred_impact and t["impact"] is not None]
-    allowed = [t["mbit"] for t in truth.values() if (t["impact"] or 0.0) <= limit]
+    allowed = [cast(float, t["mbit"]) for t in truth.values() if (t["impact"] or 0.0) <= limit]
     best = max(allowed) if allowed else None
     got = _at(truth, advised, "mbit")
     impact = _at(truth, advised, "impact")

@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """How far one eval run's ground truth moved from another's, case by case.
 
-  scripts/eval_truth_compare.py docs/results/eval.json docs/results/eval-run6.json
+  .venv/bin/python -m tamebpf_eval.truth_compare docs/results/eval.json docs/results/eval-run6.json
 
 For each case in both files: the median goodput of each n (ours, and the
 cross traffic's alone) in the old and the new run, and new / old - 1. Used

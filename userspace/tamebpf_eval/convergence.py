@@ -1,6 +1,5 @@
-#!/usr/bin/env python3
 """How long a probe must run before its share of a shared path is its
-long-run share (make eval-convergence).
+long-run share (make eval PRESET=convergence).
 
 The advice rests on the competing flows a probe implies, m = n (C / T - 1)
 for n streams that got T of a bottleneck carrying C (model/capacity.py).
@@ -22,20 +21,16 @@ docs/results/run-convergence.md (section `convergence`).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from dataclasses import asdict
 from typing import Any
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "userspace"))
-
-from docsection import write_section  # noqa: E402
-from eval_advise import case_path, cases, load, log, save  # noqa: E402
-from eval_competing import implied_m  # noqa: E402
-from eval_truth import settle  # noqa: E402
-
-from tamebpf.advise.estimate.capacity import tcp_goodput_mbps  # noqa: E402
-from tamebpf.advise.probes import run_probe  # noqa: E402
+from tamebpf.advise.estimate.capacity import tcp_goodput_mbps
+from tamebpf.advise.probes import run_probe
+from tamebpf_eval.advise import case_path, cases, load, log, save
+from tamebpf_eval.competing import implied_m
+from tamebpf_eval.docsection import write_section
+from tamebpf_eval.truth import settle
 
 RESULTS = "docs/results/convergence.json"
 SECTION = "convergence"

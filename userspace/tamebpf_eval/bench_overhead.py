@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Overhead of flow telemetry on TCP throughput (make bench).
 
 Loopback iperf3 with 1 and 16 streams, telemetry attached (and read once a
@@ -21,12 +20,10 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "userspace"))
-
-from docsection import markers, write_section  # noqa: E402
-
-from tamebpf.kernel.flows import FlowReader  # noqa: E402
+from tamebpf.kernel.flows import FlowReader
+from tamebpf_eval.docsection import markers, write_section
 
 START, END = markers("bench_overhead")
 
@@ -64,11 +61,14 @@ def iperf3(port: int, streams: int, seconds: int) -> float:
     return float(json.loads(out)["end"]["sum_received"]["bits_per_second"]) / 1e6
 
 
-def run(streams_list: list[int], reps: int, seconds: int, interval: float) -> dict[int, dict]:
+Results = dict[int, dict[str, Any]]  # n -> "off", "on", "ratios": lists
+
+
+def run(streams_list: list[int], reps: int, seconds: int, interval: float) -> Results:
     port = free_port()
     server = subprocess.Popen(["iperf3", "-s", "-p", str(port)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    results: dict[int, dict] = {n: {"off": [], "on": [], "ratios": []} for n in streams_list}
+    results: Results = {n: {"off": [], "on": [], "ratios": []} for n in streams_list}
     try:
         time.sleep(0.5)
         for rep in range(reps):
@@ -93,7 +93,7 @@ def run(streams_list: list[int], reps: int, seconds: int, interval: float) -> di
     return results
 
 
-def section(results: dict[int, dict], reps: int, seconds: int, interval: float) -> str:
+def section(results: Results, reps: int, seconds: int, interval: float) -> str:
     lines = [
         START,
         "## flows: telemetry overhead",
@@ -114,7 +114,7 @@ def section(results: dict[int, dict], reps: int, seconds: int, interval: float) 
             f"| {n} | {statistics.median(r['off']):.0f} | {statistics.median(r['on']):.0f} "
             f"| {statistics.median(r['ratios']):.3f} | {min(r['ratios']):.3f}.."
             f"{max(r['ratios']):.3f} |")
-    cmd = " ".join(["scripts/bench_overhead.py", *sys.argv[1:]])
+    cmd = " ".join(["python -m tamebpf_eval.bench_overhead", *sys.argv[1:]])
     lines += ["", f"Reproduce: `make bench` (runs `{cmd}`).",
               "Loopback throughput is CPU-bound and noisy on a 2-CPU VM; the spread column "
               "shows how far single pairs wander. Nothing of the telemetry runs per packet "

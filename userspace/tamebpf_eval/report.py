@@ -7,9 +7,9 @@ import statistics
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from docsection import markers
-from eval_competing import competing_table
-from eval_score import (
+from tamebpf_eval.competing import competing_table
+from tamebpf_eval.docsection import markers
+from tamebpf_eval.score import (
     CAPACITY,
     EQ7,
     OURS,
@@ -300,10 +300,13 @@ def _groups(records: list[dict[str, Any]], scored: list[dict[str, Any]]) -> list
            "| Eq 7 thru err mean | perfect probes: thru err mean | impact err p90 | >= 95% "
            "| --capacity: thru err mean | impact err p90 | >= 95% | over limit |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    def where(field: str, value: Any) -> Callable[[dict[str, Any]], bool]:
+        return lambda c: bool(c[field] == value)
+
     for cc in sorted({r["case"]["cc"] for r in records}):
-        out.append(row(cc, lambda c, cc=cc: c["cc"] == cc))
+        out.append(row(cc, where("cc", cc)))
     for m in sorted({r["case"]["cross"] for r in records}):
-        out.append(row(f"{m} cross flows", lambda c, m=m: c["cross"] == m))
+        out.append(row(f"{m} cross flows", where("cross", m)))
     return out
 
 

@@ -1,8 +1,7 @@
-#!/usr/bin/env python3
 """The testbed's accuracy, measured and written into docs/testbed.md.
 
-  make testbed-accuracy                  (all three tables, ~12 min)
-  scripts/testbed_accuracy.py --only rate --rates 100 --runs 3 --json r.json
+  make eval PRESET=testbed-accuracy      (all three tables, ~12 min)
+  python -m tamebpf_eval.testbed_accuracy --only rate --rates 100 --runs 3 --json r.json
 
 Rate: 1 and 8 CUBIC flows at each rate, `--runs` runs of 8 s (2 s omitted)
 each, median against R x 1448/1514, with the link's CPU and the host's steal
@@ -19,12 +18,8 @@ import sys
 import time
 from typing import Any
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "userspace"))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from docsection import markers, write_section  # noqa: E402
-
-from tamebpf.testbed import accuracy  # noqa: E402
+from tamebpf.testbed import accuracy
+from tamebpf_eval.docsection import markers, write_section
 
 
 def _floats(s: str) -> list[float]:

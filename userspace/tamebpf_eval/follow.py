@@ -1,6 +1,5 @@
-#!/usr/bin/env python3
 """A pace cap that follows its path, beside one that does not (issue 32;
-make cap-follow-eval -> docs/cap.md and docs/results/cap-follow.json).
+make eval PRESET=cap-follow -> docs/cap.md and docs/results/cap-follow.json).
 
 One testbed path, our transfer iperf3 -P 16 (CUBIC) in a cgroup, CUBIC
 cross traffic that changes mid-transfer: 8 flows, then 2, then 8 again
@@ -19,7 +18,8 @@ SAMPLE_S: our goodput, the cross traffic's, the target in force. Scored:
   - the impact on the cross traffic over 10 s windows (inside one phase)
     after the first 60 s: 1 - cross / cross beside one stream of ours.
 
-    sudo .venv/bin/python scripts/eval_follow.py [--write docs/cap.md]   # ~20 min
+    make eval PRESET=cap-follow                      # -> docs/cap.md, ~20 min
+    make eval PRESET=cap-follow EVAL_ARGS=--report   # re-score
 """
 
 from __future__ import annotations
@@ -36,22 +36,18 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "userspace"))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from bench_cap import bench_cgroup  # noqa: E402
-from docsection import write_section  # noqa: E402
-from eval_truth import settle  # noqa: E402
-
-from tamebpf.advise.advisor import Target, run_advice  # noqa: E402
-from tamebpf.advise.memory import AdviceMemory  # noqa: E402
-from tamebpf.capfile import parse_dest  # noqa: E402
-from tamebpf.kernel.cap import PACE_NO_LIMIT, CapTable  # noqa: E402
-from tamebpf.model import Settings  # noqa: E402
-from tamebpf.paths.follows import FollowBook, FollowSpec  # noqa: E402
-from tamebpf.paths.store import STATE_DIR_ENV  # noqa: E402
-from tamebpf.paths.where import path_key  # noqa: E402
-from tamebpf.testbed import Testbed, iperf, teardown  # noqa: E402
+from tamebpf.advise.advisor import Target, run_advice
+from tamebpf.advise.memory import AdviceMemory
+from tamebpf.capfile import parse_dest
+from tamebpf.kernel.cap import PACE_NO_LIMIT, CapTable
+from tamebpf.model import Settings
+from tamebpf.paths.follows import FollowBook, FollowSpec
+from tamebpf.paths.store import STATE_DIR_ENV
+from tamebpf.paths.where import path_key
+from tamebpf.testbed import Testbed, iperf, teardown
+from tamebpf_eval.bench_cap import bench_cgroup
+from tamebpf_eval.docsection import write_section
+from tamebpf_eval.truth import settle
 
 SECTION = "cap_follow_eval"
 RESULTS = "docs/results/cap-follow.json"

@@ -1,5 +1,4 @@
-#!/usr/bin/env python3
-"""Pace mode on the testbed, side by side with no cap (make cap-pace-eval).
+"""Pace mode on the testbed, side by side with no cap (make eval PRESET=cap-pace).
 
 On one testbed path with m CUBIC cross flows running throughout:
 1. the advisor (tamebpf advise, limit --limit) gives N and its throughput T;
@@ -25,21 +24,18 @@ import sys
 import time
 from typing import Any
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "userspace"))
-
-from bench_cap import bench_cgroup  # noqa: E402
-from docsection import markers, write_section  # noqa: E402
-from eval_truth import cross_rate, run_streams, settle, start_cross  # noqa: E402
-
-from tamebpf.advise.advisor import Target, run_advice  # noqa: E402
-from tamebpf.capfile import parse_dest  # noqa: E402
-from tamebpf.kernel.cap import CapTable  # noqa: E402
-from tamebpf.model import Settings  # noqa: E402
-from tamebpf.testbed import Testbed, iperf, teardown  # noqa: E402
-from tamebpf.words import count  # noqa: E402
+from tamebpf.advise.advisor import Target, run_advice
+from tamebpf.capfile import parse_dest
+from tamebpf.kernel.cap import CapTable
+from tamebpf.model import Settings
+from tamebpf.testbed import Testbed, iperf, teardown
+from tamebpf.words import count
+from tamebpf_eval.bench_cap import bench_cgroup
+from tamebpf_eval.docsection import markers, write_section
+from tamebpf_eval.truth import cross_rate, run_streams, settle, start_cross
 
 SECTION = "cap_pace_eval"
-REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 
 
 def log(msg: str) -> None:

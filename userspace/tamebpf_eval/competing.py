@@ -22,7 +22,10 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from eval_score import (
+from tamebpf.advise.estimate.adaptive import MIN_WINDOW_RTTS, past_start_up
+from tamebpf.advise.estimate.capacity import tcp_goodput_mbps
+from tamebpf.model.linalg import least_squares
+from tamebpf_eval.score import (
     OURS,
     PERFECT_PROBES,
     capacity_estimate_score,
@@ -31,10 +34,6 @@ from eval_score import (
     probing_s,
     truth_table,
 )
-
-from tamebpf.advise.estimate.adaptive import MIN_WINDOW_RTTS, past_start_up
-from tamebpf.advise.estimate.capacity import tcp_goodput_mbps
-from tamebpf.model.linalg import least_squares
 
 
 def implied_m(streams: int, mbps: float, capacity: float) -> float | None:

@@ -1,9 +1,8 @@
-#!/usr/bin/env python3
 """Plot a sweep (scripts/sweep output JSON) as in the paper's Figs. 3-8:
 throughput vs number of parallel streams, with the cross traffic's throughput
 (with and without our streams) on the same axes.
 
-    .venv/bin/python scripts/plot_sweep.py SWEEP.json [SWEEP2.json ...] --out PNG
+    .venv/bin/python -m tamebpf_eval.plot_sweep SWEEP.json [SWEEP2.json ...] --out PNG
 Several files (e.g. two runs of the same sweep) are drawn on the same axes.
 """
 
@@ -18,7 +17,7 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 
 def _series(runs: list[dict[str, Any]], field: str, m: int) -> tuple[list[int], list[float],
@@ -51,7 +50,8 @@ def plot(paths: list[Path], out: Path, title: str | None) -> None:
         tag = f" ({path.stem})" if len(paths) > 1 else ""
         for m in sorted({r["m"] for r in runs}):
             mt = f", m={m} cross" if m else ""
-            style = {"capsize": 3, "marker": "o", "linestyle": "-" if i == 0 else "--"}
+            style: dict[str, Any] = {"capsize": 3, "marker": "o",
+                                     "linestyle": "-" if i == 0 else "--"}
             ns, med, lo, hi = _series(runs, "mbit", m)
             ax.errorbar(ns, med, yerr=[[a - b for a, b in zip(med, lo, strict=True)],
                                        [b - a for a, b in zip(med, hi, strict=True)]],

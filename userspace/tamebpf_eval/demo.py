@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The whole tool on an embedded default (make run): no network of yours.
 
 1. a WAN testbed in network namespaces (50 Mbit/s, 40 ms, 50-packet queue);
@@ -27,9 +26,7 @@ import threading
 import time
 from types import FrameType
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "userspace"))
-
-from tamebpf.testbed import Testbed, iperf, teardown  # noqa: E402
+from tamebpf.testbed import Testbed, iperf, teardown
 
 PORT_GREEDY, PORT_CROSS, PORT_ADVISE = 5201, 5202, 5203
 WATCH_START_S = 2.0

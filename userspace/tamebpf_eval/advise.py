@@ -1,13 +1,12 @@
-#!/usr/bin/env python3
 """Accuracy of `tamebpf advise` on the WAN testbed (make eval).
 
 For each case (bottleneck, queue, congestion control, m cross flows): start
 the m cross flows and leave them running; run the advisor's probes (1 and 10
 streams) at each probe length, and a 5-stream probe for the full order-2
-baseline; then measure the ground truth (scripts/eval_truth.py): our
+baseline; then measure the ground truth (tamebpf_eval.truth): our
 aggregate goodput for each n, and the cross traffic's goodput alone and
 alongside our n streams, as the median of several rounds. Scores
-(scripts/eval_score.py) are recomputed from the raw records every time:
+(tamebpf_eval.score) are recomputed from the raw records every time:
 - throughput error per n, |prediction - measurement| / measurement (Eq 15);
 - impact error per n, |predicted - measured impact| (relative to one stream);
 - advice quality: measured throughput at the advised n over the best measured
@@ -32,17 +31,14 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "userspace"))
-
-from docsection import write_section  # noqa: E402
-from eval_report import SECTION, plan_parts, tables  # noqa: E402
-from eval_score import advised_n, probe_to_dict  # noqa: E402
-from eval_truth import cross_rate, measure, settle, start_cross  # noqa: E402
-
-from tamebpf.advise.estimate.adaptive import PastStartUp  # noqa: E402
-from tamebpf.advise.probes import run_probe, run_probes  # noqa: E402
-from tamebpf.advise.record import Target  # noqa: E402
-from tamebpf.testbed import Testbed, iperf, teardown  # noqa: E402
+from tamebpf.advise.estimate.adaptive import PastStartUp
+from tamebpf.advise.probes import run_probe, run_probes
+from tamebpf.advise.record import Target
+from tamebpf.testbed import Testbed, iperf, teardown
+from tamebpf_eval.docsection import write_section
+from tamebpf_eval.report import SECTION, plan_parts, tables
+from tamebpf_eval.score import advised_n, probe_to_dict
+from tamebpf_eval.truth import cross_rate, measure, settle, start_cross
 
 RESULTS = "docs/results/eval.json"
 CROSS_WARMUP_S = 5.0

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Choosing the default stop rule (advise/settled.py) on cases already seen.
 
 Each loss-based case of the two earlier fresh draws (whose settled ground
@@ -13,10 +12,10 @@ candidates are scored on the very same probes against the same truth
 (eval_score), each as if it had ended the probe when it said so.
 
 The choice is made here, on these cases; whether it holds is measured on a
-fresh draw it was not chosen on (make eval-fresh4, docs/accuracy.md).
+fresh draw it was not chosen on (make eval PRESET=fresh4, docs/accuracy.md).
 
-    sudo .venv/bin/python scripts/eval_settled.py            # measure (about 45 min)
-    sudo .venv/bin/python scripts/eval_settled.py --report   # score what was measured
+    make eval PRESET=settled-design                      # measure (about 45 min)
+    make eval PRESET=settled-design EVAL_ARGS=--report   # score what was measured
 """
 
 from __future__ import annotations
@@ -32,23 +31,20 @@ from collections.abc import Callable
 from dataclasses import asdict, replace
 from typing import Any
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "userspace"))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from docsection import write_section  # noqa: E402
-from eval_advise import case_path, cases, log, settle  # noqa: E402
-from eval_score import OURS, estimators, probe_from_dict  # noqa: E402
-
-from tamebpf.advise.estimate.steady import Steady  # noqa: E402
-from tamebpf.advise.probes import run_probes  # noqa: E402
-from tamebpf.advise.settled import Settled  # noqa: E402
+from tamebpf.advise.estimate.steady import Steady
+from tamebpf.advise.probes import run_probes
+from tamebpf.advise.settled import Settled
+from tamebpf_eval.advise import case_path, cases, log
+from tamebpf_eval.docsection import write_section
+from tamebpf_eval.score import OURS, estimators, probe_from_dict
+from tamebpf_eval.truth import settle
 
 RESULTS = "docs/results/settled-design.json.gz"
 TRUTHS = ("docs/results/eval-fresh-settled.json", "docs/results/eval-fresh2-settled.json")
 LIMIT_S = 15.0
 FIXED_S = (2.0, 5.0, 10.0)
 EPOCHS = (1, 2, 3, 4, 6, 8)
-MAX_IMPACT = 0.5  # as the settled truths were scored (make eval-fresh-settled)
+MAX_IMPACT = 0.5  # as the settled truths were scored (make eval PRESET=fresh-settled)
 
 
 def candidates(last: bool) -> dict[str, Callable[[Steady, Callable[[], list[float]]], Any]]:

@@ -1,0 +1,74 @@
+"""Run one evaluation by name: `make eval PRESET=NAME [EVAL_ARGS=...]`.
+
+  python -m tamebpf_eval.presets NAME [ARGS...]   run preset NAME, ARGS added last
+  python -m tamebpf_eval.presets list             the presets, one line each
+
+The presets are data (presets.toml beside this file): a module of this
+package, its arguments and the files it writes. Run from the top of the
+checkout: the evaluations read and write docs/ by relative path.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+PRESETS = Path(__file__).with_name("presets.toml")
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    about: str
+    module: str
+    args: tuple[str, ...]
+    writes: tuple[str, ...]
+    seed: tuple[str, str] | None = None
+
+    def argv(self, extra: list[str]) -> list[str]:
+        """The command line this preset runs, `extra` last."""
+        return [sys.executable, "-m", f"tamebpf_eval.{self.module}", *self.args, *extra]
+
+
+def load(path: Path = PRESETS) -> dict[str, Preset]:
+    with open(path, "rb") as f:
+        raw = tomllib.load(f)
+    out = {}
+    for name, t in raw.items():
+        seed = t.get("seed")
+        out[name] = Preset(name, t["about"], t["module"], tuple(t.get("args", ())),
+                           tuple(t.get("writes", ())), (seed[0], seed[1]) if seed else None)
+    return out
+
+
+def listing(presets: dict[str, Preset]) -> str:
+    width = max(len(n) for n in presets)
+    lines = [f"{n:<{width}}  {p.about}" for n, p in presets.items()]
+    lines.append(f"(make eval PRESET=NAME [EVAL_ARGS=...]; the presets: {PRESETS.name}, "
+                 "tamebpf_eval/)")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    presets = load()
+    if not argv or argv[0] in ("list", "-h", "--help"):
+        print(listing(presets))
+        return 0 if argv else 2
+    name, extra = argv[0], argv[1:]
+    p = presets.get(name)
+    if p is None:
+        print(f"no eval preset {name!r}; the presets:\n{listing(presets)}", file=sys.stderr)
+        return 2
+    if p.seed and not os.path.exists(p.seed[1]):
+        shutil.copyfile(p.seed[0], p.seed[1])
+    cmd = p.argv(extra)
+    sys.stdout.flush()
+    os.execv(cmd[0], cmd)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
