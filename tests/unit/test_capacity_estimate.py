@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tamebpf.advise.estimate import acktrain
 from tamebpf.advise.estimate.acktrain import (
     LARGE_BAND,
     MIN_PAIRS,
@@ -91,16 +92,28 @@ def _peak_among_spread(peak: int, spread: int) -> list[float]:
         [30.0 * 3 ** (i / spread) for i in range(spread)]
 
 
-def test_a_large_peak_is_trusted_whatever_its_share() -> None:
-    rates = _peak_among_spread(LARGE_BAND + 100, 8 * LARGE_BAND)
+def test_a_large_peak_with_a_small_share_is_not_trusted() -> None:
+    """Fresh draw 4's rule 3 removed the large-band clause: the share
+    decides, however many pairs the band holds."""
+    assert LARGE_BAND is None
+    rates = _peak_among_spread(500, 3200)
     e = estimate_capacity(rates, floor_mbps=20.0)
-    assert e.pairs < MIN_SHARE * e.considered  # the share alone would refuse it
-    assert e.trusted, e.reason
+    assert e.pairs >= 400 and e.pairs < MIN_SHARE * e.considered
     assert e.goodput_mbps == pytest.approx(95.0, rel=0.02)
+    assert not e.trusted and e.reason and "peak" in e.reason
+
+
+def test_the_large_band_setting_still_replays(monkeypatch: pytest.MonkeyPatch) -> None:
+    """make eval PRESET=trust re-scores the earlier draws with the clause
+    on: set, a band of that size is trusted whatever its share."""
+    monkeypatch.setattr(acktrain, "LARGE_BAND", 400)
+    e = estimate_capacity(_peak_among_spread(500, 3200), floor_mbps=20.0)
+    assert e.pairs < MIN_SHARE * e.considered
+    assert e.trusted, e.reason
 
 
 def test_a_small_peak_with_a_small_share_is_not_trusted() -> None:
-    rates = _peak_among_spread(LARGE_BAND // 2, 4 * LARGE_BAND)
+    rates = _peak_among_spread(200, 1600)
     e = estimate_capacity(rates, floor_mbps=20.0)
     assert e.goodput_mbps == pytest.approx(95.0, rel=0.02)
     assert not e.trusted
