@@ -17,11 +17,18 @@ import time
 import pytest
 
 from tamebpf.capfile import parse_dest
-from tamebpf.cgroups import require_cgroup2
 from tamebpf.kernel.cap import CapTable
-from tests.integration.kernel_fixtures import cgroup, sh, spawn, stop
-from tests.integration.test_cap import Net, read_line, the_cap, wait_value
-from tests.integration.test_cap import net as net  # the module's netns pair fixture
+from tamebpf.kernel.cgroups import require_cgroup2
+from tests.integration.kernel_fixtures import (
+    Net,
+    cgroup,
+    read_line,
+    sh,
+    spawn,
+    stop,
+    the_cap,
+    wait_value,
+)
 from tests.integration.test_cap_cli import assert_refused, state, tamebpf
 
 pytestmark = pytest.mark.root
