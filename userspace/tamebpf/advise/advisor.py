@@ -22,8 +22,8 @@ from tamebpf.advise.settled import DEFAULT_MAX_PROBE_S, BbrSettled, Settled
 from tamebpf.errors import TamebpfError
 from tamebpf.kernel.netns import default_congestion_control
 from tamebpf.model import DEFAULT_MODEL, ModelName, Settings
-from tamebpf.options import IPERF3_PORT
 from tamebpf.records import Progress
+from tamebpf.values import IPERF3_PORT
 
 DEFAULT_PROBES = (1, 10)
 # --quick: seconds of traffic per probe. The pair took a median 4.7 s of wall

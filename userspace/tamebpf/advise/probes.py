@@ -29,6 +29,7 @@ from tamebpf.kernel.flows import Flow, FlowReader
 from tamebpf.kernel.probe import Say, Work, probe_cgroup, spawn
 from tamebpf.kernel.synrto import SynRto
 from tamebpf.records import AckLog, Progress
+from tamebpf.units import mbps_over
 
 SAMPLE_INTERVAL_S = 0.1
 # Set-up and result exchange, each: on a congested path a SYN or a control
@@ -274,7 +275,7 @@ def run_probes(target: Target, stages: Sequence[tuple[int, float]],
                 acked = sum(pts[-1].carried for c, pts in series.items()
                             if c in stage.cookies)
                 if on_progress:
-                    rate = (acked - last_total) * 8 / (now - last_t) / 1e6 \
+                    rate = mbps_over(acked - last_total, now - last_t) \
                         if now > last_t and acked >= last_total else None
                     began = stage.begin if current >= 0 else t_start
                     k = max(current, 0)
