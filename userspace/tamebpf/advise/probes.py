@@ -26,6 +26,7 @@ from tamebpf.advise.record import TIME_LIMIT, ProbeResult, Target
 from tamebpf.errors import TamebpfError
 from tamebpf.kernel.acktrain import AckTrain
 from tamebpf.kernel.flows import Flow, FlowReader
+from tamebpf.kernel.netns import default_congestion_control
 from tamebpf.kernel.probe import Say, Work, probe_cgroup, spawn
 from tamebpf.kernel.synrto import SynRto
 from tamebpf.records import AckLog, Progress
@@ -126,6 +127,21 @@ class _Stage:
             if pts:
                 out[c] = pts
         return out
+
+
+def probe_congestion(target: Target) -> tuple[str, str]:
+    """(the congestion control the probes will run, where that comes from)."""
+    if target.congestion != "system":
+        return target.congestion, "--congestion"
+    where = f"network namespace {target.netns}" if target.netns else "this host"
+    try:
+        cc = default_congestion_control(target.netns)
+    except OSError as err:
+        raise TamebpfError(f"cannot read the default congestion control of {where}: "
+                           f"{err.strerror or err}",
+                           hint="check --netns (an 'ip netns' name), or give --congestion"
+                           ) from err
+    return cc, f"the default of {where}; --congestion to choose"
 
 
 def probe_failure_hint(error: str, target: Target) -> str:
