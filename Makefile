@@ -123,7 +123,7 @@ lint:
 test: test-deps compile lint
 	$(SUDO) $(PY) -m pytest -q -ra tests
 
-unit: test-deps
+unit: test-deps compile
 	$(PY) -m pytest -q tests/unit
 
 # Long measurements live here, not in the tests: the package

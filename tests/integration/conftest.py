@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.kernel_fixtures import bpf_pin_dir, cgroup, term_as_interrupt
+from tests.integration.kernel_fixtures import Net, bpf_pin_dir, cap_net, cgroup, term_as_interrupt
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -49,3 +49,10 @@ def cg() -> Iterator[str]:
     """A fresh cgroup v2 directory, emptied and removed afterwards."""
     with cgroup() as path:
         yield path
+
+
+@pytest.fixture(scope="module")
+def net() -> Iterator[Net]:
+    """The cap tests' netns pair and connection-holding server, one per module."""
+    with cap_net() as pair:
+        yield pair

@@ -14,7 +14,7 @@ import pytest
 
 from tamebpf.advise.record import TIME_LIMIT
 from tamebpf.advise.settled import DEFAULT_MAX_PROBE_S, SETTLED, SETTLED_EPOCHS
-from tamebpf.cgroups import cgroup2_mount
+from tamebpf.kernel.cgroups import cgroup2_mount
 from tamebpf.testbed import Testbed, iperf
 from tests.integration import conftest_testbed as tbfix
 from tests.integration.unprivileged import run_as_user

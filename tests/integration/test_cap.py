@@ -4,114 +4,34 @@ counts are read back from the pinned maps."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import select
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any
 
 import pytest
 
 from tamebpf.capfile import parse_dest
 from tamebpf.kernel.cap import CapTable
-from tamebpf.records import Cap
 from tests.integration.kernel_fixtures import (
-    NetnsPair,
-    netns_pair,
+    CLOSED_PORT,
+    HOLE,
+    OTHER_PORT,
+    PORT,
+    UNREACHABLE,
+    Client,
+    Net,
+    client,
+    read_line,
     sh,
     spawn,
     stop,
+    the_cap,
+    wait_value,
 )
 
 pytestmark = pytest.mark.root
 
-
-V6_SENDER, V6_RECEIVER = "fd00:7462::1", "fd00:7462::2"
-PORT, OTHER_PORT, CLOSED_PORT = 5001, 5002, 5003
-HOLE = "198.19.0.1"  # routed to the receiver, which does not forward: SYNs vanish
-UNREACHABLE = "198.18.128.1"  # an 'unreachable' route: connect() fails before SYN_SENT
-
-# Accepts on every port given (IPv4 and IPv6), holds connections, closes
-# each when its peer does.
-SERVER = r"""
-import selectors, socket, sys
-sel = selectors.DefaultSelector()
-for port in map(int, sys.argv[1:]):
-    lst = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
-    lst.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    lst.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-    lst.bind(("::", port))
-    lst.listen(4096)
-    lst.setblocking(False)
-    sel.register(lst, selectors.EVENT_READ, True)
-print("ready", flush=True)
-while True:
-    for key, _ in sel.select():
-        if key.data:
-            try:
-                conn, _ = key.fileobj.accept()
-            except BlockingIOError:
-                continue
-            conn.setblocking(False)
-            sel.register(conn, selectors.EVENT_READ, False)
-            continue
-        try:
-            data = key.fileobj.recv(4096)
-        except OSError:
-            data = b""
-        if not data:
-            sel.unregister(key.fileobj)
-            key.fileobj.close()
-"""
-
-# One command a line on stdin, one JSON answer a line on stdout:
-#   open HOST PORT K [nb] [uto=MS]  -> [[index, "ok" | "EINPROGRESS" | errno name], ...]
-#   retry INDEX HOST PORT           -> the same for connect() again on that socket
-#   close all | I,J,...             -> "ok"
-# Sockets are kept (also those whose connect failed) until closed.
-CLIENT = r"""
-import errno, json, socket, sys
-socks, nxt = {}, 0
-def attempt(s, host, port, nb):
-    try:
-        if nb:
-            rc = s.connect_ex((host, port))
-            return "ok" if rc == 0 else errno.errorcode.get(rc, str(rc))
-        s.connect((host, port))
-        return "ok"
-    except OSError as exc:
-        return errno.errorcode.get(exc.errno, str(exc.errno)) if exc.errno else "timeout"
-for line in sys.stdin:
-    cmd, *args = line.split()
-    if cmd == "open":
-        host, port, k = args[0], int(args[1]), int(args[2])
-        nb = "nb" in args[3:]
-        out = []
-        for _ in range(k):
-            s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
-            for opt in args[3:]:
-                if opt.startswith("uto="):
-                    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, int(opt[4:]))
-            s.setblocking(not nb)
-            if not nb:
-                s.settimeout(10)
-            socks[nxt] = s
-            out.append([nxt, attempt(s, host, port, nb)])
-            nxt += 1
-        print(json.dumps(out), flush=True)
-    elif cmd == "retry":
-        s = socks[int(args[0])]
-        print(json.dumps([[int(args[0]), attempt(s, args[1], int(args[2]), False)]]), flush=True)
-    elif cmd == "close":
-        which = list(socks) if args[0] == "all" else [int(i) for i in args[0].split(",")]
-        for i in which:
-            socks.pop(i).close()
-        print(json.dumps("ok"), flush=True)
-"""
 
 # The burst: K non-blocking sockets made in advance, connect()ed back to
 # back once "go" arrives on stdin.
@@ -131,94 +51,6 @@ for s in socks:
 print(" ".join(f"{k}={v}" for k, v in counts.items()), flush=True)
 sys.stdin.readline()
 """
-
-
-def read_line(proc: subprocess.Popen[str], timeout: float, what: str) -> str:
-    assert proc.stdout is not None
-    ready, _, _ = select.select([proc.stdout], [], [], timeout)
-    assert ready, f"no answer from {what} within {timeout} s"
-    line = proc.stdout.readline()
-    assert line, f"{what} exited (code {proc.poll()})"
-    return line.strip()
-
-
-@dataclass
-class Net:
-    pair: NetnsPair
-    server_v4: str
-    server_v6: str
-
-
-@pytest.fixture(scope="module")
-def net() -> Iterator[Net]:
-    with netns_pair("tbcap") as pair:
-        for ns, addr in ((pair.sender, V6_SENDER), (pair.receiver, V6_RECEIVER)):
-            sh("ip", "-6", "addr", "add", f"{addr}/64", "dev", "veth0", "nodad", netns=ns)
-        sh("ip", "route", "add", "198.19.0.0/16", "via", pair.receiver_addr, netns=pair.sender)
-        sh("ip", "route", "add", "unreachable", "198.18.128.0/24", netns=pair.sender)
-        server = spawn([sys.executable, "-c", SERVER, str(PORT), str(OTHER_PORT)],
-                       netns=pair.receiver, stdout=subprocess.PIPE, text=True)
-        try:
-            assert read_line(server, 10, "server") == "ready"
-            yield Net(pair, pair.receiver_addr, V6_RECEIVER)
-        finally:
-            stop(server)
-
-
-class Client:
-    """A process (in a cgroup, in the sender namespace) holding sockets."""
-
-    def __init__(self, net: Net, cgroup_path: str | None) -> None:
-        self.proc: subprocess.Popen[str] = spawn(
-            [sys.executable, "-c", CLIENT], cgroup_path=cgroup_path, netns=net.pair.sender,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-
-    def ask(self, line: str, timeout: float = 20) -> Any:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(line + "\n")
-        self.proc.stdin.flush()
-        return json.loads(read_line(self.proc, timeout, f"client ({line})"))
-
-    def open(self, host: str, port: int, k: int, *opts: str) -> list[str]:
-        self.last = self.ask(f"open {host} {port} {k} {' '.join(opts)}")
-        return [r for _, r in self.last]
-
-    def opened(self) -> list[int]:
-        """Indices of the last open's sockets that connected."""
-        return [i for i, r in self.last if r in ("ok", "EINPROGRESS")]
-
-    def close(self, which: list[int] | str = "all") -> None:
-        arg = which if isinstance(which, str) else ",".join(map(str, which))
-        assert self.ask(f"close {arg}") == "ok"
-
-
-@contextlib.contextmanager
-def client(net: Net, cgroup_path: str | None) -> Iterator[Client]:
-    c = Client(net, cgroup_path)
-    try:
-        yield c
-    finally:
-        stop(c.proc)  # type: ignore[arg-type]
-
-
-def the_cap(table: CapTable, cgroup_path: str, dest: str) -> Cap:
-    cap = table.find(cgroup_path, parse_dest(dest))
-    assert cap is not None, f"no cap for {dest} on {cgroup_path} in {table.list()}"
-    assert cap.streams == cap.charged + cap.seeded - cap.released, (
-        f"counters disagree: streams {cap.streams} != charged {cap.charged} + seeded "
-        f"{cap.seeded} - released {cap.released}")
-    return cap
-
-
-def wait_value(get: Callable[[], int], expected: int, what: str, timeout: float = 10) -> None:
-    import time
-
-    deadline = time.monotonic() + timeout
-    value = get()
-    while value != expected and time.monotonic() < deadline:
-        time.sleep(0.05)
-        value = get()
-    assert value == expected, f"{what}: expected {expected}, got {value} after {timeout} s"
 
 
 def test_cap_holds_cgroup_to_n_and_frees_on_close(net: Net, pins: str, cg: str) -> None:

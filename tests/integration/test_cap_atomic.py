@@ -17,11 +17,10 @@ import time
 import pytest
 
 from tamebpf.capfile import parse_dest
-from tamebpf.cgroups import require_cgroup2
 from tamebpf.kernel.cap import CapTable
-from tests.integration.kernel_fixtures import cgroup, sh, spawn, stop
-from tests.integration.test_cap import Net, read_line, the_cap, wait_value
-from tests.integration.test_cap import net as net  # the module's netns pair fixture
+from tamebpf.kernel.cgroups import require_cgroup2
+from tests.integration import kernel_fixtures as kf
+from tests.integration.kernel_fixtures import Net, cgroup, read_line, sh, spawn, stop
 from tests.integration.test_cap_cli import assert_refused, state, tamebpf
 
 pytestmark = pytest.mark.root
@@ -246,19 +245,19 @@ def test_storm_of_connects_keeps_the_count_exact(net: Net, pins: str, cg: str) -
         for s in storms:
             assert read_line(s, 120, "storm") == "done"
         try:
-            wait_value(lambda: the_cap(table, cg, dest).streams, procs * hold,
+            kf.wait_value(lambda: kf.the_cap(table, cg, dest).streams, procs * hold,
                        "streams after the storm (the held sockets are open)", timeout=30)
         except AssertionError as e:
             raise AssertionError(f"{e}\n{storm_sockets(net, STORM_PORT)}") from None
-        cap = the_cap(table, cg, dest)
+        cap = kf.the_cap(table, cg, dest)
         assert cap.charged == procs * (cycles + hold), cap
         assert cap.refused == 0, cap
     finally:
         for s in storms:
             stop(s)  # type: ignore[arg-type]
         stop(server)  # type: ignore[arg-type]
-    wait_value(lambda: the_cap(table, cg, dest).streams, 0, "streams after kill -9")
-    cap = the_cap(table, cg, dest)
+    kf.wait_value(lambda: kf.the_cap(table, cg, dest).streams, 0, "streams after kill -9")
+    cap = kf.the_cap(table, cg, dest)
     assert cap.charged == cap.released == procs * (cycles + hold), cap
 
 

@@ -11,8 +11,8 @@ import subprocess
 
 import pytest
 
-from tamebpf.cgroups import _mounts
 from tamebpf.cli import main
+from tamebpf.kernel.cgroups import mounts
 from tests.integration.kernel_fixtures import cgroup, sh
 from tests.integration.unprivileged import run_as_user
 
@@ -42,7 +42,7 @@ def state(pins: str) -> tuple[list[str], str, str]:
 
 
 def v1_cgroup() -> str | None:
-    for point, fstype, _ in _mounts():
+    for point, fstype, _ in mounts():
         if fstype == "cgroup":
             return point
     return None

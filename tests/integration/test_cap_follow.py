@@ -20,9 +20,7 @@ from tamebpf.capfile import parse_dest
 from tamebpf.errors import TamebpfError
 from tamebpf.kernel.abi import TbCapFollow
 from tamebpf.kernel.cap import PACE_NO_LIMIT, Add, CapTable
-from tests.integration.kernel_fixtures import spawn, stop
-from tests.integration.test_cap import OTHER_PORT, PORT, Net, read_line, the_cap
-from tests.integration.test_cap import net as net  # the module's netns pair fixture
+from tests.integration.kernel_fixtures import OTHER_PORT, PORT, Net, read_line, spawn, stop, the_cap
 
 pytestmark = pytest.mark.root
 UNLIMITED = 2**64 - 1  # sk_max_pacing_rate when nothing limits it

@@ -16,9 +16,16 @@ import pytest
 
 from tamebpf.capfile import parse_dest
 from tamebpf.kernel.cap import PACE_NO_LIMIT, CapTable
-from tests.integration.kernel_fixtures import spawn, stop
-from tests.integration.test_cap import CLOSED_PORT, OTHER_PORT, PORT, Net, client, read_line
-from tests.integration.test_cap import net as net  # the module's netns pair fixture
+from tests.integration.kernel_fixtures import (
+    CLOSED_PORT,
+    OTHER_PORT,
+    PORT,
+    Net,
+    client,
+    read_line,
+    spawn,
+    stop,
+)
 from tests.integration.test_cap_cli import tamebpf
 
 pytestmark = pytest.mark.root

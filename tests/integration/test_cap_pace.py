@@ -14,9 +14,9 @@ import pytest
 
 from tamebpf.capfile import parse_dest
 from tamebpf.kernel.cap import PACE_NO_LIMIT, CapTable
-from tests.integration.kernel_fixtures import free_port, spawn, stop
-from tests.integration.test_cap import PORT, Net, read_line, the_cap
-from tests.integration.test_cap import net as net  # the module's netns pair fixture
+from tests.integration.kernel_fixtures import PORT, Net, free_port, read_line, spawn, stop, the_cap
+
+pytestmark = pytest.mark.root
 
 SO_MAX_PACING_RATE = 47  # asm-generic/socket.h; Python's socket module lacks it
 

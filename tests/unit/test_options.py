@@ -12,13 +12,8 @@ from hypothesis import strategies as st
 
 from tamebpf.cli import main
 from tamebpf.errors import UsageError
-from tamebpf.options import (
-    IPERF3_PORT,
-    dump_json_objects,
-    parse_fraction,
-    parse_host_port,
-    parse_rate_mbps,
-)
+from tamebpf.options import dump_json_objects, parse_fraction, parse_rate_mbps
+from tamebpf.values import IPERF3_PORT, parse_host_port
 
 
 @pytest.mark.parametrize(("text", "want"), [

@@ -16,13 +16,13 @@ from hypothesis import strategies as st
 from tamebpf.capfile import check_cgroup_text, parse_capfile, parse_dest
 from tamebpf.commands import advise, export, predict
 from tamebpf.errors import UsageError
-from tamebpf.options import parse_host_port
 from tamebpf.values import (
     MAX_RATE_MBPS,
     U64_MAX,
     parse_count,
     parse_duration,
     parse_fraction,
+    parse_host_port,
     parse_port,
     parse_port_range,
     parse_rate_mbps,

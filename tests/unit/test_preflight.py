@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tamebpf.cgroups import CgroupNames, cgroup2_mount, resolve
 from tamebpf.errors import TamebpfError, UsageError
 from tamebpf.kernel import features, preflight
+from tamebpf.kernel.cgroups import CgroupNames, cgroup2_mount, resolve
 
 MOUNTS_V2 = "cgroup2 {root} cgroup2 rw,relatime 0 0\ncgroup /sys/fs/cgroup/cpu cgroup rw,cpu 0 0\n"
 MOUNTS_V1_ONLY = "cgroup /sys/fs/cgroup/cpu cgroup rw,cpu 0 0\nproc /proc proc rw 0 0\n"

@@ -42,6 +42,7 @@ from tamebpf.paths.follows import FollowBook, FollowChange, FollowSpec, normal_c
 from tamebpf.paths.scout import FollowAnswer, ScoutReading, follow_target
 from tamebpf.paths.store import PathStore
 from tamebpf.records import Cap, Flow
+from tamebpf.units import mbps, mbps_over, pace_bytes_per_s
 
 # The scout's share over this long: CUBIC's sawtooth on a 100 ms path is a
 # few seconds a cycle; the settled probes of advise took 10-30 s.
@@ -147,8 +148,8 @@ def reading_of(track: Track, now: float, window_s: float) -> ScoutReading | None
     acked = {c: b - first[1].get(c, 0) for c, b in last[1].items()}
     if track.scout not in last[1] or track.scout not in first[1]:
         return None
-    group = sum(max(v, 0) for v in acked.values()) * 8 / seconds / 1e6
-    scout = max(acked[track.scout], 0) * 8 / seconds / 1e6
+    group = mbps_over(sum(max(v, 0) for v in acked.values()), seconds)
+    scout = mbps_over(max(acked[track.scout], 0), seconds)
     return ScoutReading(scout, group, seconds)
 
 
@@ -250,7 +251,7 @@ class Follower:
             if track.scout is not None and track.cap_id is not None \
                     and track.target_mbps is not None:
                 try:
-                    self.kernel.set_follow(track.cap_id, 0, _bytes(track.target_mbps))
+                    self.kernel.set_follow(track.cap_id, 0, pace_bytes_per_s(track.target_mbps))
                 except Exception as err:  # noqa: BLE001 - the others still get theirs
                     log.warning("following caps: cap %d keeps its scout: %s", track.cap_id,
                                 err)
@@ -281,7 +282,7 @@ class Follower:
             self.book.update(spec.ident, lambda s: replace(s, updated=now_wall, note=note))
             return
         assert known is not None and known.capacity_mbps is not None
-        goodput = sum(max(v, 0) for v in sent.values()) * 8 / seconds / 1e6
+        goodput = mbps_over(sum(max(v, 0) for v in sent.values()), seconds)
         try:
             pred = predict(fit_capacity([Probe(streams, goodput)], known.capacity_mbps),
                            Settings(max_impact=spec.max_impact))
@@ -316,7 +317,7 @@ class Follower:
         track = self.tracks.setdefault(spec.ident, Track())
         prev = track.samples[-1][1] if track.samples else {}
         track.record(now, flows, self.window_s)
-        current = spec.target_mbps or cap.rate_bytes_per_s * 8 / 1e6
+        current = spec.target_mbps or mbps(cap.rate_bytes_per_s)
         if track.scout not in flows:
             sending = [f for c, f in flows.items()
                        if f.bytes_acked - prev.get(c, f.bytes_acked) >= SENDING_BYTES]
@@ -328,7 +329,7 @@ class Follower:
             track.cap_id, track.target_mbps = cap.id, current
             # Until the first reading, the scout's fair part comes off the target.
             paced = current * (len(sending) - 1) / len(sending)
-            self.kernel.set_follow(cap.id, scout.cookie, _bytes(paced))
+            self.kernel.set_follow(cap.id, scout.cookie, pace_bytes_per_s(paced))
             self.book.update(spec.ident, lambda s: replace(s, scout_cookie=scout.cookie,
                                                            updated=now_wall))
             log.info("follow: %s to %s: scout is stream %d", spec.cgroup, spec.dest,
@@ -339,7 +340,7 @@ class Follower:
                    None if known is None else known.capacity_mbps, current, now_wall,
                    reading_of(track, now, min(SHORT_S, self.window_s)))
         if d.paced_mbps is not None:
-            self.kernel.set_follow(cap.id, track.scout, _bytes(d.paced_mbps))
+            self.kernel.set_follow(cap.id, track.scout, pace_bytes_per_s(d.paced_mbps))
             track.cap_id = cap.id
             track.target_mbps = d.change.to_mbps if d.change is not None else current
         change = d.change
@@ -369,7 +370,3 @@ class Follower:
             if entry is not None:
                 self.store.put(entry)
                 self._stored[spec.ident] = now
-
-
-def _bytes(mbps: float) -> int:
-    return max(1, int(mbps * 1e6 / 8))

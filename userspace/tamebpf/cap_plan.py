@@ -17,14 +17,14 @@ from tamebpf.errors import TamebpfError, UsageError
 from tamebpf.groups.passive_fit import LOSS_BASED
 from tamebpf.kernel.abi import TB_CAP_CGROUPS_MAX, TB_CAP_RULES_MAX
 from tamebpf.kernel.cap import PACE_NO_LIMIT, Add, CapTable, resolve_cgroup
-from tamebpf.options import IPERF3_PORT, parse_fraction, parse_host_port
 from tamebpf.paths.entry import PathKey
 from tamebpf.paths.follows import FollowBook, FollowSpec
 from tamebpf.paths.store import PathStore, state_dir
 from tamebpf.paths.where import path_key
 from tamebpf.present.progress import ProgressLine
 from tamebpf.records import Cap
-from tamebpf.values import rate_bytes_per_s
+from tamebpf.units import pace_bytes_per_s
+from tamebpf.values import IPERF3_PORT, parse_fraction, parse_host_port, rate_bytes_per_s
 
 
 def auto_target(host: str, max_impact: str, congestion: str = "system") -> tuple[int, float]:
@@ -112,7 +112,7 @@ def resolve_spec(spec: CapSpec) -> Resolved:
         advised = auto_target(spec.auto, spec.max_impact, spec.congestion)
     if spec.mode == "pace":
         rate = (rate_bytes_per_s(spec.rate, "--rate") if spec.rate is not None
-                else max(1, int(advised[1] * 1e6 / 8)) if advised else 0)
+                else pace_bytes_per_s(advised[1]) if advised else 0)
         if rate < 1:
             raise UsageError("the advisor gave no throughput to pace at", "give --rate")
         return Resolved(PACE_NO_LIMIT, rate, advised)

@@ -41,8 +41,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from tamebpf.errors import UsageError
-from tamebpf.options import IPERF3_PORT, parse_host_port
-from tamebpf.values import parse_count, parse_fraction, parse_port_range, rate_bytes_per_s
+from tamebpf.values import (
+    IPERF3_PORT,
+    parse_count,
+    parse_fraction,
+    parse_host_port,
+    parse_port_range,
+    rate_bytes_per_s,
+)
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 MAX_STREAMS = 2**32 - 1

@@ -30,6 +30,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tamebpf.units import mbps_over
+
 # Control states (iperf_api.h).
 TEST_START = 1
 TEST_RUNNING = 2
@@ -76,7 +78,7 @@ class Iperf3Result:
     def received_mbps(self) -> float | None:
         if self.received_bytes is None or self.seconds <= 0:
             return None
-        return self.received_bytes * 8 / self.seconds / 1e6
+        return mbps_over(self.received_bytes, self.seconds)
 
 
 def socket_cookie(sock: socket.socket) -> int:

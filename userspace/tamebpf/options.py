@@ -1,7 +1,8 @@
 """Values typed on the command line, parsed the same way by every command,
 and the options several commands share.
 
-Pure (no I/O). The parsers of single values live in tamebpf.values. Each
+Pure (no I/O). The parsers of single values (and host:port) live in
+tamebpf.values. Each
 parser raises UsageError naming the option and the bad
 value, so a bad input is one line on stderr and exit 2.
 """
@@ -25,11 +26,9 @@ from tamebpf.model import (
 from tamebpf.values import parse_count as parse_count  # shared from here too
 from tamebpf.values import parse_duration as parse_duration
 from tamebpf.values import parse_fraction as parse_fraction
-from tamebpf.values import parse_port
 from tamebpf.values import parse_rate_mbps as parse_rate_mbps
 
 JSON_INDENT = 1  # every command's --json output
-IPERF3_PORT = 5201  # where advise and cap --auto find the iperf3 server by default
 
 
 def dump_json(obj: Any, out: IO[str]) -> None:
@@ -59,38 +58,6 @@ def dump_json_objects(keys: Sequence[str], rows: Sequence[Sequence[Any]], out: I
         out.write(sep + template % tuple(values))
         sep = ",\n"
     out.write("\n]\n")
-
-
-def parse_host_port(text: str, option: str, default_port: int | None = None, *,
-                    empty_host: str | None = None, port_zero: bool = False) -> tuple[str, int]:
-    """'host', 'host:port', '[v6]:port', '[v6]' or a bare IPv6 address.
-
-    default_port: used when none is given (None: a port is required).
-    empty_host: what ':port' means (None: a host is required).
-    port_zero: whether 0 ("any free port") is allowed.
-    """
-    raw = text.strip()
-    host, port_text = raw, ""
-    if raw.startswith("["):
-        host, close, rest = raw[1:].partition("]")
-        if not close or (rest and not rest.startswith(":")):
-            raise UsageError(f"bad {option} {text!r}: expected [IPV6]:PORT")
-        port_text = rest[1:] if rest else ""
-        if rest == ":":
-            raise UsageError(f"bad {option} {text!r}: no port after ':'")
-    elif raw.count(":") == 1:
-        host, port_text = raw.split(":")
-        if not port_text:
-            raise UsageError(f"bad {option} {text!r}: no port after ':'")
-    if not host:
-        if empty_host is None:
-            raise UsageError(f"bad {option} {text!r}: no host", "give HOST or HOST:PORT")
-        host = empty_host
-    if not port_text:
-        if default_port is None:
-            raise UsageError(f"bad {option} {text!r}: no port", "give HOST:PORT")
-        return host, default_port
-    return host, parse_port(port_text, option, text, zero=port_zero)
 
 
 def add_advice_options(p: argparse.ArgumentParser, *, required_impact: bool = False) -> None:

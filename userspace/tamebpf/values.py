@@ -1,5 +1,5 @@
 """One typed parser per kind of value a user types (on the command line or
-in a caps file): ports, counts, rates, fractions, durations.
+in a caps file): ports, host:port, counts, rates, fractions, durations.
 
 Pure (no I/O). Every parser takes the text and the name of the option (or
 caps-file key) it came from, and raises UsageError naming both and saying
@@ -19,6 +19,7 @@ import math
 import re
 
 from tamebpf.errors import UsageError
+from tamebpf.units import bytes_per_s, mbps
 
 _COUNT = re.compile(r"[0-9]+", re.ASCII)
 _DECIMAL = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?", re.ASCII)
@@ -27,9 +28,10 @@ U32_MAX = 2**32 - 1
 U64_MAX = 2**64 - 1
 # Rates go to the kernel as u64 bytes/s (tb_cap_count.rate_bytes_per_s): the
 # largest rate any field can hold, in Mbit/s. Anything above would wrap.
-MAX_RATE_MBPS = math.floor(U64_MAX * 8 / 1e6)
+MAX_RATE_MBPS = math.floor(mbps(U64_MAX))
 RATE_UNITS = {"": 1.0, "k": 1e-3, "m": 1.0, "g": 1e3, "t": 1e6}  # -> Mbit/s
 RATE_HINT = "give Mbit/s (100) or a number with a unit (100M, 9.4G)"
+IPERF3_PORT = 5201  # where advise and cap --auto find the iperf3 server by default
 
 
 def _show(text: object) -> str:
@@ -133,7 +135,7 @@ def parse_rate_mbps(text: str, option: str) -> float:
 
 def rate_bytes_per_s(text: str, option: str) -> int:
     """A rate as the kernel takes it: whole bytes/s, 1..2^64-1."""
-    value = math.floor(parse_rate_mbps(text, option) * 1e6 / 8)
+    value = math.floor(bytes_per_s(parse_rate_mbps(text, option)))
     if value < 1:
         raise UsageError(f"bad {option} {_show(text)}: too small", "give at least 8 bit/s")
     return min(value, U64_MAX)
@@ -146,3 +148,35 @@ def parse_duration(text: str, option: str, low: float, high: float) -> float:
     if not low <= value <= high:
         raise UsageError(f"bad {option} {_show(text)}: out of range", hint)
     return value
+
+
+def parse_host_port(text: str, option: str, default_port: int | None = None, *,
+                    empty_host: str | None = None, port_zero: bool = False) -> tuple[str, int]:
+    """'host', 'host:port', '[v6]:port', '[v6]' or a bare IPv6 address.
+
+    default_port: used when none is given (None: a port is required).
+    empty_host: what ':port' means (None: a host is required).
+    port_zero: whether 0 ("any free port") is allowed.
+    """
+    raw = text.strip()
+    host, port_text = raw, ""
+    if raw.startswith("["):
+        host, close, rest = raw[1:].partition("]")
+        if not close or (rest and not rest.startswith(":")):
+            raise UsageError(f"bad {option} {text!r}: expected [IPV6]:PORT")
+        port_text = rest[1:] if rest else ""
+        if rest == ":":
+            raise UsageError(f"bad {option} {text!r}: no port after ':'")
+    elif raw.count(":") == 1:
+        host, port_text = raw.split(":")
+        if not port_text:
+            raise UsageError(f"bad {option} {text!r}: no port after ':'")
+    if not host:
+        if empty_host is None:
+            raise UsageError(f"bad {option} {text!r}: no host", "give HOST or HOST:PORT")
+        host = empty_host
+    if not port_text:
+        if default_port is None:
+            raise UsageError(f"bad {option} {text!r}: no port", "give HOST:PORT")
+        return host, default_port
+    return host, parse_port(port_text, option, text, zero=port_zero)

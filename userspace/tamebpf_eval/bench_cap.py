@@ -46,8 +46,8 @@ import time
 from collections.abc import Iterator
 
 from tamebpf.capfile import parse_dest
-from tamebpf.cgroups import require_cgroup2
 from tamebpf.kernel.cap import CapTable
+from tamebpf.kernel.cgroups import require_cgroup2
 from tamebpf_eval.docsection import markers, write_section
 
 START, END = markers("bench_cap")

@@ -16,14 +16,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from tamebpf.advise.estimate.advice import build
-from tamebpf.advise.probes import StopRule, run_probe, run_probes
+from tamebpf.advise.memory import AdviceMemory
+from tamebpf.advise.probes import StopRule, probe_congestion, run_probe, run_probes
 from tamebpf.advise.record import AdviceWarning, AdviseResult, Target
 from tamebpf.advise.settled import DEFAULT_MAX_PROBE_S, BbrSettled, Settled
 from tamebpf.errors import TamebpfError
-from tamebpf.kernel.netns import default_congestion_control
 from tamebpf.model import DEFAULT_MODEL, ModelName, Settings
-from tamebpf.options import IPERF3_PORT
 from tamebpf.records import Progress
+from tamebpf.values import IPERF3_PORT
 
 DEFAULT_PROBES = (1, 10)
 # --quick: seconds of traffic per probe. The pair took a median 4.7 s of wall
@@ -83,21 +83,6 @@ def stop_rule(cc: str, last: bool, capacity: bool = True) -> StopRule:
     return Settled(capacity=last and capacity)
 
 
-def probe_congestion(target: Target) -> tuple[str, str]:
-    """(the congestion control the probes will run, where that comes from)."""
-    if target.congestion != "system":
-        return target.congestion, "--congestion"
-    where = f"network namespace {target.netns}" if target.netns else "this host"
-    try:
-        cc = default_congestion_control(target.netns)
-    except OSError as err:
-        raise TamebpfError(f"cannot read the default congestion control of {where}: "
-                           f"{err.strerror or err}",
-                           hint="check --netns (an 'ip netns' name), or give --congestion"
-                           ) from err
-    return cc, f"the default of {where}; --congestion to choose"
-
-
 def advise_target(host: str, max_impact: float, port: int = IPERF3_PORT,
                   congestion: str = "system",
                   on_progress: Callable[[Progress], None] | None = None) -> tuple[int, float]:
@@ -105,9 +90,7 @@ def advise_target(host: str, max_impact: float, port: int = IPERF3_PORT,
     refuse cap and the target rate of a pace cap."""
     result = run_advice(Target(host, port, congestion=congestion),
                         Settings(max_impact=max_impact), on_progress=on_progress)
-    # Every probed advice goes to path memory (docs/paths.md), cap --auto's
-    # too; imported here because advise.memory imports this module.
-    from tamebpf.advise.memory import AdviceMemory
+    # Every probed advice goes to path memory (docs/paths.md), cap --auto's too.
     AdviceMemory().remember(result, probe_congestion(result.target)[0], "settled")
     if result.refused:
         raise TamebpfError(f"the advisor gave no advice for {host}:{port}: {result.refused}")

@@ -11,7 +11,7 @@ import sqlite3
 import time
 from dataclasses import replace
 
-from tamebpf.advise.advisor import probe_congestion
+from tamebpf.advise.probes import probe_congestion
 from tamebpf.advise.record import AdviseResult, Target
 from tamebpf.errors import TamebpfError
 from tamebpf.logs import log

@@ -26,9 +26,11 @@ from tamebpf.advise.record import TIME_LIMIT, ProbeResult, Target
 from tamebpf.errors import TamebpfError
 from tamebpf.kernel.acktrain import AckTrain
 from tamebpf.kernel.flows import Flow, FlowReader
+from tamebpf.kernel.netns import default_congestion_control
 from tamebpf.kernel.probe import Say, Work, probe_cgroup, spawn
 from tamebpf.kernel.synrto import SynRto
 from tamebpf.records import AckLog, Progress
+from tamebpf.units import mbps_over
 
 SAMPLE_INTERVAL_S = 0.1
 # Set-up and result exchange, each: on a congested path a SYN or a control
@@ -125,6 +127,21 @@ class _Stage:
             if pts:
                 out[c] = pts
         return out
+
+
+def probe_congestion(target: Target) -> tuple[str, str]:
+    """(the congestion control the probes will run, where that comes from)."""
+    if target.congestion != "system":
+        return target.congestion, "--congestion"
+    where = f"network namespace {target.netns}" if target.netns else "this host"
+    try:
+        cc = default_congestion_control(target.netns)
+    except OSError as err:
+        raise TamebpfError(f"cannot read the default congestion control of {where}: "
+                           f"{err.strerror or err}",
+                           hint="check --netns (an 'ip netns' name), or give --congestion"
+                           ) from err
+    return cc, f"the default of {where}; --congestion to choose"
 
 
 def probe_failure_hint(error: str, target: Target) -> str:
@@ -274,7 +291,7 @@ def run_probes(target: Target, stages: Sequence[tuple[int, float]],
                 acked = sum(pts[-1].carried for c, pts in series.items()
                             if c in stage.cookies)
                 if on_progress:
-                    rate = (acked - last_total) * 8 / (now - last_t) / 1e6 \
+                    rate = mbps_over(acked - last_total, now - last_t) \
                         if now > last_t and acked >= last_total else None
                     began = stage.begin if current >= 0 else t_start
                     k = max(current, 0)

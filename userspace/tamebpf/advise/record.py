@@ -13,6 +13,7 @@ from tamebpf.advise.estimate.steady import Steady
 from tamebpf.model import Prediction
 from tamebpf.model.confidence import ImpactRange
 from tamebpf.model.share import ShareAdvice
+from tamebpf.values import IPERF3_PORT
 
 # How a probe that ran to its limit is marked (ProbeResult.stopped).
 TIME_LIMIT = "time limit"
@@ -34,7 +35,7 @@ class AdviceWarning:
 @dataclass(frozen=True)
 class Target:
     host: str
-    port: int = 5201
+    port: int = IPERF3_PORT
     netns: str | None = None  # run the probe from this network namespace
     congestion: str = "system"  # reno | cubic | bbr | system (the host's default)
 

@@ -27,13 +27,11 @@ from tamebpf.kernel import preflight
 from tamebpf.kernel.netns import check_netns
 from tamebpf.lifecycle import terminate_as_interrupt
 from tamebpf.options import (
-    IPERF3_PORT,
     add_advice_options,
     add_state_dir_option,
     dump_json,
     parse_count,
     parse_duration,
-    parse_host_port,
     parse_rate_mbps,
     settings_from,
 )
@@ -43,6 +41,7 @@ from tamebpf.present.paths import recalled_json, render_recalled
 from tamebpf.present.plot import check_path, write_plot
 from tamebpf.present.progress import ProgressLine
 from tamebpf.present.toolflags import FORMATS, tool_flags
+from tamebpf.values import IPERF3_PORT, parse_host_port
 
 
 def register(sub: Any) -> None:

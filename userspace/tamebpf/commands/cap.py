@@ -33,7 +33,7 @@ from tamebpf.kernel.caps_view import limit_of
 from tamebpf.kernel.flows import FlowReader
 from tamebpf.lifecycle import terminate_as_interrupt
 from tamebpf.logs import log
-from tamebpf.options import IPERF3_PORT, dump_json, parse_fraction, parse_host_port
+from tamebpf.options import dump_json, parse_fraction
 from tamebpf.paths.follows import FollowBook, normal_cgroup
 from tamebpf.paths.store import state_dir
 from tamebpf.present.caps import (
@@ -46,7 +46,8 @@ from tamebpf.present.caps import (
     set_json,
 )
 from tamebpf.records import Cap
-from tamebpf.values import parse_duration, rate_bytes_per_s
+from tamebpf.units import mbps_over
+from tamebpf.values import IPERF3_PORT, parse_duration, parse_host_port, rate_bytes_per_s
 
 __all__ = ["auto_target", "register", "render_table", "resolve_spec"]
 
@@ -249,7 +250,7 @@ def live_rates(caps: Sequence[Cap], window_s: float) -> dict[int, float]:
             continue  # idle: nothing to add (and most flows of a busy host are)
         for cap_id, lim in limits:
             if lim.matches([f.cgroup], f.remote_addr) and lim.covers_port(f.remote_port):
-                rates[cap_id] += acked * 8 / seconds / 1e6
+                rates[cap_id] += mbps_over(acked, seconds)
     return rates
 
 

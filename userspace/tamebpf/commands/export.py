@@ -26,18 +26,13 @@ from tamebpf.kernel.caps_view import cap_kernel, cap_table, read_caps
 from tamebpf.kernel.flows import FlowReader
 from tamebpf.lifecycle import terminate_as_exit
 from tamebpf.logs import log
-from tamebpf.options import (
-    add_reader_arguments,
-    add_state_dir_option,
-    parse_host_port,
-    settings_from,
-)
+from tamebpf.options import add_reader_arguments, add_state_dir_option, settings_from
 from tamebpf.paths.follows import FollowBook
 from tamebpf.paths.passive import PathLearner
 from tamebpf.paths.store import PathStore, state_dir
 from tamebpf.paths.where import netns_id
 from tamebpf.present.group_json import group_to_json
-from tamebpf.values import parse_count, parse_duration
+from tamebpf.values import parse_count, parse_duration, parse_host_port
 
 if TYPE_CHECKING:
     from tamebpf.present.prometheus import Reading, TamebpfCollector

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from tamebpf.capfile import Dest, check_cgroup_text, parse_dest
-from tamebpf.cgroups import Cgroup, CgroupNames, _mounts, require_cgroup2, resolve
 from tamebpf.errors import TamebpfError, UsageError
 from tamebpf.kernel import native, preflight
 from tamebpf.kernel.abi import (
@@ -35,6 +34,7 @@ from tamebpf.kernel.abi import (
     TbCapRule,
     TbCapState,
 )
+from tamebpf.kernel.cgroups import Cgroup, CgroupNames, mounts, require_cgroup2, resolve
 from tamebpf.records import Cap
 
 DEFAULT_PIN_DIR = "/sys/fs/bpf/tamebpf/cap"
@@ -123,10 +123,9 @@ def resolve_cgroup(path: str, all_processes: bool = False, option: str = "--cgro
 def ensure_bpffs(path: str) -> None:
     """The pin directory must be on bpffs; /sys/fs/bpf is mounted if it is
     not (as bpftool does)."""
-    mounts = _mounts()
     best = ("", "")
     target = os.path.abspath(path)
-    for point, fstype, _ in mounts:
+    for point, fstype, _ in mounts():
         if (target + "/").startswith(point.rstrip("/") + "/") and len(point) >= len(best[0]):
             best = (point, fstype)
     if best[1] == "bpf":

@@ -17,7 +17,6 @@ import time
 from collections.abc import Sequence
 from typing import Any, overload
 
-from tamebpf.cgroups import Cgroup, CgroupNames, resolve
 from tamebpf.errors import TamebpfError
 from tamebpf.kernel import native, preflight
 from tamebpf.kernel.abi import (
@@ -28,6 +27,7 @@ from tamebpf.kernel.abi import (
     TbFlow,
     TbFlowsStats,
 )
+from tamebpf.kernel.cgroups import Cgroup, CgroupNames, resolve
 from tamebpf.kernel.handle import NativeHandle
 from tamebpf.kernel.netns import open_netns
 from tamebpf.records import Flow, FlowChanges, ReaderStats

@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from tamebpf.cgroups import MOUNTS, require_cgroup2
 from tamebpf.errors import TamebpfError
 from tamebpf.kernel import features
+from tamebpf.kernel.cgroups import MOUNTS, require_cgroup2
 
 BTF_PATH = "/sys/kernel/btf/vmlinux"
 

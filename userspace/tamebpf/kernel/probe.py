@@ -17,13 +17,11 @@ import json
 import os
 import select
 import signal
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tamebpf.cgroups import require_cgroup2
-from tamebpf.errors import TamebpfError
+from tamebpf.kernel.cgroups import empty_and_remove, require_cgroup2
 from tamebpf.kernel.netns import enter_netns
 
 # What the child runs: given a way to send the parent a JSON line and a way
@@ -43,24 +41,7 @@ def probe_cgroup(streams: int) -> Iterator[str]:
     try:
         yield path
     finally:
-        _empty_and_remove(path)
-
-
-def _empty_and_remove(path: str) -> None:
-    for _ in range(100):
-        try:
-            with open(os.path.join(path, "cgroup.procs")) as f:
-                pids = [int(p) for p in f.read().split()]
-            for pid in pids:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            os.rmdir(path)
-            return
-        except FileNotFoundError:
-            return
-        except OSError:
-            time.sleep(0.02)  # processes still exiting
-    raise TamebpfError(f"could not remove probe cgroup {path}", "remove it with rmdir")
+        empty_and_remove(path, "probe cgroup")
 
 
 class _StopRequests:

@@ -43,9 +43,9 @@ from tamebpf.model.fit import (
     LossSample,
     ModelName,
     Probe,
-    fit_loss_rtt,
     fit_throughput,
 )
+from tamebpf.model.loss_rtt import fit_loss_rtt
 
 __all__ = [
     "BASELINES",

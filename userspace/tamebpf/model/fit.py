@@ -51,12 +51,6 @@ MODEL_LABELS: dict[ModelName, str] = {
 }
 BASELINES: tuple[Baseline, ...] = ("one-stream", "none")
 
-# Mathis et al. constant sqrt(3/2) (one segment acknowledged per ACK, c1 = 1):
-# C in Eq 4 when the throughput curve of a loss/RTT fit is scaled from the MSS.
-MATHIS_C = math.sqrt(1.5)
-# A loss/RTT fit whose calibrated curve misses a measured throughput by more
-# than this (relative) gets a warning: the paper's own errors are ~0.2.
-CALIBRATION_TOLERANCE = 0.25
 # Coefficient terms smaller than this fraction of the largest p' probed are
 # rounding noise (e.g. b' from two probes with equal throughput): counted as 0,
 # so that a decision never depends on the unit the throughput is given in.
@@ -189,60 +183,16 @@ def fit_throughput(probes: Iterable[Probe], model: ModelName = "partial") -> Fit
     "full", solved exactly); more probes give a least-squares fit in y.
     """
     probes = tuple(probes)
-    _check_model(model)
+    check_model(model)
     if not all(isinstance(p, Probe) for p in probes):
         raise ModelInputError("probes must be Probe(streams, throughput) values")
     levels = [p.streams for p in probes]
-    ys = [_point(p.streams / p.throughput, 1.0, f"{p.streams}-stream probe") for p in probes]
-    label, coeffs, warnings, limit = _fit_curve(levels, ys, model, "throughput")
+    ys = [point(p.streams / p.throughput, 1.0, f"{p.streams}-stream probe") for p in probes]
+    label, coeffs, warnings, limit = fit_curve(levels, ys, model, "throughput")
     return Fit(label, coeffs, probes, "throughput", (), warnings, limit)
 
 
-def fit_loss_rtt(
-    samples: Iterable[LossSample],
-    model: ModelName = "partial",
-    *,
-    mss_bytes: int | None = None,
-) -> Fit:
-    """Fit p*RTT^2 = a n^2 + b from kernel samples (model.md section 3).
-
-    The impact curve needs only ratios of p*RTT^2, so it comes straight from
-    the samples.  The throughput curve needs the constant C*MSS of Eq 4: if
-    every sample carries its measured throughput, C*MSS is the geometric mean of
-    throughput_i * sqrt(fit(n_i)) / n_i (a least-squares fit in log space, so
-    the curve lands in the samples' own unit); otherwise mss_bytes gives the
-    Mathis constant sqrt(3/2)*MSS and the curve is in Mbit/s.
-    """
-    samples = tuple(samples)
-    _check_model(model)
-    if not all(isinstance(s, LossSample) for s in samples):
-        raise ModelInputError("samples must be LossSample(streams, loss_rate, rtt_s) values")
-    measured = all(s.throughput is not None for s in samples)
-    if not measured and mss_bytes is None:
-        raise ModelInputError(
-            "cannot scale the throughput curve: give every sample its measured "
-            "throughput, or the MSS"
-        )
-    mss = None if mss_bytes is None else stream_count(mss_bytes, "MSS in bytes")
-    probes = tuple(Probe(s.streams, s.throughput) for s in samples if s.throughput is not None)
-    levels = [s.streams for s in samples]
-    _check_levels(levels, model)
-    ys = [_point(s.rtt_s, s.loss_rate, f"{s.streams}-stream sample") for s in samples]
-    top = max(levels)
-    if _mean_at(levels, ys, top) <= 0.0:
-        return _lossless_fit(samples, probes, model, top)
-    label, raw, warnings, limit = _fit_curve(levels, ys, model, "loss-rtt")
-    if mss is not None and not measured:
-        scale = MATHIS_C * mss * 8.0 / 1e6  # bytes/s -> Mbit/s
-    else:
-        scale = _calibrate(raw, probes)
-        warnings += _calibration_warnings(raw, scale, probes)
-    # Products, not **: an absurd scale becomes inf/0 and Fit refuses it cleanly.
-    coeffs = (raw[0] / (scale * scale), raw[1] / (scale * scale), raw[2] / (scale * scale))
-    return Fit(label, coeffs, probes, "loss-rtt", samples, warnings, limit, scale)
-
-
-def _point(root: float, weight: float, what: str) -> float:
+def point(root: float, weight: float, what: str) -> float:
     """y = weight * root^2 (n^2/BW^2 or p RTT^2), refused outside [Y_MIN, Y_MAX]
     so that no later step can overflow, underflow to 0 or divide by zero."""
     if weight == 0.0:
@@ -256,7 +206,7 @@ def _point(root: float, weight: float, what: str) -> float:
     return y
 
 
-def _check_model(model: str) -> None:
+def check_model(model: str) -> None:
     if model not in MODELS:
         raise ModelInputError(f"unknown model {model!r}: use one of {', '.join(MODELS)}")
 
@@ -265,7 +215,7 @@ def _unknowns(model: ModelName) -> int:
     return 3 if model == "full" else 2
 
 
-def _check_levels(levels: Sequence[int], model: ModelName) -> None:
+def check_levels(levels: Sequence[int], model: ModelName) -> None:
     need = _unknowns(model)
     distinct = sorted(set(levels))
     if len(distinct) < need:
@@ -276,7 +226,7 @@ def _check_levels(levels: Sequence[int], model: ModelName) -> None:
         )
 
 
-def _mean_at(levels: Sequence[int], ys: Sequence[float], level: int) -> float:
+def mean_at(levels: Sequence[int], ys: Sequence[float], level: int) -> float:
     at = [y for n, y in zip(levels, ys, strict=True) if n == level]
     return sum(at) / len(at)
 
@@ -300,16 +250,16 @@ def _basis(model: ModelName, n: float) -> list[float]:
     return [n * n, n, 1.0]
 
 
-def _fit_curve(
+def fit_curve(
     levels: Sequence[int], ys: Sequence[float], model: ModelName, source: Source
 ) -> tuple[str, tuple[float, float, float], tuple[str, ...], int | None]:
     """Fit, then project onto non-negative coefficients with warnings."""
-    _check_levels(levels, model)
+    check_levels(levels, model)
     if model == "square":
         return _fit_square(levels, ys, source)
     warnings: list[str] = []
     low, top = min(levels), max(levels)
-    y_top = _mean_at(levels, ys, top)
+    y_top = mean_at(levels, ys, top)
     y_scale = max(ys)  # rounding in the solve is relative to the largest y
     q = _denoise(_solve(levels, ys, model), top, y_scale)
     if not all(math.isfinite(c) for c in q):
@@ -345,7 +295,7 @@ def _fit_square(
 ) -> tuple[str, tuple[float, float, float], tuple[str, ...], int | None]:
     """sqrt(p'(n)) = alpha n + beta, fitted as a line; projected like Eq 7."""
     low, top = min(levels), max(levels)
-    y_top = _mean_at(levels, ys, top)
+    y_top = mean_at(levels, ys, top)
     roots = [math.sqrt(y) for y in ys]
     alpha, beta = least_squares([[float(n), 1.0] for n in levels], roots)
     scale = max(roots)
@@ -403,50 +353,5 @@ def _saturated_message(source: Source, low: int, top: int, model: ModelName, b: 
     )
 
 
-def _lossless_fit(
-    samples: tuple[LossSample, ...], probes: tuple[Probe, ...], model: ModelName, top: int
-) -> Fit:
-    """No loss at the largest level: the square-root law has nothing to work with."""
-    at_top = [p.throughput for p in probes if p.streams == top]
-    if not at_top:
-        raise ModelInputError(
-            f"no loss measured at {top} streams and no measured throughput to fall "
-            "back on: give the samples' throughput"
-        )
-    y_top = _point(top / (sum(at_top) / len(at_top)), 1.0, f"{top}-stream sample")
-    warning = (
-        f"no loss measured at {top} streams: no congestion seen; predictions hold "
-        f"per-stream throughput at the {top}-stream measurement and the advice "
-        f"stops at {top} streams, the largest level probed"
-    )
-    coeffs = (0.0, 0.0, y_top)
-    return Fit(MODEL_LABELS[model], coeffs, probes, "loss-rtt", samples, (warning,), top, None)
-
-
-def _calibrate(raw: Sequence[float], probes: Sequence[Probe]) -> float:
-    """C*MSS: geometric mean of measured / (n / sqrt(raw fit at n))."""
-    logs = [math.log(p.throughput * math.sqrt(_poly(raw, p.streams)) / p.streams) for p in probes]
-    return math.exp(sum(logs) / len(logs))
-
-
-def _calibration_warnings(
-    raw: Sequence[float], scale: float, probes: Sequence[Probe]
-) -> tuple[str, ...]:
-    worst: tuple[float, Probe] | None = None
-    for p in probes:
-        predicted = scale * p.streams / math.sqrt(_poly(raw, p.streams))
-        err = abs(predicted - p.throughput) / p.throughput
-        if worst is None or err > worst[0]:
-            worst = (err, p)
-    if worst is None or worst[0] <= CALIBRATION_TOLERANCE:
-        return ()
-    return (
-        f"loss x RTT^2 and measured throughput disagree by {worst[0]:.0%} at "
-        f"{worst[1].streams} streams: the square-root law may not hold (receiver "
-        "window limit, BBR or other non-loss-based congestion control, "
-        "synchronised losses)",
-    )
-
-
-def _poly(q: Sequence[float], n: float) -> float:
+def poly(q: Sequence[float], n: float) -> float:
     return (q[0] * n + q[1]) * n + q[2]

@@ -7,6 +7,7 @@ from typing import Any
 from tamebpf.advise.record import AdviceWarning, AdviseResult, ProbeResult, Target
 from tamebpf.model.confidence import Z_90, ImpactRange
 from tamebpf.present.prediction import prediction_to_json, render_prediction_table
+from tamebpf.units import percent
 from tamebpf.words import count
 
 
@@ -171,10 +172,10 @@ def render(result: AdviseResult) -> str:
         s = p.steady
         lines.append(
             f"{i:>5}  {p.streams:>7}  {s.goodput_mbps:>13.2f}"
-            f"  {_opt(None if s.loss_rate is None else s.loss_rate * 100, '.3f'):>6}%"
+            f"  {_opt(None if s.loss_rate is None else percent(s.loss_rate), '.3f'):>6}%"
             f"  {_opt(s.srtt_ms, '8.2f'):>8}  {','.join(s.congestion_control) or '-':<5}"
             f"  {p.duration_s:>7.1f}  {s.median_epochs:>6g}"
-            f"  {_opt(None if s.trend is None else s.trend * 100, '+5.0f'):>4}%"
+            f"  {_opt(None if s.trend is None else percent(s.trend), '+5.0f'):>4}%"
             f"  {_stopped(p)}")
     # iperf3's server counts one test, and the probes are stages of one test:
     # its figure averages both, slow start included, so it is not a column

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from tamebpf.paths.follows import FollowSpec, normal_cgroup
 from tamebpf.records import Cap
+from tamebpf.units import mbps
 from tamebpf.words import count
 
 # `cap apply` that changed nothing.
@@ -34,7 +35,7 @@ def describe(cap: Cap, how: HowSet | None = None) -> str:
     """One line for a cap just set."""
     if cap.mode == "pace":
         text = (f"{cap.cgroup}: streams to {cap.dest} paced at "
-                f"{cap.rate_bytes_per_s * 8 / 1e6:g} Mbit/s together ({cap.streams} open now)")
+                f"{mbps(cap.rate_bytes_per_s):g} Mbit/s together ({cap.streams} open now)")
     else:
         text = (f"{cap.cgroup}: at most {_streams(cap.max_streams)} to {cap.dest} "
                 f"({cap.streams} open now)")
@@ -95,7 +96,7 @@ def render_table(caps: Sequence[Cap], rates: dict[int, float] | None = None,
     for c in caps:
         name = c.cgroup if c.cgroup_exists else f"{c.cgroup} (removed)"
         spec = by_cap.get((normal_cgroup(c.cgroup), c.dest))
-        mbit = c.rate_bytes_per_s * 8 / 1e6
+        mbit = mbps(c.rate_bytes_per_s)
         if spec is not None and spec.target_mbps is not None and c.mode == "pace":
             mbit = spec.target_mbps
         limit = f"{mbit:.4g} Mbit/s" if c.mode == "pace" else str(c.max_streams)

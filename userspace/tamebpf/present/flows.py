@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tamebpf.records import Flow
+from tamebpf.units import percent
 
 
 def _endpoint(addr: str, port: int) -> str:
@@ -36,7 +37,7 @@ def render_table(flows: Sequence[Flow]) -> str:
             (f.congestion_control or "-")[:5],
             _opt(None if f.srtt_us is None else f.srtt_us / 1000, ".3f"),
             str(f.total_retrans), str(f.data_segs_out),
-            _opt(None if f.loss_rate is None else f.loss_rate * 100, ".2f"),
+            _opt(None if f.loss_rate is None else percent(f.loss_rate), ".2f"),
             _opt(rate, ".1f"), str(f.snd_cwnd), _opt(f.age_s, ".1f"),
         )
         widths = [w for _, w in COLUMNS]

@@ -9,6 +9,7 @@ from typing import Any
 from tamebpf.advise.record import Target
 from tamebpf.paths.entry import PathEntry
 from tamebpf.paths.recall import Recalled
+from tamebpf.units import percent
 from tamebpf.words import count
 
 _ESTIMATOR_TEXT = {"capacity": "capacity fit", "throughput": "throughput fit",
@@ -129,7 +130,7 @@ def render_recalled(r: Recalled, target: Target, now: float) -> str:
     for c in r.curve:
         marks = (["probe"] if c.streams in probed else []) + \
             (["<- advice"] if c.streams == a.num_flows else [])
-        lines.append(f"{c.streams:>7}  {c.throughput:>10.2f}  {c.impact * 100:>6.2f}%  "
+        lines.append(f"{c.streams:>7}  {c.throughput:>10.2f}  {percent(c.impact):>6.2f}%  "
                      f"{' '.join(marks)}".rstrip())
     lines.append("")
     lines.append(f"ADVICE: {count(a.num_flows, 'stream')}, {a.max_nondisruptive_thru:.2f} "

@@ -6,6 +6,7 @@ import importlib.util
 from typing import TYPE_CHECKING
 
 from tamebpf.errors import UsageError
+from tamebpf.units import percent
 from tamebpf.words import count
 
 if TYPE_CHECKING:
@@ -52,9 +53,9 @@ def write_plot(result: AdviseResult, path: str) -> None:
     ax.set_ylabel("aggregate throughput (Mbit/s)")
     ax.set_ylim(bottom=0)
     ax2 = ax.twinx()
-    ax2.plot(ns, [c.impact * 100 for c in pred.curve], color="tab:red",
+    ax2.plot(ns, [percent(c.impact) for c in pred.curve], color="tab:red",
              label="impact on cross traffic")
-    ax2.axhline(pred.settings.max_impact * 100, color="tab:red", linestyle="--", linewidth=0.8,
+    ax2.axhline(percent(pred.settings.max_impact), color="tab:red", linestyle="--", linewidth=0.8,
                 label=f"max impact {pred.settings.max_impact:.0%}")
     ax2.set_ylabel("impact on cross traffic (%)")
     ax2.set_ylim(0, 100)

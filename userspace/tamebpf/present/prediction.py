@@ -11,6 +11,7 @@ import textwrap
 from typing import Any
 
 from tamebpf.model import Fit, Prediction
+from tamebpf.units import percent
 
 WIDTH = 78
 
@@ -73,11 +74,11 @@ def prediction_to_json(pred: Prediction) -> dict[str, Any]:
 
 
 def _pct(x: float) -> str:
-    return f"{x * 100:.2f}%"
+    return f"{percent(x):.2f}%"
 
 
 def _setting_pct(x: float) -> str:
-    return f"{x * 100:g}%"
+    return f"{percent(x):g}%"
 
 
 def _params_text(fit: Fit) -> str:

@@ -33,6 +33,7 @@ from tamebpf.paths.follows import FollowSpec
 from tamebpf.records import Cap as CapRecord
 from tamebpf.records import Flow, FlowSource, ReaderStats
 from tamebpf.refresh import refresh_groups
+from tamebpf.units import bytes_per_s
 
 PREFIX = "tamebpf_"
 # The BPF programs a FlowReader keeps attached (bpf/flows.bpf.c).
@@ -225,7 +226,7 @@ class TamebpfCollector:
             adv = g.advice
             if adv is not None:
                 adv_streams.add_metric(key, adv.num_flows)
-                adv_rate.add_metric(key, adv.max_nondisruptive_thru * 1e6 / 8)
+                adv_rate.add_metric(key, bytes_per_s(adv.max_nondisruptive_thru))
                 adv_impact.add_metric(key, adv.cross_traffic_impact)
                 over.add_metric(key, 1.0 if g.over_advice else 0.0)
             if g.cap is not None:
@@ -308,7 +309,7 @@ class TamebpfCollector:
         for s in specs:
             key = [s.cgroup, s.dest]
             if s.target_mbps is not None:
-                target.add_metric(key, s.target_mbps * 1e6 / 8)
+                target.add_metric(key, bytes_per_s(s.target_mbps))
             changes.add_metric(key, s.change_count)
             if s.competing_flows is not None:
                 flows.add_metric(key, s.competing_flows)
@@ -358,10 +359,10 @@ class TamebpfCollector:
             age.add_metric(key, e.age_s(now))
             when.add_metric(key, e.when)
             streams.add_metric(key, e.advised_streams)
-            rate.add_metric(key, e.advised_mbps * 1e6 / 8)
+            rate.add_metric(key, bytes_per_s(e.advised_mbps))
             limit.add_metric(key, e.max_impact)
             if e.capacity_mbps is not None:
-                capacity.add_metric(key, e.capacity_mbps * 1e6 / 8)
+                capacity.add_metric(key, bytes_per_s(e.capacity_mbps))
             changed.add_metric(key, 1.0 if e.changed else 0.0)
         yield from (info, fit, age, when, streams, rate, limit, capacity, changed)
 

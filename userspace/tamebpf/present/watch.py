@@ -16,6 +16,7 @@ from typing import Literal
 
 from tamebpf.groups.group import Group, GroupKey
 from tamebpf.groups.passive_fit import Observation
+from tamebpf.units import percent
 from tamebpf.words import count
 
 # Marks after the stream count.
@@ -80,7 +81,7 @@ def _mbps(value: float | None) -> str:
 def _pct(value: float | None, digits: int = 2) -> str:
     if value is None:
         return "-"
-    return f"{value * 100:.{digits}f}" if value < 0.9995 else "100"
+    return f"{percent(value):.{digits}f}" if value < 0.9995 else "100"
 
 
 def _ms(value: float | None) -> str:

@@ -9,8 +9,10 @@ from collections.abc import Callable
 
 from tamebpf.errors import TamebpfError
 from tamebpf.testbed.testbed import Testbed
+from tamebpf.units import mbps_over
+from tamebpf.values import IPERF3_PORT
 
-PORT_MAIN = 5201  # our n parallel streams
+PORT_MAIN = IPERF3_PORT  # our n parallel streams: iperf3's own port
 PORT_CROSS = 5202  # the m cross-traffic flows
 _ACKED = re.compile(r"bytes_acked:(\d+)")
 
@@ -92,7 +94,7 @@ def acked_bytes(tb: Testbed, role: str, port: int) -> tuple[int, float]:
 
 def mbit_between(a: tuple[int, float], b: tuple[int, float]) -> float:
     """Goodput between two acked_bytes readings, in Mbit/s."""
-    return (b[0] - a[0]) * 8 / (b[1] - a[1]) / 1e6
+    return mbps_over(b[0] - a[0], b[1] - a[1])
 
 
 def wait_for(cond: Callable[[], bool], timeout: float, what: str, step: float = 0.05) -> None:

@@ -14,6 +14,8 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from tamebpf.units import mbps_over
+
 
 @dataclass(frozen=True)
 class FlowPoint:
@@ -193,7 +195,7 @@ def steady(series: Mapping[int, Sequence[FlowPoint]], streams: int,
         rtts = [p.srtt_us for p in pts if ws <= p.t <= we and p.srtt_us]
         per_flow.append(FlowSteady(
             cookie=c,
-            goodput_mbps=delta(pts, "carried") * 8 / dt / 1e6,
+            goodput_mbps=mbps_over(delta(pts, "carried"), dt),
             loss_rate=delta(pts, "total_retrans") / segs if segs > 0 else None,
             srtt_ms=statistics.fmean(rtts) / 1000 if rtts else None,
         ))
@@ -202,7 +204,7 @@ def steady(series: Mapping[int, Sequence[FlowPoint]], streams: int,
     rates: list[float] = []
     for a, b in zip(window, window[1:], strict=False):
         if b > a:
-            rates.append((total(b) - total(a)) * 8 / (b - a) / 1e6)
+            rates.append(mbps_over(total(b) - total(a), b - a))
     mean_rate = statistics.fmean(rates) if rates else 0.0
     noise = (statistics.pstdev(rates) / mean_rate) if len(rates) >= 3 and mean_rate > 0 else None
     in_window = [p for pts in flows for p in pts if ws <= p.t <= we]
@@ -227,7 +229,7 @@ def steady(series: Mapping[int, Sequence[FlowPoint]], streams: int,
         series=tuple((round(t - t0, 4), total(t)) for t in times),
         mss=max((p.mss for p in in_window if p.mss), default=None),
         ipv6=any(p.ipv6 for p in in_window),
-        goodput_acked_mbps=sum(delta(pts, "bytes_acked") for pts in flows) * 8 / dt / 1e6,
+        goodput_acked_mbps=mbps_over(sum(delta(pts, "bytes_acked") for pts in flows), dt),
         after_slow_start=bool(left) and left[0] <= ws,
         rtt_series=tuple(_rtt_sample(flows, t, t0) for t in times),
         slow_start_end_s=round(left[0] - t0, 4) if left else None,

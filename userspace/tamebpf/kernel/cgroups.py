@@ -1,4 +1,5 @@
-"""cgroup v2: where it is mounted, and mapping paths to ids and back.
+"""cgroup v2: where it is mounted, mapping paths to ids and back, and
+emptying and removing a cgroup.
 
 A cgroup's id is the inode number of its directory in cgroupfs, the same
 number the kernel reports as the cgroup id of a socket.
@@ -6,7 +7,10 @@ number the kernel reports as the cgroup id of a socket.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import time
 from dataclasses import dataclass
 
 from tamebpf.errors import TamebpfError, UsageError
@@ -14,7 +18,7 @@ from tamebpf.errors import TamebpfError, UsageError
 MOUNTS = "/proc/self/mounts"
 
 
-def _mounts(mounts_path: str = MOUNTS) -> list[tuple[str, str, str]]:
+def mounts(mounts_path: str = MOUNTS) -> list[tuple[str, str, str]]:
     """(mount point, fs type, options) per line of a mounts table."""
     out = []
     with open(mounts_path) as f:
@@ -27,7 +31,7 @@ def _mounts(mounts_path: str = MOUNTS) -> list[tuple[str, str, str]]:
 
 
 def cgroup2_mount(mounts_path: str = MOUNTS) -> str | None:
-    for point, fstype, _ in _mounts(mounts_path):
+    for point, fstype, _ in mounts(mounts_path):
         if fstype == "cgroup2":
             return point
     return None
@@ -58,7 +62,7 @@ def resolve(path: str, mounts_path: str = MOUNTS) -> Cgroup:
     absolute = os.path.realpath(absolute)
     rel = os.path.relpath(absolute, root)
     if rel == ".." or rel.startswith("../"):
-        for point, fstype, opts in _mounts(mounts_path):
+        for point, fstype, opts in mounts(mounts_path):
             if fstype == "cgroup" and (absolute + "/").startswith(point.rstrip("/") + "/"):
                 raise UsageError(
                     f"--cgroup {path}: that is a cgroup v1 hierarchy ({opts.split(',')[-1]})",
@@ -97,3 +101,28 @@ class CgroupNames:
         if cgid not in self._names:
             self._walk()
         return self._names.get(cgid)
+
+
+def empty_and_remove(path: str, what: str = "cgroup", attempts: int = 100,
+                     pause_s: float = 0.02) -> None:
+    """Kill every process in the cgroup at `path` and in the cgroups below
+    it, and remove them all; a cgroup already gone is no error. Raises
+    TamebpfError (naming it `what`) when processes are still exiting after
+    `attempts` tries."""
+    for _ in range(attempts):
+        try:
+            with open(os.path.join(path, "cgroup.procs")) as f:
+                pids = [int(p) for p in f.read().split()]
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            for child in sorted(os.listdir(path)):
+                if os.path.isdir(os.path.join(path, child)):
+                    empty_and_remove(os.path.join(path, child), what, attempts, pause_s)
+            os.rmdir(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(pause_s)  # processes still exiting
+    raise TamebpfError(f"could not remove {what} {path}", "remove it with rmdir")
