@@ -31,7 +31,7 @@ from tamebpf.paths.follows import FollowBook
 from tamebpf.paths.passive import PathLearner
 from tamebpf.paths.store import PathStore, state_dir
 from tamebpf.paths.where import netns_id
-from tamebpf.present.group_json import group_to_json
+from tamebpf.present.export_jsonl import reading_to_jsonl
 from tamebpf.values import parse_count, parse_duration, parse_host_port
 
 if TYPE_CHECKING:
@@ -288,27 +288,6 @@ def sink(path: str | None) -> Iterator[IO[str] | None]:
             yield f
         finally:
             f.close()
-
-
-def reading_to_jsonl(r: Reading, programs: int) -> list[dict[str, Any]]:
-    """The records of one reading: one per group, then one on the exporter."""
-    out: list[dict[str, Any]] = [{"type": "group", **group_to_json(g, r.time_s)}
-                                 for g in r.groups]
-    st = r.stats
-    out.append({
-        "type": "exporter",
-        "time": round(r.time_s, 3),
-        "ok": r.ok,
-        "programs_attached": programs,
-        "flows": r.open_flows,
-        "groups": len(r.groups),
-        "read_duration_s": r.duration_s,
-        "closed_fill": st.closed_fill if st else None,
-        "closed_max": st.closed_max if st else None,
-        "closed_dropped": st.closed_dropped if st else None,
-        "owners_dropped": st.owners_dropped if st else None,
-    })
-    return out
 
 
 def write_jsonl(collector: TamebpfCollector, out: IO[str], interval: float,
