@@ -35,7 +35,7 @@ from tamebpf.present.export_jsonl import reading_to_jsonl
 from tamebpf.values import parse_count, parse_duration, parse_host_port
 
 if TYPE_CHECKING:
-    from tamebpf.present.prometheus import Reading, TamebpfCollector
+    from tamebpf.present.prometheus import TamebpfCollector
 
 DEFAULT_LISTEN = "127.0.0.1:9477"
 DEFAULT_MAX_GROUPS = 1000
