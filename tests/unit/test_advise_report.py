@@ -14,7 +14,7 @@ from tamebpf.advise.record import AdviceWarning, ProbeResult, Target
 from tamebpf.commands.advise import parse_capacity, parse_dest, parse_durations, parse_probes
 from tamebpf.errors import UsageError
 from tamebpf.model import Settings
-from tamebpf.present.advice import render, to_json, warning_text, warning_texts
+from tamebpf.present.advice import refusal_text, render, to_json, warning_text, warning_texts
 
 
 def probe(n: int, mbps: float, loss: float | None = 0.001, rtt_ms: float = 20.0,
@@ -115,7 +115,9 @@ def test_bbr_probes_without_a_capacity_get_no_advice_and_say_why() -> None:
     with no second answer hidden in the output."""
     r = build(TARGET, [probe(1, 50.0, cc="bbr"), probe(10, 200.0, cc="bbr")],
               Settings(max_impact=0.10))
-    assert r.refused and "BBR" in r.refused and "--capacity" in r.refused
+    assert r.refused is not None and r.refused.code == "bbr_no_capacity"
+    why = refusal_text(r.refused)
+    assert "BBR" in why and "--capacity" in why
     text = render(r)
     assert "ADVICE: none" in text and "BBR" in text
     assert "impact on cross traffic" not in text  # no curve, no advised number

@@ -39,7 +39,7 @@ from typing import Any
 from tamebpf.advise.advisor import QUICK_DURATIONS_S, run_advice
 from tamebpf.advise.record import AdviseResult, Target
 from tamebpf.model import Settings
-from tamebpf.present.advice import warning_texts
+from tamebpf.present.advice import refusal_text, warning_texts
 from tamebpf_eval.advise import FRAME_BYTES, Case, case_path, load, log, save
 from tamebpf_eval.docsection import write_section
 from tamebpf_eval.score import p90, probe_to_dict, score, truth_table
@@ -114,7 +114,8 @@ def advise_once(target: Target, quick: bool) -> tuple[AdviseResult, float]:
 def advice_record(result: AdviseResult, wall_s: float) -> dict[str, Any]:
     a = result.prediction.advice
     return {
-        "n": a.num_flows, "wall_s": wall_s, "used": result.used, "refused": result.refused,
+        "n": a.num_flows, "wall_s": wall_s, "used": result.used,
+        "refused": None if result.refused is None else refusal_text(result.refused),
         "curve": [[c.streams, c.throughput, c.impact] for c in result.prediction.curve],
         "probes": [probe_to_dict(p) for p in result.probes],
         "warnings": warning_texts(result),

@@ -22,6 +22,7 @@ from tamebpf.advise.record import AdviceWarning, AdviseResult, Target
 from tamebpf.advise.settled import DEFAULT_MAX_PROBE_S, BbrSettled, Settled
 from tamebpf.errors import TamebpfError
 from tamebpf.model import DEFAULT_MODEL, ModelName, Settings
+from tamebpf.present.advice import refusal_text
 from tamebpf.records import Progress
 from tamebpf.values import IPERF3_PORT
 
@@ -93,7 +94,8 @@ def advise_target(host: str, max_impact: float, port: int = IPERF3_PORT,
     # Every probed advice goes to path memory (docs/paths.md), cap --auto's too.
     AdviceMemory().remember(result, probe_congestion(result.target)[0], "settled")
     if result.refused:
-        raise TamebpfError(f"the advisor gave no advice for {host}:{port}: {result.refused}")
+        raise TamebpfError(f"the advisor gave no advice for {host}:{port}: "
+                           f"{refusal_text(result.refused)}")
     advice = result.prediction.advice
     return advice.num_flows, advice.max_nondisruptive_thru
 

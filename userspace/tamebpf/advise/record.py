@@ -33,6 +33,19 @@ class AdviceWarning:
 
 
 @dataclass(frozen=True)
+class AdviceRefusal:
+    """Why there is no advice, as data: `code` names the case
+    (advise/estimate/advice.py), `data` its numbers and reasons;
+    present/advice.refusal_text words it."""
+
+    code: str
+    data: dict[str, Any] = field(default_factory=dict, hash=False)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.data[key]
+
+
+@dataclass(frozen=True)
 class Target:
     host: str
     port: int = IPERF3_PORT
@@ -94,7 +107,7 @@ class AdviseResult:
     # the probes' measurement noise (model/confidence.py).
     confidence: tuple[ImpactRange, ...] = ()
     # Why there is no advice although the probes ran, or None.
-    refused: str | None = None
+    refused: AdviceRefusal | None = None
     # For senders the loss law does not describe (BBR): the advice from the
     # capacity share (model/share.py), which `prediction` then carries.
     share: ShareAdvice | None = None

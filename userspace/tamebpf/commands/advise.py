@@ -36,7 +36,7 @@ from tamebpf.options import (
     settings_from,
 )
 from tamebpf.paths.recall import Recalled
-from tamebpf.present.advice import render, to_json
+from tamebpf.present.advice import refusal_text, render, to_json
 from tamebpf.present.paths import recalled_json, render_recalled
 from tamebpf.present.plot import check_path, write_plot
 from tamebpf.present.progress import ProgressLine
@@ -228,7 +228,7 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(render(result))
         # The reason is in the report above; said once, not twice.
         raise NoAdviceError(f"no advice for {host}:{port}" + (
-            f": {result.refused}" if args.format else " (the reason is above)"))
+            f": {refusal_text(result.refused)}" if args.format else " (the reason is above)"))
     if args.plot:
         write_plot(result, args.plot)
     if args.format:

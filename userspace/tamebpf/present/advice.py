@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tamebpf.advise.record import AdviceWarning, AdviseResult, ProbeResult, Target
+from tamebpf.advise.record import AdviceRefusal, AdviceWarning, AdviseResult, ProbeResult, Target
 from tamebpf.model.confidence import Z_90, ImpactRange
 from tamebpf.present.prediction import prediction_to_json, render_prediction_table
 from tamebpf.units import percent
@@ -74,7 +74,7 @@ def to_json(result: AdviseResult) -> dict[str, Any]:
         "level": 0.90, "method": e.method, "ack_pairs": e.pairs, "ack_pairs_considered":
         e.considered, "trusted": e.trusted, "reason": e.reason}
     out["confidence"] = _confidence_json(result)
-    out["refused"] = result.refused
+    out["refused"] = None if result.refused is None else refusal_text(result.refused)
     out["congestion"] = result.congestion
     out["share"] = None if result.share is None else _share_json(result)
     if result.refused:
@@ -191,7 +191,7 @@ def render(result: AdviseResult) -> str:
     if result.congestion:
         lines.append(f"advice for senders running {result.congestion}")
     if result.refused:
-        return "\n".join(lines) + "\n\n" + render_refusal(result.refused)
+        return "\n".join(lines) + "\n\n" + render_refusal(refusal_text(result.refused))
     lines += ["", render_prediction_table(result.prediction).rstrip("\n"), ""]
     a = result.prediction.advice
     if result.share is not None:
@@ -250,6 +250,20 @@ def _share_lines(result: AdviseResult) -> list[str]:
                          f"{p.cross:.2f} Mbit/s; impact {p.impact:.1%} against 1 stream, "
                          f"{p.impact_vs_none:.1%} against no transfer")
     return lines
+
+
+def refusal_text(r: AdviceRefusal) -> str:
+    """Why there is no advice (AdviseResult.refused), in words."""
+    if r.code == "bbr_no_capacity":
+        why = "none" if r["estimated_mbps"] is None else \
+            f"{r['estimated_mbps']:.2f} Mbit/s, not trusted: {r['reason']}"
+        return ("the probes ran BBR, whose advice rests on the bottleneck's capacity (what the "
+                "other traffic keeps is the capacity less what our streams got), and the "
+                f"probes' ACK spacing gave no trusted capacity estimate ({why}); give --capacity "
+                "RATE if you know the bottleneck's rate, or probe with --congestion cubic")
+    if r.code == "bbr_share_failed":
+        return f"the probes ran BBR and the share advice failed: {r['error']}"
+    raise ValueError(f"unknown advice refusal {r.code!r}")
 
 
 def warning_texts(result: AdviseResult) -> list[str]:
@@ -315,5 +329,6 @@ def warning_text(w: AdviceWarning) -> str:
         return (f"the {w['streams']}-stream probe was noisy (goodput varied by "
                 f"{w['cv']:.0%} between samples): try a longer --max-probe-time")
     if c == "third_probe_unused":
-        return f"a third probe at {w['streams']} streams could not be used: {w['reason']}"
+        return (f"a third probe at {w['streams']} streams could not be used: "
+                f"{refusal_text(w['reason'])}")
     raise ValueError(f"unknown advice warning {c!r}")

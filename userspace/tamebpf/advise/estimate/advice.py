@@ -23,6 +23,7 @@ from tamebpf.advise.estimate.capacity import tcp_goodput_mbps
 from tamebpf.advise.estimate.steady import window_samples
 from tamebpf.advise.record import (
     TIME_LIMIT,
+    AdviceRefusal,
     AdviceWarning,
     AdviseResult,
     Capacity,
@@ -143,18 +144,14 @@ def _by_share(result: AdviseResult, settings: Settings, goodput: float | None) -
     probes = result.probes
     if goodput is None:
         e = result.capacity_estimate
-        why = "none" if e is None or e.goodput_mbps is None else \
-            f"{e.goodput_mbps:.2f} Mbit/s, not trusted: {e.reason}"
-        return replace(result, refused=(
-            "the probes ran BBR, whose advice rests on the bottleneck's capacity (what the "
-            "other traffic keeps is the capacity less what our streams got), and the "
-            f"probes' ACK spacing gave no trusted capacity estimate ({why}); give --capacity "
-            "RATE if you know the bottleneck's rate, or probe with --congestion cubic"))
+        return replace(result, refused=AdviceRefusal("bbr_no_capacity", {
+            "estimated_mbps": None if e is None else e.goodput_mbps,
+            "reason": None if e is None else e.reason}))
     measured = [Probe(p.streams, p.steady.goodput_mbps) for p in probes]
     try:
         share = share_advice(measured, goodput, settings)
     except ModelInputError as err:
-        return replace(result, refused=f"the probes ran BBR and the share advice failed: {err}")
+        return replace(result, refused=AdviceRefusal("bbr_share_failed", {"error": str(err)}))
     pred = replace(result.prediction, curve=as_curve(share), advice=share.advice)
     ranges = tuple(ImpactRange(p.streams, p.impact, p.impact_low, p.impact_high)
                    for p in share.curve)
