@@ -176,6 +176,11 @@ def test_transfers_at_two_stream_counts_teach_a_fit_that_predicts_a_third() -> N
             entry = found[0]
             assert (entry["dest"], entry["netns"], entry["congestion"]) == (
                 f"{rcv}/32", tb.namespaces["sender"], "cubic")
+            # The learning is over: the run that checks the fit must not feed
+            # it (a goodput outside the entry's interval marks the path
+            # changed, and advise then probes, as it should).
+            export.terminate()
+            assert export.wait(timeout=15) == 0, export.stderr
             iperf.wait_for(lambda: iperf.server_idle(tb, 5201), 30.0, "the iperf3 server")
             run = tb.popen("sender", iperf.client_argv(rcv, 5201, 4, PHASE_S, "cubic",
                                                        omit=4),
