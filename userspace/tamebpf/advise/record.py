@@ -20,10 +20,9 @@ TIME_LIMIT = "time limit"
 
 
 @dataclass(frozen=True)
-class AdviceWarning:
-    """Something the advice's user should know, as data: `code` names the
-    case (advise/estimate/advice.py, advise/advisor.py), `data` holds its
-    numbers and reasons; present/advice.py words it."""
+class Coded:
+    """Something the advisor says, as data: `code` names the case, `data`
+    holds its numbers and reasons; present/advice.py words it."""
 
     code: str
     data: dict[str, Any] = field(default_factory=dict, hash=False)
@@ -33,16 +32,15 @@ class AdviceWarning:
 
 
 @dataclass(frozen=True)
-class AdviceRefusal:
-    """Why there is no advice, as data: `code` names the case
-    (advise/estimate/advice.py), `data` its numbers and reasons;
+class AdviceWarning(Coded):
+    """Something the advice's user should know (advise/estimate/advice.py,
+    advise/advisor.py); present/advice.warning_text words it."""
+
+
+@dataclass(frozen=True)
+class AdviceRefusal(Coded):
+    """Why there is no advice (advise/estimate/advice.py);
     present/advice.refusal_text words it."""
-
-    code: str
-    data: dict[str, Any] = field(default_factory=dict, hash=False)
-
-    def __getitem__(self, key: str) -> Any:
-        return self.data[key]
 
 
 @dataclass(frozen=True)
