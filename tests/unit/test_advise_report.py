@@ -383,3 +383,29 @@ def test_warnings_are_data_that_present_words() -> None:
     assert all(isinstance(t, str) and t for t in warning_texts(r))
     with pytest.raises(ValueError):
         warning_text(AdviceWarning("no such warning"))
+
+
+def test_one_probe_with_a_capacity_is_advised_from_it_alone() -> None:
+    # advisor.capacity_first: the 10-stream probe and the link's capacity fix
+    # (alpha n + beta)^2 alone: 200 of 300 Mbit/s at 10 streams puts m = 5
+    # competing flows on it, as the 1- and 10-stream pair above does.
+    link = 300.0 * 1514 / 1448  # the link rate whose TCP goodput is 300
+    r = build(TARGET, [probe(10, 200.0)], Settings(max_impact=0.26), capacity_mbps=link)
+    assert r.used == "capacity"
+    assert r.capacity is not None and r.capacity.competing_flows == pytest.approx(5.0, rel=1e-3)
+    assert r.prediction.advice.num_flows == 3
+    assert r.throughput_prediction is None
+    assert r.loss_prediction is None and r.loss_error and "one probe" in r.loss_error
+    text = render(r)
+    assert "loss-RTT estimator (check): none (one probe" in text
+    out = json.loads(json.dumps(to_json(r)))
+    assert [m["streams"] for m in out["measurements"]] == [10]
+
+
+def test_one_probe_without_a_capacity_asks_for_a_second() -> None:
+    from tamebpf.model import ModelInputError
+    with pytest.raises(ModelInputError, match="a second probe is needed"):
+        build(TARGET, [probe(10, 200.0)], Settings(max_impact=0.26))
+    # ... and so does one that measured more than the capacity given.
+    with pytest.raises(ModelInputError):
+        build(TARGET, [probe(10, 200.0)], Settings(max_impact=0.26), capacity_mbps=100.0)

@@ -10,10 +10,13 @@ BBR sender (3 against CUBIC cross traffic, 3 against BBR). The decision
 rules for what the result changes were written before each draw's first
 run: docs/results/DRAW-decision-rules.md.
 
-Per case, with the cross traffic running: `advise`'s default probes as the
-command runs them (run_advice: 1 then 10 streams until settled, a third
-probe where the BBR share asks for one), then --quick (2 s + 2 s), then the
-ground truth (tamebpf_eval.truth) at 1, 4 and 16 streams and at each
+Per case, with the cross traffic running, each of the draw's plans:
+`advise`'s default probes as the command runs them (run_advice: for
+loss-based senders 10 streams until settled, then 1 stream only without a
+trusted capacity; for BBR 1 then 10 streams and a third probe where the
+share asks for one), for fresh5 also "both" (the default before: 1 then 10
+streams, each until settled; loss-based cases only), then --quick (2 s +
+2 s); then the ground truth (tamebpf_eval.truth) at 1, 4 and 16 streams and at each
 advised count: 20 s warm-up, 15 s window, 2 rounds. Scored as make eval
 scores (tamebpf_eval.score): throughput error over the truth's points,
 impact error, advice quality (>= 95% of the best nondisruptive), over the
@@ -33,11 +36,14 @@ import signal
 import statistics
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from tamebpf.advise.advisor import QUICK_DURATIONS_S, run_advice
+from tamebpf.advise.advisor import DEFAULT_PROBES, QUICK_DURATIONS_S, run_advice, stop_rule
+from tamebpf.advise.estimate.advice import build
+from tamebpf.advise.probes import probe_congestion, run_probes
 from tamebpf.advise.record import AdviseResult, Target
+from tamebpf.advise.settled import DEFAULT_MAX_PROBE_S
 from tamebpf.model import Settings
 from tamebpf.present.advice import refusal_text, warning_texts
 from tamebpf_eval.advise import FRAME_BYTES, Case, case_path, load, log, save
@@ -51,6 +57,7 @@ class Draw:
     name: str
     seed: int
     why: str  # what it measures, for its section's heading
+    plans: tuple[str, ...] = ("default", "quick")  # run in this order, each case
 
     @property
     def results(self) -> str:
@@ -69,6 +76,12 @@ DRAWS = {d.name: d for d in (
     # Drawn on 2026-11-25 (os.urandom) for the large-band trust rule
     # (advise/estimate/acktrain.LARGE_BAND), before any of its cases ran.
     Draw("fresh4", 9654106, "the settled default and --quick, large-band capacity trust"),
+    # Drawn on 2026-11-26 (os.urandom) for the capacity-first default
+    # (advisor.capacity_first), before any of its cases ran; "both" is the
+    # default it replaced (1 then 10 streams, each until settled), measured
+    # beside it on the same cases (docs/results/fresh5-decision-rules.md).
+    Draw("fresh5", 155056400, "capacity first beside both probes and --quick",
+         ("default", "both", "quick")),
 )}
 RATES = (20, 30, 40, 60, 80, 100, 120, 150, 200)  # Mbit/s
 RTTS = (10, 20, 30, 45, 60, 80, 100, 120, 150)  # ms
@@ -78,7 +91,6 @@ LOSS_BASED, BBR_CUBIC, BBR_BBR = 18, 3, 3
 MAX_IMPACT = 0.30
 TRUTH_STREAMS = (1, 4, 16)
 WARMUP_S, WINDOW_S, ROUNDS = 20.0, 15.0, 2
-PLANS = ("default", "quick")
 
 
 def draw(d: Draw) -> list[Case]:
@@ -104,11 +116,26 @@ def draw(d: Draw) -> list[Case]:
     return out
 
 
-def advise_once(target: Target, quick: bool) -> tuple[AdviseResult, float]:
+def advise_once(target: Target, plan: str) -> tuple[AdviseResult, float]:
     t0 = time.monotonic()
-    result = run_advice(target, Settings(max_impact=MAX_IMPACT),
-                        durations_s=QUICK_DURATIONS_S if quick else None)
+    settings = Settings(max_impact=MAX_IMPACT)
+    if plan == "both":
+        result = both_probes(target, settings)
+    else:
+        result = run_advice(target, settings,
+                            durations_s=QUICK_DURATIONS_S if plan == "quick" else None)
     return result, time.monotonic() - t0
+
+
+def both_probes(target: Target, settings: Settings) -> AdviseResult:
+    """The settled default before capacity first: 1 stream then 10, the
+    stages of one test, each until settled, the second until its capacity
+    estimate is tight too (loss-based senders only)."""
+    cc, source = probe_congestion(target)
+    rules = [stop_rule(cc, last=False), stop_rule(cc, last=True)]
+    results = run_probes(target, [(n, DEFAULT_MAX_PROBE_S) for n in DEFAULT_PROBES],
+                         enough=rules)
+    return replace(build(target, results, settings), congestion=f"{cc} ({source})")
 
 
 def advice_record(result: AdviseResult, wall_s: float) -> dict[str, Any]:
@@ -125,13 +152,15 @@ def advice_record(result: AdviseResult, wall_s: float) -> dict[str, Any]:
     }
 
 
-def evaluate(case: Case) -> dict[str, Any]:
+def evaluate(case: Case, plans: tuple[str, ...]) -> dict[str, Any]:
     with case_path(case, "fd") as (tb, reference, target):
         rec: dict[str, Any] = {"case": asdict(case), "key": case.key, "advice": {},
                                "max_impact": MAX_IMPACT, "cross_reference": reference}
-        for plan in PLANS:
+        for plan in plans:
+            if plan == "both" and case.cc == "bbr":
+                continue  # BBR's default is unchanged: it is "default"
             settle(tb, case.cross, reference)
-            result, wall = advise_once(target, plan == "quick")
+            result, wall = advise_once(target, plan)
             rec["advice"][plan] = advice_record(result, wall)
             ran = ", ".join(f"{p.streams}x {p.duration_s:.1f} s {p.stopped or 'fixed'}"
                             for p in result.probes)
@@ -147,8 +176,8 @@ def evaluate(case: Case) -> dict[str, Any]:
 
 
 def plan_score(rec: dict[str, Any], plan: str) -> dict[str, Any] | None:
-    a = rec["advice"][plan]
-    if a["refused"]:
+    a = rec["advice"].get(plan)
+    if a is None or a["refused"]:
         return None
     truth = truth_table(rec)
     thru = {int(n): t for n, t, _ in a["curve"]}
@@ -159,7 +188,7 @@ def plan_score(rec: dict[str, Any], plan: str) -> dict[str, Any] | None:
 
 
 def _row(label: str, recs: list[dict[str, Any]], plan: str) -> str:
-    scores = [(r, plan_score(r, plan)) for r in recs]
+    scores = [(r, plan_score(r, plan)) for r in recs if plan in r["advice"]]
     ok = [(r, s) for r, s in scores if s is not None]
     refused = len(scores) - len(ok)
     if not ok:
@@ -194,11 +223,14 @@ def report(records: list[dict[str, Any]], d: Draw) -> str:
              "|---|---|---|---|---|---|---|---|---|"]
     for label, group in (("loss-based", loss), ("BBR sender", bbr)):
         if group:
-            lines += [_row(label, group, plan) for plan in PLANS]
+            lines += [_row(label, group, plan) for plan in d.plans
+                      if any(plan in r["advice"] for r in group)]
     lines += ["", "| case | plan | advised | quality | thru err | over by | probes (s, why "
               "ended) |", "|---|---|---|---|---|---|---|"]
     for r in records:
-        for plan in PLANS:
+        for plan in d.plans:
+            if plan not in r["advice"]:
+                continue
             s = plan_score(r, plan)
             a = r["advice"][plan]
             probes = ", ".join(
@@ -243,7 +275,7 @@ def main() -> int:
         todo = [c for c in draw(d) if (not args.only or args.only in c.key) and c.key not in done]
         for i, case in enumerate(todo, 1):
             log(f"case {i}/{len(todo)}: {case.key}")
-            records.append(evaluate(case))
+            records.append(evaluate(case, d.plans))
             save(results, records)
     text = report(records, d)
     sys.stdout.write(text)

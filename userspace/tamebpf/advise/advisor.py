@@ -6,6 +6,15 @@ paper); `advise_target` is the short form `tamebpf cap --auto` uses.
 By default each probe runs until its share of the path has settled, at most
 DEFAULT_MAX_PROBE_S (advise/settled.py); `quick` runs the two 2-s probes
 that were the default before (the fixed `durations_s` of QUICK_DURATIONS_S).
+
+For loss-based senders the default probes the larger count first, and stops
+there when its ACKs give a trusted capacity (or --capacity is given): the
+capacity and that one settled probe fix the fit (model/capacity.py), and the
+1-stream probe is run only without them. A lone stream joining a full path
+moves toward its long-run share slowest of all, so it is the probe that ran
+to its limit and erred most; anchored on the capacity, leaving it out gave
+the same accuracy in half the time on the stored probes of the earlier draws
+(docs/results/capacity-first-design.md).
 For BBR senders the advice comes from the capacity share (model/share.py),
 and a third probe is run where the first two leave the answer uncertain.
 """
@@ -21,7 +30,7 @@ from tamebpf.advise.probes import StopRule, probe_congestion, run_probe, run_pro
 from tamebpf.advise.record import AdviceWarning, AdviseResult, Target
 from tamebpf.advise.settled import DEFAULT_MAX_PROBE_S, BbrSettled, Settled
 from tamebpf.errors import TamebpfError
-from tamebpf.model import DEFAULT_MODEL, ModelName, Settings
+from tamebpf.model import DEFAULT_MODEL, ModelInputError, ModelName, Settings
 from tamebpf.present.advice import refusal_text
 from tamebpf.records import Progress
 from tamebpf.values import IPERF3_PORT
@@ -53,6 +62,10 @@ def run_advice(target: Target, settings: Settings, probes: Sequence[int] = DEFAU
         raise ValueError(f"{len(probes)} probes but {len(durations_s)} durations")
     cc, source = probe_congestion(target)
     limit = DEFAULT_MAX_PROBE_S if max_probe_s is None else max_probe_s
+    if durations_s is None and cc != "bbr" and len(probes) == 2:
+        result = capacity_first(target, settings, probes, model, on_progress, capacity_mbps,
+                                limit)
+        return replace(result, congestion=f"{cc} ({source})")
     rules: list[StopRule | None] | None = None
     if durations_s is None:
         durations_s = [limit] * len(probes)
@@ -73,6 +86,27 @@ def run_advice(target: Target, settings: Settings, probes: Sequence[int] = DEFAU
             *result.warnings, AdviceWarning("third_probe_unused", {
                 "streams": n, "reason": checked.refused})))
     return replace(result, congestion=f"{cc} ({source})")
+
+
+def capacity_first(target: Target, settings: Settings, probes: Sequence[int],
+                   model: ModelName, on_progress: Callable[[Progress], None] | None,
+                   capacity_mbps: float | None, limit: float) -> AdviseResult:
+    """The settled default for loss-based senders: the larger probe first,
+    until settled (and, without --capacity, until its ACKs give a tight
+    capacity estimate); the smaller one only when that probe and the
+    capacity cannot fix the fit alone. The probes are listed as they ran."""
+    low, high = sorted(probes)
+    first = run_probe(target, high, limit, 1, 2, on_progress,
+                      enough=Settled(capacity=capacity_mbps is None))
+    try:
+        alone = build(target, [first], settings, model, capacity_mbps)
+        if alone.used == "capacity":
+            return alone
+    except ModelInputError:
+        pass  # no capacity to anchor on, or the probe measured more than it
+    second = run_probe(target, low, limit, 2, 2, on_progress, srtt_us=first.path_srtt_us,
+                       enough=Settled(capacity=False))
+    return build(target, [first, second], settings, model, capacity_mbps)
 
 
 def stop_rule(cc: str, last: bool, capacity: bool = True) -> StopRule:
@@ -101,5 +135,5 @@ def advise_target(host: str, max_impact: float, port: int = IPERF3_PORT,
 
 
 __all__ = ["DEFAULT_MAX_PROBE_S", "DEFAULT_MODEL", "QUICK_DURATIONS_S", "TWO_PROBE_MODELS",
-           "AdviseResult", "Progress", "Target", "advise_target", "probe_congestion",
-           "run_advice", "stop_rule"]
+           "AdviseResult", "Progress", "Target", "advise_target", "capacity_first",
+           "probe_congestion", "run_advice", "stop_rule"]

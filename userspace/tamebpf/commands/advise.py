@@ -47,13 +47,16 @@ from tamebpf.values import IPERF3_PORT, parse_host_port
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "advise",
-        help="probe a destination twice and advise how many streams to use (root)",
-        description="Run two iperf3 probes (n1 and n2 parallel streams) against an "
+        help="probe a destination and advise how many streams to use (root)",
+        description="Run iperf3 probes (n2 and n1 parallel streams) against an "
         "'iperf3 -s' server at HOST, measure them in the kernel, fit the model and advise "
         "the largest stream count whose predicted impact on cross traffic stays within "
         "--max-impact. By default each probe runs until its share of the path has settled "
         "(it counts the streams' congestion epochs in the kernel), at most "
-        f"{DEFAULT_MAX_PROBE_S:g} s: a few seconds on short or idle paths, up to about "
+        f"{DEFAULT_MAX_PROBE_S:g} s; for loss-based senders the n2-stream probe runs "
+        "first, and the n1-stream probe only when the first one's ACK spacing gives no "
+        "trusted bottleneck capacity and --capacity is not given: a few seconds on short "
+        "or idle paths, up to about "
         f"{2 * DEFAULT_MAX_PROBE_S + 2:g} s in all on long crowded ones. BBR senders are "
         "advised from the bottleneck's capacity less what the probes took (a third probe "
         "where the first two leave the answer open). Every advice is remembered per path: "

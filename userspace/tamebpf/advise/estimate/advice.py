@@ -64,7 +64,9 @@ def build(target: Target, probes: Sequence[ProbeResult], settings: Settings,
     measured = [Probe(p.streams, p.steady.goodput_mbps) for p in probes]
     rates = [r for p in probes for r in p.ack_pair_mbps]
     estimate = estimate_capacity(rates, max(m.throughput for m in measured)) if rates else None
-    free = predict(fit_throughput(measured, model), settings)
+    free: Prediction | None = None
+    if len(measured) > 1:
+        free = predict(fit_throughput(measured, model), settings)
     prediction = free
 
     def refit(ps: Sequence[Probe]) -> Fit:
@@ -95,15 +97,23 @@ def build(target: Target, probes: Sequence[ProbeResult], settings: Settings,
             def refit(ps: Sequence[Probe]) -> Fit:
                 return fit_capacity(ps, anchor)
         except ModelInputError as err:
+            if free is None:
+                raise
             capacity = Capacity(capacity_mbps, anchor, None, source)
             warnings.append(AdviceWarning("capacity_not_used", {
                 "link_mbps": capacity_mbps, "goodput_mbps": anchor, "error": str(err)}))
+    if prediction is None:
+        # One probe (advisor.capacity_first) fixes a fit only with a capacity.
+        raise ModelInputError(f"one probe ({measured[0].streams} streams) and no trusted "
+                              "capacity: a second probe is needed")
     loss_pred: Prediction | None = None
     loss_error: str | None = None
     samples = [LossSample(p.streams, p.steady.loss_rate, p.steady.srtt_ms / 1000,
                           p.steady.goodput_mbps)
                for p in probes if p.steady.loss_rate is not None and p.steady.srtt_ms]
-    if len(samples) == len(probes):
+    if len(probes) < 2:
+        loss_error = "one probe: the loss-RTT fit needs two"
+    elif len(samples) == len(probes):
         try:
             loss_pred = predict(fit_loss_rtt(samples, model), settings)
         except ModelInputError as err:
