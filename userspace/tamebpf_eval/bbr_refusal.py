@@ -22,8 +22,8 @@ import json
 from typing import Any
 
 from tamebpf.advise.estimate.acktrain import estimate_capacity
-from tamebpf.advise.estimate.capacity import tcp_goodput_mbps
 from tamebpf.advise.estimate.advice import build
+from tamebpf.advise.estimate.capacity import tcp_goodput_mbps
 from tamebpf.advise.record import Target
 from tamebpf.model import Probe, Settings, fit_throughput, predict
 from tamebpf_eval.docsection import write_section
