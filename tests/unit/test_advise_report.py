@@ -398,6 +398,7 @@ def test_one_probe_with_a_capacity_is_advised_from_it_alone() -> None:
     assert r.loss_prediction is None and r.loss_error and "one probe" in r.loss_error
     text = render(r)
     assert "loss-RTT estimator (check): none (one probe" in text
+    assert "one probe: with the capacity (given) it fixes the fit" in text
     out = json.loads(json.dumps(to_json(r)))
     assert [m["streams"] for m in out["measurements"]] == [10]
 

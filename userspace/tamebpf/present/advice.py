@@ -188,6 +188,10 @@ def render(result: AdviseResult) -> str:
         lines.append(f"iperf3's own count over its test ({which}, start-up included): "
                      f"{p.iperf3_mbps:.2f} Mbit/s")
         first = i + 1
+    if len(result.probes) == 1 and result.used == "capacity":
+        given = result.capacity is not None and result.capacity.link_mbps is not None
+        lines.append(f"one probe: with the capacity ({'given' if given else 'estimated, trusted'})"
+                     " it fixes the fit; a second probe runs only without one")
     if result.congestion:
         lines.append(f"advice for senders running {result.congestion}")
     if result.refused:
