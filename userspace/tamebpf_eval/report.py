@@ -258,12 +258,12 @@ _REPRODUCE = {
                             "default probes only, about 12 min; the ground truth is the "
                             "first run's); `make eval-fresh-delivered EVAL_ARGS=--report` "
                             "re-scores `docs/results/eval-fresh-delivered.json`, and "
-                            "`scripts/eval_advise.py --set fresh --report --goodput-from acked "
+                            "`python -m tamebpf_eval.advise --set fresh --report --goodput-from acked "
                             "--results docs/results/eval-fresh-delivered.json` scores the "
                             "same probes with the goodput from bytes acked.",
     "eval_fresh2_settled": "Reproduce: `make eval-fresh2-settled` one case at a time "
                            "(`EVAL_ARGS='--only fresh2-05-'`, about 16 min a case; the "
-                           "draw is `draw_cases(FRESH2_SEED, 12)` in scripts/eval_advise.py); "
+                           "draw is `draw_cases(FRESH2_SEED, 12)` in tamebpf_eval/advise.py); "
                            "`make eval-fresh2-settled EVAL_ARGS=--report` re-scores "
                            "`docs/results/eval-fresh2-settled.json` without measuring.",
     "eval_fresh_long": "Reproduce: `make eval-fresh-long` (the 15 loss-based cases of the "
