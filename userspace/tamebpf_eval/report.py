@@ -258,7 +258,8 @@ _REPRODUCE = {
                             "default probes only, about 12 min; the ground truth is the "
                             "first run's); `make eval-fresh-delivered EVAL_ARGS=--report` "
                             "re-scores `docs/results/eval-fresh-delivered.json`, and "
-                            "`python -m tamebpf_eval.advise --set fresh --report --goodput-from acked "
+                            "`python -m tamebpf_eval.advise --set fresh --report "
+                            "--goodput-from acked "
                             "--results docs/results/eval-fresh-delivered.json` scores the "
                             "same probes with the goodput from bytes acked.",
     "eval_fresh2_settled": "Reproduce: `make eval-fresh2-settled` one case at a time "

@@ -38,7 +38,7 @@ from tamebpf.values import IPERF3_PORT
 DEFAULT_PROBES = (1, 10)
 # --quick: seconds of traffic per probe. The pair took a median 4.7 s of wall
 # time on the fresh eval cases; on long paths with full queues it ended in
-# start-up and erred by a median 0.25 (docs/accuracy.md).
+# start-up and erred by a median 0.25 (docs/results/fixed-probes-earlier-draws.md).
 QUICK_DURATIONS_S = (2.0, 2.0)
 TWO_PROBE_MODELS: tuple[ModelName, ...] = ("square", "partial", "linear")
 

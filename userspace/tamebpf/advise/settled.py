@@ -6,7 +6,8 @@ loss event cuts the larger windows by the factor beta (0.7, 0.5), so the gap
 between our streams and the others shrinks geometrically per epoch, not per
 second. On a short path epochs pass every few hundred milliseconds; on a
 long path with full queues one can take seconds, and a probe of fixed
-length ended there far from the long-run share (docs/accuracy.md). So a
+length ended there far from the long-run share
+(docs/results/fixed-probes-earlier-draws.md). So a
 probe ends early only when
 - it is past start-up (advise/estimate/adaptive.past_start_up),
 - our streams have each been through `epochs` window reductions since they
@@ -40,7 +41,7 @@ from tamebpf.model.confidence import relative_standard_error
 
 # Each probe's time limit by default (--max-probe-time): 15 s + 15 s had a
 # median throughput error of 0.076 and 0.061 on the two fresh draws of issue
-# 15, 2 s + 2 s 0.252 and 0.234 (docs/accuracy.md).
+# 15, 2 s + 2 s 0.252 and 0.234 (docs/results/fixed-probes-earlier-draws.md).
 DEFAULT_MAX_PROBE_S = 15.0
 # Congestion epochs since slow start, and smoothed RTTs since the probe
 # began, after which the default probes may stop early. Chosen on the two

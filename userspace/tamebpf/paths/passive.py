@@ -37,7 +37,7 @@ from tamebpf.paths.store import PathStore
 
 # A transfer's goodput this far (relative) from what the entry predicts at
 # its stream count means the path changed. The testbed's settled probes
-# erred by a median 0.06-0.08 of the throughput (docs/accuracy.md): 0.25 is
+# erred by a median 0.06-0.11 of the throughput (docs/accuracy.md): 0.25 is
 # well outside that noise.
 CHANGE_TOLERANCE = 0.25
 STORE_EVERY_S = 60.0
