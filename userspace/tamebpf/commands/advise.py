@@ -74,7 +74,7 @@ def register(sub: Any) -> None:
                    "paths without cross traffic; on long paths (60 ms and more) whose queues "
                    "other traffic keeps full the probes end in start-up. On fresh draw 4 it was "
                    "off by a median 17%% of the throughput and over the impact limit by more "
-                   "than 0.05 in 7 of 18 cases, against 11%% and 1 of 18 for the default "
+                   "than 0.05 in 7 of 18 cases, against 11%% and 1 of 18 for the settled default "
                    "(docs/accuracy.md)")
     p.add_argument("--duration", default=None,
                    metavar="S[,S2]",
