@@ -17,7 +17,6 @@ scores.
 
 from __future__ import annotations
 
-import argparse
 import json
 from typing import Any
 
@@ -26,7 +25,7 @@ from tamebpf.advise.estimate.advice import build
 from tamebpf.advise.estimate.capacity import tcp_goodput_mbps
 from tamebpf.advise.record import Target
 from tamebpf.model import Probe, Settings, fit_throughput, predict
-from tamebpf_eval.docsection import write_section
+from tamebpf_eval.docsection import replay_main
 from tamebpf_eval.score import probe_from_dict, score, truth_table
 
 RESULTS = "docs/results/eval-fresh4.json"
@@ -79,16 +78,6 @@ def report(path: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--results", default=RESULTS)
-    ap.add_argument("--write", metavar="FILE", help="write the section into FILE")
-    args = ap.parse_args()
-    text = report(args.results)
-    if args.write:
-        write_section(args.write, SECTION, text, "BBR against BBR: why no advice")
-    print(text)
-
-
 if __name__ == "__main__":
-    main()
+    raise SystemExit(replay_main(__doc__ or "", report, SECTION,
+                                 "BBR against BBR: why no advice", RESULTS))

@@ -24,7 +24,6 @@ own truths as make eval scores (tamebpf_eval.score).
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import json
 import statistics
@@ -35,7 +34,7 @@ from tamebpf.advise.estimate.acktrain import estimate_capacity
 from tamebpf.advise.estimate.advice import build
 from tamebpf.advise.record import ProbeResult, Target
 from tamebpf.model import ModelInputError, Prediction, Probe, Settings, fit_throughput, predict
-from tamebpf_eval.docsection import write_section
+from tamebpf_eval.docsection import replay_main
 from tamebpf_eval.score import _at, p90, probe_from_dict, score, truth_table
 
 LIMIT = 0.30
@@ -132,15 +131,6 @@ def report() -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--write", metavar="FILE", help="write the section into FILE")
-    args = ap.parse_args()
-    text = report()
-    if args.write:
-        write_section(args.write, SECTION, text, "Capacity first: the design replay")
-    print(text)
-
-
 if __name__ == "__main__":
-    main()
+    raise SystemExit(replay_main(__doc__ or "", report, SECTION,
+                                 "Capacity first: the design replay"))

@@ -10,13 +10,12 @@ them, with the clause on, from the ACK pairs stored with each probe.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 
 from tamebpf.advise.estimate import acktrain
 from tamebpf.advise.estimate.capacity import tcp_goodput_mbps
-from tamebpf_eval.docsection import write_section
+from tamebpf_eval.docsection import replay_main
 
 RESULTS = os.path.join("docs", "results", "eval-fresh4.json")
 SECTION = "fresh4_rule3"
@@ -77,16 +76,6 @@ def report(path: str) -> str:
         end, ""])
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--results", default=RESULTS)
-    ap.add_argument("--write", metavar="FILE", help="write the section into FILE")
-    args = ap.parse_args()
-    text = report(args.results)
-    if args.write:
-        write_section(args.write, SECTION, text, "Fresh draw 4: decision rule 3")
-    print(text)
-
-
 if __name__ == "__main__":
-    main()
+    raise SystemExit(replay_main(__doc__ or "", report, SECTION,
+                                 "Fresh draw 4: decision rule 3", RESULTS))

@@ -18,18 +18,16 @@ it holds is measured on a later fresh draw.
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import json
 import os
-import sys
 from collections.abc import Iterator
 from typing import Any
 
 from tamebpf.advise.estimate import acktrain
 from tamebpf.advise.estimate.capacity import tcp_goodput_mbps
 from tamebpf_eval import settled
-from tamebpf_eval.docsection import write_section
+from tamebpf_eval.docsection import replay_main
 from tamebpf_eval.score import probe_from_dict
 
 SECTION = "trust_large_band"
@@ -131,17 +129,6 @@ def report(results: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--results", default="docs/results")
-    ap.add_argument("--write", metavar="FILE", help="write the section into this Markdown file")
-    args = ap.parse_args()
-    text = report(args.results)
-    sys.stdout.write(text)
-    if args.write:
-        write_section(args.write, SECTION, text, "Choosing the stop rule")
-    return 0
-
-
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(replay_main(__doc__ or "", report, SECTION, "Choosing the stop rule",
+                                 "docs/results"))
