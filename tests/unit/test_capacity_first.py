@@ -100,3 +100,21 @@ def test_bbr_and_fixed_lengths_keep_the_pair_of_stages(monkeypatch: pytest.Monke
     monkeypatch.setattr(advisor, "run_probes", run_probes)
     advisor.run_advice(TARGET, Settings(max_impact=0.26), durations_s=(2.0, 2.0))
     assert staged == [[(1, 2.0), (10, 2.0)]] and runs.asked == []
+
+
+def test_larger_first_off_keeps_the_settled_pair(monkeypatch: pytest.MonkeyPatch,
+                                                 runs: Runs) -> None:
+    # make eval's "both" plan: the settled default before capacity first.
+    staged: list[tuple[list[tuple[int, float]], list[Any]]] = []
+
+    def run_probes(target: Target, stages: list[tuple[int, float]], *a: Any,
+                   enough: list[Any], **k: Any) -> list[ProbeResult]:
+        staged.append((list(stages), enough))
+        return [runs.answers[1], runs.answers[10]]
+
+    monkeypatch.setattr(advisor, "run_probes", run_probes)
+    r = advisor.run_advice(TARGET, Settings(max_impact=0.26), larger_first=False)
+    limit = advisor.DEFAULT_MAX_PROBE_S
+    assert [s for s, _ in staged] == [[(1, limit), (10, limit)]] and runs.asked == []
+    assert [rule.capacity for rule in staged[0][1]] == [False, True]
+    assert [p.streams for p in r.probes] == [1, 10]

@@ -36,14 +36,11 @@ import signal
 import statistics
 import sys
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from tamebpf.advise.advisor import DEFAULT_PROBES, QUICK_DURATIONS_S, run_advice, stop_rule
-from tamebpf.advise.estimate.advice import build
-from tamebpf.advise.probes import probe_congestion, run_probes
+from tamebpf.advise.advisor import QUICK_DURATIONS_S, run_advice
 from tamebpf.advise.record import AdviseResult, Target
-from tamebpf.advise.settled import DEFAULT_MAX_PROBE_S
 from tamebpf.model import Settings
 from tamebpf.present.advice import refusal_text, warning_texts
 from tamebpf_eval.advise import FRAME_BYTES, Case, case_path, load, log, save
@@ -119,23 +116,11 @@ def draw(d: Draw) -> list[Case]:
 def advise_once(target: Target, plan: str) -> tuple[AdviseResult, float]:
     t0 = time.monotonic()
     settings = Settings(max_impact=MAX_IMPACT)
-    if plan == "both":
-        result = both_probes(target, settings)
-    else:
-        result = run_advice(target, settings,
-                            durations_s=QUICK_DURATIONS_S if plan == "quick" else None)
+    # "both": the settled default before capacity first, 1 stream then 10.
+    result = run_advice(target, settings,
+                        durations_s=QUICK_DURATIONS_S if plan == "quick" else None,
+                        larger_first=plan != "both")
     return result, time.monotonic() - t0
-
-
-def both_probes(target: Target, settings: Settings) -> AdviseResult:
-    """The settled default before capacity first: 1 stream then 10, the
-    stages of one test, each until settled, the second until its capacity
-    estimate is tight too (loss-based senders only)."""
-    cc, source = probe_congestion(target)
-    rules = [stop_rule(cc, last=False), stop_rule(cc, last=True)]
-    results = run_probes(target, [(n, DEFAULT_MAX_PROBE_S) for n in DEFAULT_PROBES],
-                         enough=rules)
-    return replace(build(target, results, settings), congestion=f"{cc} ({source})")
 
 
 def advice_record(result: AdviseResult, wall_s: float) -> dict[str, Any]:

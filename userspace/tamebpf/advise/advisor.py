@@ -48,11 +48,14 @@ def run_advice(target: Target, settings: Settings, probes: Sequence[int] = DEFAU
                model: ModelName = DEFAULT_MODEL,
                on_progress: Callable[[Progress], None] | None = None,
                capacity_mbps: float | None = None,
-               max_probe_s: float | None = None) -> AdviseResult:
+               max_probe_s: float | None = None,
+               larger_first: bool = True) -> AdviseResult:
     """`durations_s`: fixed seconds per probe (--duration, --quick); None:
     each probe ends when settled, after at most `max_probe_s` (default
     DEFAULT_MAX_PROBE_S). `capacity_mbps`: the bottleneck's link rate if
-    known (estimate.advice.build).
+    known (estimate.advice.build). `larger_first=False` keeps settled
+    loss-based probes as the staged pair too, the default before
+    capacity_first (make eval PRESET=fresh5 measures the two side by side).
 
     The probes are the stages of one iperf3 test (advise/probes.run_probes):
     the second probe's streams connect with the first's and start sending
@@ -62,7 +65,7 @@ def run_advice(target: Target, settings: Settings, probes: Sequence[int] = DEFAU
         raise ValueError(f"{len(probes)} probes but {len(durations_s)} durations")
     cc, source = probe_congestion(target)
     limit = DEFAULT_MAX_PROBE_S if max_probe_s is None else max_probe_s
-    if durations_s is None and cc != "bbr" and len(probes) == 2:
+    if larger_first and durations_s is None and cc != "bbr" and len(probes) == 2:
         result = capacity_first(target, settings, probes, model, on_progress, capacity_mbps,
                                 limit)
         return replace(result, congestion=f"{cc} ({source})")
@@ -99,9 +102,7 @@ def capacity_first(target: Target, settings: Settings, probes: Sequence[int],
     first = run_probe(target, high, limit, 1, 2, on_progress,
                       enough=Settled(capacity=capacity_mbps is None))
     try:
-        alone = build(target, [first], settings, model, capacity_mbps)
-        if alone.used == "capacity":
-            return alone
+        return build(target, [first], settings, model, capacity_mbps)  # the capacity fit
     except ModelInputError:
         pass  # no capacity to anchor on, or the probe measured more than it
     second = run_probe(target, low, limit, 2, 2, on_progress, srtt_us=first.path_srtt_us,
