@@ -56,7 +56,8 @@ def row(rec: dict[str, Any], plan: str) -> str:
         with_capacity = "refused"
     t1 = truth[1]["mbit"] or 0.0
     estimate = "-" if est.goodput_mbps is None else \
-        f"{est.goodput_mbps:.1f} ({est.goodput_mbps / link - 1:+.0%})"
+        f"{est.goodput_mbps:.1f} ({est.goodput_mbps / link - 1:+.0%}), " \
+        f"{est.pairs} of {est.considered} pairs"
     return (f"| {rec['key']} | {plan} | {link:.1f} | {estimate} | "
             f"{'yes' if est.trusted else 'no: ' + (est.reason or '')} | "
             f"{g[1]:.1f} / {t1:.1f} | {pred.advice.num_flows} | {s['thru_err_mean']:.3f} | "
