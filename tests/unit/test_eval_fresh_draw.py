@@ -66,6 +66,14 @@ def test_plan_score_against_the_truth() -> None:
     assert plan_score(_rec(1, refused="no capacity"), "default") is None  # type: ignore[arg-type]
 
 
+def test_the_rtt_check_counts_as_probing() -> None:
+    rec = _rec(4)
+    rec["advice"]["default"] = dict(rec["advice"]["default"],  # type: ignore[index]
+                                    rtt_check={"srtt_us": 80_000, "seconds": 0.6})
+    s = plan_score(rec, "default")  # type: ignore[arg-type]
+    assert s is not None and s["probing_s"] == pytest.approx(15.6)
+
+
 def test_report_counts_targets_per_group() -> None:
     text = report([_rec(4), _rec(16)], DRAWS["fresh4"])  # type: ignore[list-item]
     assert "make eval-fresh4" in text

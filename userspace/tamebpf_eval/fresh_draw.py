@@ -39,7 +39,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from tamebpf.advise.advisor import QUICK_DURATIONS_S, run_advice
+from tamebpf.advise.advisor import QUICK_DURATIONS_S, ProbeOrder, run_advice
 from tamebpf.advise.record import AdviseResult, Target
 from tamebpf.model import Settings
 from tamebpf.present.advice import refusal_text, warning_texts
@@ -55,6 +55,10 @@ class Draw:
     seed: int
     why: str  # what it measures, for its section's heading
     plans: tuple[str, ...] = ("default", "quick")  # run in this order, each case
+    # The order of the settled probes `advise` had by default when the draw
+    # was made (advisor.ProbeOrder): its "default" plan, so that a draw run
+    # again measures what it measured first.
+    default_order: ProbeOrder = "smaller-first"
 
     @property
     def results(self) -> str:
@@ -78,7 +82,7 @@ DRAWS = {d.name: d for d in (
     # default it replaced (1 then 10 streams, each until settled), measured
     # beside it on the same cases (docs/results/fresh5-decision-rules.md).
     Draw("fresh5", 155056400, "capacity first beside both probes and --quick",
-         ("default", "both", "quick")),
+         ("default", "both", "quick"), "larger-first"),
 )}
 RATES = (20, 30, 40, 60, 80, 100, 120, 150, 200)  # Mbit/s
 RTTS = (10, 20, 30, 45, 60, 80, 100, 120, 150)  # ms
@@ -113,13 +117,19 @@ def draw(d: Draw) -> list[Case]:
     return out
 
 
-def advise_once(target: Target, plan: str) -> tuple[AdviseResult, float]:
+# The settled probes' order of the plans other than "default" (the draw's
+# own) and "quick" (fixed lengths: the pair in order): "both" is 1 stream
+# then 10, "by-rtt" picks by the path's RTT.
+PLAN_ORDER: dict[str, ProbeOrder] = {"both": "smaller-first", "by-rtt": "by-rtt"}
+
+
+def advise_once(target: Target, plan: str, default_order: ProbeOrder
+                ) -> tuple[AdviseResult, float]:
     t0 = time.monotonic()
     settings = Settings(max_impact=MAX_IMPACT)
-    # "both": the settled default before capacity first, 1 stream then 10.
     result = run_advice(target, settings,
                         durations_s=QUICK_DURATIONS_S if plan == "quick" else None,
-                        larger_first=plan != "both")
+                        order=PLAN_ORDER.get(plan, default_order))
     return result, time.monotonic() - t0
 
 
@@ -130,6 +140,7 @@ def advice_record(result: AdviseResult, wall_s: float) -> dict[str, Any]:
         "refused": None if result.refused is None else refusal_text(result.refused),
         "curve": [[c.streams, c.throughput, c.impact] for c in result.prediction.curve],
         "probes": [probe_to_dict(p) for p in result.probes],
+        "rtt_check": None if result.rtt_check is None else asdict(result.rtt_check),
         "warnings": warning_texts(result),
         "capacity": None if result.capacity is None else asdict(result.capacity),
         "share_impact_vs_none": None if result.share is None else
@@ -137,18 +148,21 @@ def advice_record(result: AdviseResult, wall_s: float) -> dict[str, Any]:
     }
 
 
-def evaluate(case: Case, plans: tuple[str, ...]) -> dict[str, Any]:
+def evaluate(case: Case, d: Draw) -> dict[str, Any]:
     with case_path(case, "fd") as (tb, reference, target):
         rec: dict[str, Any] = {"case": asdict(case), "key": case.key, "advice": {},
                                "max_impact": MAX_IMPACT, "cross_reference": reference}
-        for plan in plans:
-            if plan == "both" and case.cc == "bbr":
-                continue  # BBR's default is unchanged: it is "default"
+        for plan in d.plans:
+            if plan in PLAN_ORDER and case.cc == "bbr":
+                continue  # BBR's probes have one order: "default"'s
             settle(tb, case.cross, reference)
-            result, wall = advise_once(target, plan)
+            result, wall = advise_once(target, plan, d.default_order)
             rec["advice"][plan] = advice_record(result, wall)
             ran = ", ".join(f"{p.streams}x {p.duration_s:.1f} s {p.stopped or 'fixed'}"
                             for p in result.probes)
+            if result.rtt_check is not None:
+                ran = f"RTT {result.rtt_check.srtt_us / 1000:.0f} ms in " \
+                    f"{result.rtt_check.seconds:.1f} s, " + ran
             log(f"  {plan}: {result.prediction.advice.num_flows} streams in {wall:.1f} s ({ran})")
         ns = sorted(set(TRUTH_STREAMS) | {a["n"] for a in rec["advice"].values()})
         truth = measure(tb, ns, case.cc, case.cross, ROUNDS, reference, warmup_s=WARMUP_S,
@@ -168,7 +182,9 @@ def plan_score(rec: dict[str, Any], plan: str) -> dict[str, Any] | None:
     thru = {int(n): t for n, t, _ in a["curve"]}
     imp = {int(n): i for n, _, i in a["curve"]}
     out = score(thru, imp, a["n"], truth, rec["max_impact"])
-    out["probing_s"] = sum(p["duration_s"] for p in a["probes"])
+    # The RTT check that chose the order is part of the probing.
+    check = a.get("rtt_check") or {}
+    out["probing_s"] = sum(p["duration_s"] for p in a["probes"]) + check.get("seconds", 0.0)
     return out
 
 
@@ -260,7 +276,7 @@ def main() -> int:
         todo = [c for c in draw(d) if (not args.only or args.only in c.key) and c.key not in done]
         for i, case in enumerate(todo, 1):
             log(f"case {i}/{len(todo)}: {case.key}")
-            records.append(evaluate(case, d.plans))
+            records.append(evaluate(case, d))
             save(results, records)
     text = report(records, d)
     sys.stdout.write(text)

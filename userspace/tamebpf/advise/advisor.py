@@ -23,9 +23,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import Literal
 
 from tamebpf.advise.estimate.advice import build
 from tamebpf.advise.memory import AdviceMemory
+from tamebpf.advise.pathrtt import path_rtt
 from tamebpf.advise.probes import StopRule, probe_congestion, run_probe, run_probes
 from tamebpf.advise.record import AdviceWarning, AdviseResult, Target
 from tamebpf.advise.settled import DEFAULT_MAX_PROBE_S, BbrSettled, Settled
@@ -42,6 +44,20 @@ DEFAULT_PROBES = (1, 10)
 QUICK_DURATIONS_S = (2.0, 2.0)
 TWO_PROBE_MODELS: tuple[ModelName, ...] = ("square", "partial", "linear")
 
+# The order of settled probes for loss-based senders:
+# - "smaller-first": 1 stream, then 10, as the stages of one test;
+# - "larger-first": advisor.capacity_first;
+# - "by-rtt": larger first on a path whose RTT (advise/pathrtt.py, measured
+#   before the probes) is at most SHORT_PATH_SRTT_US, smaller first beyond.
+ProbeOrder = Literal["smaller-first", "larger-first", "by-rtt"]
+DEFAULT_ORDER: ProbeOrder = "larger-first"
+# Chosen on fresh draws 3-5 (docs/results/probe-order-design.md): up to a
+# handshake RTT of 39 ms the larger probe first erred as little as the pair
+# in order; from 45 ms on, the 1-stream probe after 10 streams read the
+# cross traffic's share while it was still growing back, or the 10-stream
+# probe alone fixed the fit to a capacity it had measured low.
+SHORT_PATH_SRTT_US = 40_000
+
 
 def run_advice(target: Target, settings: Settings, probes: Sequence[int] = DEFAULT_PROBES,
                durations_s: Sequence[float] | None = None,
@@ -49,13 +65,13 @@ def run_advice(target: Target, settings: Settings, probes: Sequence[int] = DEFAU
                on_progress: Callable[[Progress], None] | None = None,
                capacity_mbps: float | None = None,
                max_probe_s: float | None = None,
-               larger_first: bool = True) -> AdviseResult:
+               order: ProbeOrder = DEFAULT_ORDER) -> AdviseResult:
     """`durations_s`: fixed seconds per probe (--duration, --quick); None:
     each probe ends when settled, after at most `max_probe_s` (default
     DEFAULT_MAX_PROBE_S). `capacity_mbps`: the bottleneck's link rate if
-    known (estimate.advice.build). `larger_first=False` keeps settled
-    loss-based probes as the staged pair too, the default before
-    capacity_first (make eval PRESET=fresh5 measures the two side by side).
+    known (estimate.advice.build). `order`: of settled probes for a
+    loss-based sender (ProbeOrder; BBR and fixed durations keep the pair in
+    order).
 
     The probes are the stages of one iperf3 test (advise/probes.run_probes):
     the second probe's streams connect with the first's and start sending
@@ -65,17 +81,24 @@ def run_advice(target: Target, settings: Settings, probes: Sequence[int] = DEFAU
         raise ValueError(f"{len(probes)} probes but {len(durations_s)} durations")
     cc, source = probe_congestion(target)
     limit = DEFAULT_MAX_PROBE_S if max_probe_s is None else max_probe_s
-    if larger_first and durations_s is None and cc != "bbr" and len(probes) == 2:
-        result = capacity_first(target, settings, probes, model, on_progress, capacity_mbps,
-                                limit)
-        return replace(result, congestion=f"{cc} ({source})")
+    rtt_check = None  # the RTT check, where the order depends on it
+    if order != "smaller-first" and durations_s is None and cc != "bbr" and len(probes) == 2:
+        if order == "by-rtt":
+            rtt_check = path_rtt(target)
+        # A check without a sample (its SYN was resent) takes the long path's order.
+        if rtt_check is None or 0 < rtt_check.srtt_us <= SHORT_PATH_SRTT_US:
+            result = capacity_first(target, settings, probes, model, on_progress,
+                                    capacity_mbps, limit,
+                                    0 if rtt_check is None else rtt_check.srtt_us)
+            return replace(result, congestion=f"{cc} ({source})", rtt_check=rtt_check)
+    srtt_us = 0 if rtt_check is None else rtt_check.srtt_us
     rules: list[StopRule | None] | None = None
     if durations_s is None:
         durations_s = [limit] * len(probes)
         rules = [stop_rule(cc, last=i == len(probes) - 1, capacity=capacity_mbps is None)
                  for i in range(len(probes))]
     results = run_probes(target, list(zip(probes, durations_s, strict=True)), on_progress,
-                         enough=rules)
+                         srtt_us, enough=rules)
     result = build(target, results, settings, model, capacity_mbps)
     if result.share is not None and result.share.next_probe is not None:
         # The limit lies inside the range the two probes leave: measure there.
@@ -88,18 +111,19 @@ def run_advice(target: Target, settings: Settings, probes: Sequence[int] = DEFAU
         result = checked if not checked.refused else replace(result, warnings=(
             *result.warnings, AdviceWarning("third_probe_unused", {
                 "streams": n, "reason": checked.refused})))
-    return replace(result, congestion=f"{cc} ({source})")
+    return replace(result, congestion=f"{cc} ({source})", rtt_check=rtt_check)
 
 
 def capacity_first(target: Target, settings: Settings, probes: Sequence[int],
                    model: ModelName, on_progress: Callable[[Progress], None] | None,
-                   capacity_mbps: float | None, limit: float) -> AdviseResult:
+                   capacity_mbps: float | None, limit: float, srtt_us: int = 0
+                   ) -> AdviseResult:
     """The settled default for loss-based senders: the larger probe first,
     until settled (and, without --capacity, until its ACKs give a tight
     capacity estimate); the smaller one only when that probe and the
     capacity cannot fix the fit alone. The probes are listed as they ran."""
     low, high = sorted(probes)
-    first = run_probe(target, high, limit, 1, 2, on_progress,
+    first = run_probe(target, high, limit, 1, 2, on_progress, srtt_us=srtt_us,
                       enough=Settled(capacity=capacity_mbps is None))
     try:
         return build(target, [first], settings, model, capacity_mbps)  # the capacity fit
@@ -136,5 +160,6 @@ def advise_target(host: str, max_impact: float, port: int = IPERF3_PORT,
 
 
 __all__ = ["DEFAULT_MAX_PROBE_S", "DEFAULT_MODEL", "QUICK_DURATIONS_S", "TWO_PROBE_MODELS",
-           "AdviseResult", "Progress", "Target", "advise_target", "capacity_first",
+           "DEFAULT_ORDER", "SHORT_PATH_SRTT_US", "AdviseResult", "ProbeOrder",
+           "Progress", "Target", "advise_target", "capacity_first",
            "probe_congestion", "run_advice", "stop_rule"]

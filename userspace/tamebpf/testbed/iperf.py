@@ -17,10 +17,12 @@ PORT_CROSS = 5202  # the m cross-traffic flows
 _ACKED = re.compile(r"bytes_acked:(\d+)")
 
 
-def start_server(tb: Testbed, port: int) -> subprocess.Popen[bytes]:
+def start_server(tb: Testbed, port: int, capture: bool = False) -> subprocess.Popen[bytes]:
+    """`capture`: its output (errors included) readable from its stdout."""
     proc = tb.popen("receiver", ["iperf3", "-s", "-p", str(port)],
-                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL)
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE if capture else subprocess.DEVNULL,
+                    stderr=subprocess.STDOUT if capture else subprocess.DEVNULL)
     wait_for(lambda: _listening(tb, port), 5.0, f"iperf3 server on port {port}")
     return proc
 
