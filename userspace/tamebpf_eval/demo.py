@@ -2,10 +2,9 @@
 
 1. a WAN testbed in network namespaces (50 Mbit/s, 40 ms, 50-packet queue);
 2. cross traffic: 2 CUBIC flows that were there first;
-3. `tamebpf advise` against the testbed's receiver (10 streams until their
-   share of the path has settled, and 1 stream only where their ACKs give
-   no trusted capacity: seconds here, up to 15 s each on long crowded
-   paths; the progress line shows them); the same again, answered
+3. `tamebpf advise` against the testbed's receiver (two probes, each until
+   its share of the path has settled: seconds here, up to 15 s each on long
+   crowded paths; the progress line shows them); the same again, answered
    from path memory at once without sending anything; then `--quick`;
 4. a transfer that uses too many streams: 4 streams, then 16, while
 5. `tamebpf watch` looks at the sender: live when run in a terminal (q quits),
@@ -83,9 +82,8 @@ def main() -> int:
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         time.sleep(3)
 
-        say(f"3/5 tamebpf advise {rcv}:{PORT_ADVISE} --max-impact 10% (10 streams until "
-            "settled, at most 15 s, and 1 stream\n    only if their ACKs give no trusted "
-            "capacity: the line below shows them)")
+        say(f"3/5 tamebpf advise {rcv}:{PORT_ADVISE} --max-impact 10% (two probes, each "
+            "until its share has settled,\n    at most 15 s: the line below shows them)")
         advise = ["advise", f"{rcv}:{PORT_ADVISE}", "--max-impact", "10%", "--netns",
                   tb.namespaces["sender"], "--congestion", "cubic", "--max-streams", "16"]
         subprocess.run(tamebpf(*advise), check=True)

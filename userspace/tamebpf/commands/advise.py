@@ -48,15 +48,12 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "advise",
         help="probe a destination and advise how many streams to use (root)",
-        description="Run iperf3 probes (n2 and n1 parallel streams) against an "
+        description="Run iperf3 probes (n1, then n2 parallel streams) against an "
         "'iperf3 -s' server at HOST, measure them in the kernel, fit the model and advise "
         "the largest stream count whose predicted impact on cross traffic stays within "
         "--max-impact. By default each probe runs until its share of the path has settled "
         "(it counts the streams' congestion epochs in the kernel), at most "
-        f"{DEFAULT_MAX_PROBE_S:g} s; for loss-based senders the n2-stream probe runs "
-        "first, and the n1-stream probe only when the first one's ACK spacing gives no "
-        "trusted bottleneck capacity and --capacity is not given: a few seconds on short "
-        "or idle paths, up to about "
+        f"{DEFAULT_MAX_PROBE_S:g} s: a few seconds each on short or idle paths, up to about "
         f"{2 * DEFAULT_MAX_PROBE_S + 2:g} s in all on long crowded ones. BBR senders are "
         "advised from the bottleneck's capacity less what the probes took (a third probe "
         "where the first two leave the answer open). Every advice is remembered per path: "
@@ -72,10 +69,10 @@ def register(sub: Any) -> None:
                    help="two fixed " + " s + ".join(f"{d:g}" for d in QUICK_DURATIONS_S)
                    + " s probes (about 5 s in all): a quick look. Close on short paths and "
                    "paths without cross traffic; on long paths (60 ms and more) whose queues "
-                   "other traffic keeps full the probes end in start-up. On fresh draw 4 it was "
-                   "off by a median 17%% of the throughput and over the impact limit by more "
-                   "than 0.05 in 7 of 18 cases, against 11%% and 1 of 18 for the settled default "
-                   "(docs/accuracy.md)")
+                   "other traffic keeps full the probes end in start-up. On fresh draw 5 it was "
+                   "off by a median 8%% of the throughput (mean 13%%) and over the impact limit "
+                   "by more than 0.05 in 4 of 18 cases, against 5%% (8%%) and 2 of 18 for the "
+                   "settled default (docs/accuracy.md)")
     p.add_argument("--duration", default=None,
                    metavar="S[,S2]",
                    help="fixed seconds of traffic per probe instead of probing until settled: "
