@@ -83,6 +83,12 @@ DRAWS = {d.name: d for d in (
     # beside it on the same cases (docs/results/fresh5-decision-rules.md).
     Draw("fresh5", 155056400, "capacity first beside both probes and --quick",
          ("default", "both", "quick"), "larger-first"),
+    # Drawn on 2026-11-26 (os.urandom) for the order of the probes by the
+    # path's RTT (advisor order "by-rtt"), before any of its cases ran; the
+    # default (1 then 10 streams, each until settled) measured beside it
+    # (docs/results/fresh6-decision-rules.md).
+    Draw("fresh6", 969760752, "the pair in order beside the order by RTT and --quick",
+         ("default", "by-rtt", "quick"), "smaller-first"),
 )}
 RATES = (20, 30, 40, 60, 80, 100, 120, 150, 200)  # Mbit/s
 RTTS = (10, 20, 30, 45, 60, 80, 100, 120, 150)  # ms
