@@ -11,16 +11,17 @@ rules for what the result changes were written before each draw's first
 run: docs/results/DRAW-decision-rules.md.
 
 Per case, with the cross traffic running, each of the draw's plans:
-`advise`'s default probes as the command runs them (run_advice: for
-loss-based senders 10 streams until settled, then 1 stream only without a
-trusted capacity; for BBR 1 then 10 streams and a third probe where the
-share asks for one), for fresh5 also "both" (the default before: 1 then 10
-streams, each until settled; loss-based cases only), then --quick (2 s +
-2 s); then the ground truth (tamebpf_eval.truth) at 1, 4 and 16 streams and at each
-advised count: 20 s warm-up, 15 s window, 2 rounds. Scored as make eval
-scores (tamebpf_eval.score): throughput error over the truth's points,
-impact error, advice quality (>= 95% of the best nondisruptive), over the
-limit by more than 0.05, probing time.
+"default", `advise`'s settled probes in the order the command had by
+default when the draw was made (Draw.default_order: 1 then 10 streams,
+or for fresh5 capacity first; for BBR 1 then 10 streams and a third probe
+where the share asks for one); the other orders measured beside it on the
+loss-based cases ("both": 1 then 10 streams; "by-rtt": by the path's RTT;
+PLAN_ORDER); then --quick (2 s + 2 s); then the ground truth
+(tamebpf_eval.truth) at 1, 4 and 16 streams and at each advised count:
+20 s warm-up, 15 s window, 2 rounds. Scored as make eval scores
+(tamebpf_eval.score): throughput error over the truth's points, impact
+error, advice quality (>= 95% of the best nondisruptive), over the limit
+by more than 0.05, probing time (the RTT check's included).
 
     make eval PRESET=fresh4 [EVAL_ARGS="--only KEY"]  # measure
     make eval PRESET=fresh4 EVAL_ARGS=--report        # score
