@@ -1,5 +1,5 @@
-"""Why BBR senders get no advice against BBR cross traffic (issue 29), from
-the stored probes of a fresh draw (no kernel).
+"""Why the advice for BBR senders misses issue 29's targets, from the
+stored probes of fresh draws 4 and 5 (no kernel).
 
 The advice for BBR senders rests on the bottleneck's capacity
 (model/share.py), and the advisor refuses when the probes' ACK spacing
@@ -11,7 +11,7 @@ not follow); and the share advice with the link's rate given (`advise
 --capacity`), each scored against the case's ground truth as make eval
 scores.
 
-    python -m tamebpf_eval.bbr_refusal [--results docs/results/eval-fresh4.json]
+    python -m tamebpf_eval.bbr_refusal [--results FILE[,FILE...]]
         [--write docs/results/bbr-refusal.md]
 """
 
@@ -28,7 +28,7 @@ from tamebpf.model import Probe, Settings, fit_throughput, predict
 from tamebpf_eval.docsection import replay_main
 from tamebpf_eval.score import probe_from_dict, score, truth_table
 
-RESULTS = "docs/results/eval-fresh4.json"
+RESULTS = "docs/results/eval-fresh4.json,docs/results/eval-fresh5.json"
 SECTION = "bbr_refusal"
 
 
@@ -64,11 +64,15 @@ def row(rec: dict[str, Any], plan: str) -> str:
             f"{(s['exceeds_by'] or 0.0):+.2f} | {s['quality'] or 0.0:.2f} | {with_capacity} |")
 
 
-def report(path: str) -> str:
-    with open(path) as f:
-        records = [r for r in json.load(f)["records"] if r["case"]["cc"] == "bbr"]
+def report(paths: str) -> str:
+    """`paths`: the results files, comma-separated."""
+    records = []
+    for path in paths.split(","):
+        with open(path) as f:
+            records += [r for r in json.load(f)["records"] if r["case"]["cc"] == "bbr"]
     lines = [f"<!-- {SECTION}:start -->",
-             f"## BBR cases of {path}: the capacity, and the fit the refusal avoids", "",
+             f"## BBR cases of {paths.replace(',', ', ')}: the capacity, and the loss-law "
+             "fit the share advice replaces", "",
              "| case | plan | link TCP goodput | ACK-spacing estimate | trusted | 1-stream "
              "probe / truth Mbit/s | throughput fit advises | its thru err | over by | "
              "quality | with --capacity: advised, thru err, over by |",
@@ -81,4 +85,4 @@ def report(path: str) -> str:
 
 if __name__ == "__main__":
     raise SystemExit(replay_main(__doc__ or "", report, SECTION,
-                                 "BBR against BBR: why no advice", RESULTS))
+                                 "BBR senders: why the targets are not met", RESULTS))
