@@ -24,14 +24,14 @@ and 4 cannot show the 1-stream probe's error after 10 streams (their
 
 from __future__ import annotations
 
+import functools
 import json
-import statistics
+from collections.abc import Callable
 from typing import Any
 
-from tamebpf_eval.capacity_first import cases, replay
+from tamebpf_eval.capacity_first import cases, replay, targets_row
 from tamebpf_eval.docsection import replay_main
 from tamebpf_eval.fresh_draw import plan_score
-from tamebpf_eval.score import p90
 
 SECTION = "probe_order"
 DRAW5 = "docs/results/eval-fresh5.json"
@@ -71,18 +71,9 @@ def by_rtt(case: dict[str, Any], threshold_ms: float) -> dict[str, Any]:
     return picked
 
 
-def _row(label: str, group: list[dict[str, Any]], pick: Any) -> str:
-    s = [pick(c) for c in group]
-    errs = [x["thru_err_mean"] for x in s]
-    over = sum((x["exceeds_by"] or 0.0) > 0.05 for x in s)
-    good = sum((x["quality"] or 0.0) >= 0.95 for x in s)
-    imp = p90([e for x in s for e in x["impact_errs"]])
-    t = [x["t"] for x in s]
-    short = [pick(c)["t"] for c in group if c["rtt"] <= 30]
-    return (f"| {label} | {len(s)} | {over} | {good} | {statistics.median(errs):.3f} / "
-            f"{statistics.fmean(errs):.3f} | {imp:.3f} | {statistics.median(t):.1f} / "
-            f"{max(t):.1f} | " + (f"{statistics.median(short):.1f} ({len(short)})"
-                                  if short else "-") + " |")
+def _row(label: str, group: list[dict[str, Any]],
+         pick: Callable[[dict[str, Any]], dict[str, Any]]) -> str:
+    return targets_row(label, [(c["rtt"], pick(c)) for c in group])
 
 
 def report() -> str:
@@ -102,8 +93,8 @@ def report() -> str:
         lines.append(_row(f"**{name}**: 1 then 10", group, lambda c: c["pair"]))
         lines.append(_row("capacity first", group, lambda c: c["capacity first"]))
         for th in THRESHOLDS_MS:
-            lines.append(_row(f"by-rtt <= {th} ms", group,
-                              lambda c, th=th: by_rtt(c, th)))
+            lines.append(_row(f"by-rtt <= {th} ms", group, functools.partial(by_rtt,
+                                                                             threshold_ms=th)))
     lines += ["", "Per case (thru err; probing s):", "",
               "| case | base RTT ms | handshake RTT ms | 1 then 10 | capacity first |",
               "|---|---|---|---|---|"]
