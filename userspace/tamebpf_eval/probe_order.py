@@ -26,9 +26,11 @@ from __future__ import annotations
 
 import functools
 import json
+import statistics
 from collections.abc import Callable
 from typing import Any
 
+from tamebpf.advise.advisor import SHORT_PATH_SRTT_US
 from tamebpf_eval.capacity_first import cases, replay, targets_row
 from tamebpf_eval.docsection import replay_main
 from tamebpf_eval.fresh_draw import plan_score
@@ -95,6 +97,11 @@ def report() -> str:
         for th in THRESHOLDS_MS:
             lines.append(_row(f"by-rtt <= {th} ms", group, functools.partial(by_rtt,
                                                                              threshold_ms=th)))
+    long_ms = SHORT_PATH_SRTT_US / 1000
+    long_t = [c["pair"]["t"] for c in all_cases if c["srtt_ms"] > long_ms]
+    lines += ["", f"Beyond a handshake RTT of {long_ms:g} ms (advisor.SHORT_PATH_SRTT_US) "
+              f"by-rtt runs the pair: {len(long_t)} cases, probing {min(long_t):.1f} to "
+              f"{max(long_t):.1f} s, median {statistics.median(long_t):.1f} s."]
     lines += ["", "Per case (thru err; probing s):", "",
               "| case | base RTT ms | handshake RTT ms | 1 then 10 | capacity first |",
               "|---|---|---|---|---|"]
