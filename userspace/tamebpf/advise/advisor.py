@@ -13,8 +13,10 @@ other orders are kept for make eval (ProbeOrder): capacity first (the
 the default for fresh draw 5 and erred more than the pair in order (median
 throughput error 0.092 against 0.050 on its 18 loss-based cases,
 docs/results/run-fresh5.md), so by that draw's rules the pair came back;
-"by-rtt" uses capacity first only on short paths, where it erred as
-little, and fresh draw 6 measures it.
+"by-rtt" uses capacity first only on paths of 40 ms or less, where it
+erred as little; fresh draw 6 measured it as accurate as the pair but, with
+its RTT check, 1.4 s slower at the median, more than its rules allowed, so
+the pair stays (docs/results/run-fresh6.md).
 
 For BBR senders the advice comes from the capacity share (model/share.py),
 and a third probe is run where the first two leave the answer uncertain.

@@ -54,7 +54,7 @@ def register(sub: Any) -> None:
         "--max-impact. By default each probe runs until its share of the path has settled "
         "(it counts the streams' congestion epochs in the kernel), at most "
         f"{DEFAULT_MAX_PROBE_S:g} s: seconds each on an idle path; on crowded paths a median "
-        "23 s for both (16 s at RTTs of 30 ms or less) and up to about "
+        "21 s for both (16 s at RTTs of 30 ms or less) and up to about "
         f"{2 * DEFAULT_MAX_PROBE_S + 2:g} s in all (docs/accuracy.md). BBR senders are "
         "advised from the bottleneck's capacity less what the probes took (a third probe "
         "where the first two leave the answer open). Every advice is remembered per path: "
@@ -69,10 +69,10 @@ def register(sub: Any) -> None:
     p.add_argument("--quick", action="store_true",
                    help="two fixed " + " s + ".join(f"{d:g}" for d in QUICK_DURATIONS_S)
                    + " s probes (about 5 s in all): a quick look. Close on short paths and "
-                   "paths without cross traffic; on long paths (60 ms and more) whose queues "
-                   "other traffic keeps full the probes end in start-up. On fresh draw 5 it was "
-                   "off by a median 8%% of the throughput (mean 13%%) and over the impact limit "
-                   "by more than 0.05 in 4 of 18 cases, against 5%% (8%%) and 2 of 18 for the "
+                   "paths without cross traffic; on long paths (45 ms and more) whose queues "
+                   "other traffic keeps full the probes end in start-up. On fresh draw 6 it was "
+                   "off by a median 14%% of the throughput (mean 19%%) and over the impact limit "
+                   "by more than 0.05 in 1 of 18 cases, against 8%% (13%%) and 1 of 18 for the "
                    "settled default (docs/accuracy.md)")
     p.add_argument("--duration", default=None,
                    metavar="S[,S2]",
