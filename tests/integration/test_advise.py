@@ -113,11 +113,12 @@ def test_advice_predicts_throughput_and_impact_on_a_testbed() -> None:
 
 
 # A shared path: 4 CUBIC cross flows on 40 Mbit/s, 30 ms, a queue of half a
-# BDP. With a queue of one BDP the capacity trust rule (acktrain.MIN_SHARE)
-# refused a right estimate in 1 of 7 runs (and in CI): 24% of the pairs above
-# the floor were at the link rate, against 30-54% in the other 6; with half a
-# BDP it was 34-49% in 5 of 5 (repeated `advise --json --fresh` on this
-# testbed; issue 29, session note of 2026-11-26).
+# BDP. Here the capacity trust rule (acktrain.MIN_SHARE, 25% of the pairs
+# above the floor in the band) refuses a right estimate now and then: 23-24%
+# in 3 of 25 runs at one BDP and at half a BDP (issue 29, session notes of
+# 2026-11-26; docs/results/probe-limit.md shows the same on the fresh
+# draws). The advice then comes from the throughput fit; the estimate's
+# value is checked either way.
 SHARED_RATE, SHARED_RTT, SHARED_QUEUE, SHARED_CROSS = 40.0, 30.0, 50, 4
 SHARED_CAPACITY = SHARED_RATE * 1448 / 1514
 
@@ -157,14 +158,15 @@ def test_settled_default_advice_on_a_shared_path() -> None:
                 traffic = x["duration_s"] - x["setup_s"] - x["finish_s"]
                 assert traffic <= DEFAULT_MAX_PROBE_S + 1, x
             est = out["capacity_estimate"]
-            assert est["trusted"], (
-                f"capacity {est['goodput_mbps']} Mbit/s not trusted: {est['reason']} "
-                f"({est['ack_pairs']} of {est['ack_pairs_considered']} pairs)")
             err = est["goodput_mbps"] / SHARED_CAPACITY - 1
             assert abs(err) <= 0.15, (
                 f"capacity estimate {est['goodput_mbps']:.2f} Mbit/s against the link's "
                 f"{SHARED_CAPACITY:.2f} (error {err:+.1%}, bound 15%)")
-            assert out["estimators"]["used"] == "capacity", out["estimators"]
+            if est["trusted"]:
+                assert out["estimators"]["used"] == "capacity", out["estimators"]
+            else:  # only the share rule may refuse it here, and then the fit advises
+                assert est["reason"].startswith("no clear peak") and est["ack_pairs"] >= 20, est
+                assert out["estimators"]["used"] == "throughput", out["estimators"]
             assert out["congestion"].startswith("cubic (--congestion)"), out["congestion"]
             n = out["advice"]["num_flows"]
             predicted = {c["streams"]: c for c in out["curve"]}[n]["throughput_mbps"]
