@@ -16,13 +16,12 @@ measured on a later fresh draw.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
-from typing import Any
 
 from tamebpf.advise.estimate import acktrain
 from tamebpf.advise.record import TIME_LIMIT
+from tamebpf_eval.advise import load
 from tamebpf_eval.docsection import replay_main
 from tamebpf_eval.score import probe_from_dict
 
@@ -36,12 +35,7 @@ def probes(results: str) -> Iterator[tuple[float, bool, float, acktrain.Capacity
     """(RTT ms, ran to the limit, median epochs a stream, its own capacity estimate) of every
     settled 10-stream probe of a loss-based sender (--quick's are fixed)."""
     for name in DRAWS:
-        path = os.path.join(results, name)
-        if not os.path.exists(path):
-            continue
-        with open(path) as f:
-            records: list[dict[str, Any]] = json.load(f)["records"]
-        for rec in records:
+        for rec in load(os.path.join(results, name)):  # a missing draw reads as none
             if rec["case"]["cc"] == "bbr":
                 continue
             for plan, advice in rec["advice"].items():
