@@ -10,7 +10,7 @@ import pytest
 from tamebpf.advise.estimate.advice import build
 from tamebpf.advise.estimate.capacity import tcp_goodput_mbps
 from tamebpf.advise.estimate.steady import FlowSteady, Steady
-from tamebpf.advise.record import AdviceWarning, PathRtt, ProbeResult, Target
+from tamebpf.advise.record import AdviceWarning, ProbeResult, Target
 from tamebpf.commands.advise import parse_capacity, parse_dest, parse_durations, parse_probes
 from tamebpf.errors import UsageError
 from tamebpf.model import Settings
@@ -66,25 +66,6 @@ def test_json_has_predict_shape_and_measurements() -> None:
     assert out["estimators"]["loss_rtt"] is not None
     assert [(x["past_slow_start"], x["steady_window_rtts"]) for x in m] == [(True, 75.0)] * 2
     assert not [w for w in warning_texts(r) if "slow start" in w], warning_texts(r)
-
-
-def test_the_rtt_check_that_chose_the_order_is_reported() -> None:
-    r = build(TARGET, [probe(1, 50.0), probe(10, 200.0)], Settings(max_impact=0.10))
-    assert json.loads(json.dumps(to_json(r)))["rtt_check"] is None
-    assert "path RTT" not in render(r)
-    checked = replace(r, rtt_check=PathRtt(srtt_us=52_000, seconds=0.3))
-    assert to_json(checked)["rtt_check"] == {"srtt_ms": 52.0, "seconds": 0.3,
-                                             "order": "smaller first"}
-    assert "path RTT before probing: 52 ms (handshake, 0.3 s): the smaller probe first" \
-        in render(checked)
-    short = replace(build(TARGET, [probe(10, 200.0), probe(1, 50.0)], Settings(max_impact=0.10)),
-                    rtt_check=PathRtt(srtt_us=25_000, seconds=0.2))
-    assert to_json(short)["rtt_check"] == {"srtt_ms": 25.0, "seconds": 0.2,
-                                           "order": "larger first"}
-    assert "25 ms (handshake, 0.2 s): the larger probe first" in render(short)
-    unsampled = replace(r, rtt_check=PathRtt(srtt_us=0, seconds=1.0))
-    assert to_json(unsampled)["rtt_check"]["srtt_ms"] is None
-    assert "path RTT before probing: no sample" in render(unsampled)
 
 
 def test_a_probe_ended_in_start_up_is_told_how_to_come_closer() -> None:

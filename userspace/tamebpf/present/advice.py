@@ -51,7 +51,6 @@ def to_json(result: AdviseResult) -> dict[str, Any]:
     out = prediction_to_json(result.prediction)
     out["warnings"] = list(result.prediction.warnings) + warning_texts(result)
     out["measurements"] = [_measurement(p) for p in result.probes]
-    out["rtt_check"] = _rtt_check_json(result)
     free = result.throughput_prediction or result.prediction
     anchored = result.used == "capacity"
     out["estimators"] = {
@@ -85,29 +84,6 @@ def to_json(result: AdviseResult) -> dict[str, Any]:
     out["target"] = _target_json(result.target)
     out["from_memory"] = False  # probed now (present/paths.recalled_json: from memory)
     return out
-
-
-def _larger_first(result: AdviseResult) -> bool:
-    streams = [p.streams for p in result.probes]
-    return bool(streams) and streams[0] == max(streams) and streams.count(streams[0]) == 1
-
-
-def _rtt_check_json(result: AdviseResult) -> dict[str, Any] | None:
-    """The RTT check that chose the probes' order (advisor order "by-rtt")."""
-    c = result.rtt_check
-    if c is None:
-        return None
-    return {"srtt_ms": c.srtt_us / 1000 if c.srtt_us else None, "seconds": c.seconds,
-            "order": "larger first" if _larger_first(result) else "smaller first"}
-
-
-def _rtt_check_line(result: AdviseResult) -> str | None:
-    c = result.rtt_check
-    if c is None:
-        return None
-    rtt = f"{c.srtt_us / 1000:.0f} ms" if c.srtt_us else "no sample"
-    order = "the larger probe first" if _larger_first(result) else "the smaller probe first"
-    return f"path RTT before probing: {rtt} (handshake, {c.seconds:.1f} s): {order}"
 
 
 def _share_json(result: AdviseResult) -> dict[str, Any]:
@@ -216,9 +192,6 @@ def render(result: AdviseResult) -> str:
         given = result.capacity is not None and result.capacity.link_mbps is not None
         lines.append(f"one probe: with the capacity ({'given' if given else 'estimated, trusted'})"
                      " it fixes the fit; a second probe runs only without one")
-    checked = _rtt_check_line(result)
-    if checked:
-        lines.append(checked)
     if result.congestion:
         lines.append(f"advice for senders running {result.congestion}")
     if result.refused:
