@@ -72,6 +72,10 @@ def test_the_rtt_check_counts_as_probing() -> None:
                                     rtt_check={"srtt_us": 80_000, "seconds": 0.6})
     s = plan_score(rec, "default")  # type: ignore[arg-type]
     assert s is not None and s["probing_s"] == pytest.approx(15.6)
+    # The per-case table names the check's RTT and time before the probes.
+    row = next(ln for ln in report([rec], DRAWS["fresh6"]).splitlines()  # type: ignore[list-item]
+               if ln.startswith("| k | default |"))
+    assert "| RTT 80 ms: 0.6, " in row, row
 
 
 def test_report_counts_targets_per_group() -> None:

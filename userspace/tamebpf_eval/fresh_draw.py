@@ -234,7 +234,7 @@ def report(records: list[dict[str, Any]], d: Draw) -> str:
             lines += [_row(label, group, plan) for plan in d.plans
                       if any(plan in r["advice"] for r in group)]
     lines += ["", "| case | plan | advised | quality | thru err | over by | probes (s, why "
-              "ended) |", "|---|---|---|---|---|---|---|"]
+              "ended; by-rtt: the RTT check first) |", "|---|---|---|---|---|---|---|"]
     for r in records:
         for plan in d.plans:
             if plan not in r["advice"]:
@@ -244,6 +244,9 @@ def report(records: list[dict[str, Any]], d: Draw) -> str:
             probes = ", ".join(
                 f"{p['streams']}: {p['duration_s']:.1f} {p.get('stopped') or 'fixed'}"
                 for p in a["probes"])
+            if a.get("rtt_check"):  # the handshake RTT that chose the order, and its time
+                c = a["rtt_check"]
+                probes = f"RTT {c['srtt_us'] / 1000:.0f} ms: {c['seconds']:.1f}, " + probes
             if s is None:
                 lines.append(f"| {r['key']} | {plan} | refused | - | - | - | {probes} |")
                 continue
