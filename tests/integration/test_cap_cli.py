@@ -159,10 +159,13 @@ def test_many_capped_cgroups_are_listed_and_removed(pins: str) -> None:
         got = sorted((c["cgroup"], c["max_streams"]) for c in json.loads(res.stdout))
         want = sorted(("/" + os.path.basename(p), i + 1) for i, p in enumerate(cgs))
         assert got == want, f"expected {n} caps {want}, got {got}"
-        tree = sh("bpftool", "cgroup", "tree")
+        # Only this test's cgroups: another run's leftovers elsewhere on the
+        # machine must not change the count.
+        tree = "".join(sh("bpftool", "cgroup", "tree", path) for path in cgs)
         assert tree.count("tb_cap_connect4") == n, f"expected {n} connect4 attachments:\n{tree}"
         for path in cgs:
             assert tamebpf("cap", "rm", "--cgroup", path, "--dest",
                            "198.18.0.0/15").returncode == 0
         assert not os.path.exists(pins), "pins left after removing every cap"
-        assert "tb_cap" not in sh("bpftool", "cgroup", "tree"), "programs left attached"
+        tree = "".join(sh("bpftool", "cgroup", "tree", path) for path in cgs)
+        assert "tb_cap" not in tree, f"programs left attached:\n{tree}"
