@@ -72,8 +72,10 @@ class Recorder:
     """A stop rule that never stops: it notes when each candidate would have,
     and what the probe had measured by then."""
 
-    def __init__(self, last: bool) -> None:
-        self.rules = candidates(last)
+    def __init__(self, last: bool,
+                 rules: dict[str, Callable[[Steady, Callable[[], list[float]]], Any]] | None = None
+                 ) -> None:
+        self.rules = candidates(last) if rules is None else rules
         self.kept: dict[str, dict[str, Any]] = {}
 
     def __call__(self, s: Steady, rates: Callable[[], list[float]]) -> bool:

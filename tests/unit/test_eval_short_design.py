@@ -1,0 +1,48 @@
+"""The short-path stop-rule design (tamebpf_eval/short_design.py): the
+candidate that waits for a trusted capacity only so long, and how a
+candidate's stop becomes a probe record."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
+
+from tamebpf_eval.short_design import _capacity_until, _view
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Settled's shape: settled at `ready` s, and with `capacity` only once
+    the capacity is trusted too (at `trusted` s)."""
+
+    ready: float
+    trusted: float
+    capacity: bool = True
+
+    def __call__(self, s: Any, rates: Any) -> bool:
+        return s.end_s >= self.ready and (not self.capacity or s.end_s >= self.trusted)
+
+
+def at(t: float) -> Any:
+    return SimpleNamespace(end_s=t)
+
+
+def test_waits_for_the_capacity_only_until_its_time() -> None:
+    never = Rule(ready=2.5, trusted=99.0)
+    rule = _capacity_until(4.0, never)
+    assert not rule(at(3.0), list), "settled but untrusted, before 4 s: go on"
+    assert rule(at(4.0), list), "settled at 4 s: stop, the capacity left to the fit"
+    early = _capacity_until(4.0, Rule(ready=2.5, trusted=3.0))
+    assert early(at(3.0), list), "trusted before 4 s: stop as today's rule does"
+    late = _capacity_until(4.0, Rule(ready=5.0, trusted=99.0))
+    assert not late(at(4.5), list), "not settled yet: the time alone does not stop it"
+
+
+def test_a_stop_becomes_the_probe_then() -> None:
+    full = {"streams": 10, "duration_s": 16.0, "steady": {"end_s": 15.0}, "ack_pair_mbps": [1.0]}
+    seen = {"at_s": 3.0, "steady": {"end_s": 3.0}, "ack_pair_mbps": [2.0]}
+    v = _view(full, seen, "k4", 0.5)
+    assert (v["duration_s"], v["steady"], v["ack_pair_mbps"], v["stopped"]) == (
+        3.6, {"end_s": 3.0}, [2.0], "k4")
+    assert _view(full, None, "k4", 0.5) is full, "never said stop: the full probe"
