@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
-from tamebpf_eval.short_design import _capacity_until, _view
+from tamebpf_eval.short_design import _capacity_until, _capacity_until_rtts, _view
 
 
 @dataclass(frozen=True)
@@ -24,8 +24,8 @@ class Rule:
         return s.end_s >= self.ready and (not self.capacity or s.end_s >= self.trusted)
 
 
-def at(t: float) -> Any:
-    return SimpleNamespace(end_s=t)
+def at(t: float, srtt_ms: float = 20.0) -> Any:
+    return SimpleNamespace(end_s=t, srtt_ms=srtt_ms)
 
 
 def test_waits_for_the_capacity_only_until_its_time() -> None:
@@ -37,6 +37,13 @@ def test_waits_for_the_capacity_only_until_its_time() -> None:
     assert early(at(3.0), list), "trusted before 4 s: stop as today's rule does"
     late = _capacity_until(4.0, Rule(ready=5.0, trusted=99.0))
     assert not late(at(4.5), list), "not settled yet: the time alone does not stop it"
+
+
+def test_waits_for_the_capacity_so_many_rtts() -> None:
+    rule = _capacity_until_rtts(200.0, Rule(ready=2.5, trusted=99.0))
+    assert not rule(at(3.9, 20.0), list), "195 RTTs of 20 ms: go on"
+    assert rule(at(4.0, 20.0), list), "200 RTTs: stop"
+    assert not rule(at(14.0, 75.0), list), "on a 75-ms path 200 RTTs are 15 s"
 
 
 def test_a_stop_becomes_the_probe_then() -> None:

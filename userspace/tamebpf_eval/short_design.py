@@ -71,6 +71,18 @@ def _capacity_until(seconds: float, base: Settled) -> Rule:
     return rule
 
 
+def _capacity_until_rtts(rtts: float, base: Settled) -> Rule:
+    """As _capacity_until, after `rtts` smoothed RTTs of probe: on a short
+    path that is a few seconds, on a long one past the probe's limit (200
+    RTTs at 75 ms are 15 s), so long paths keep today's rule."""
+    settled_alone = replace(base, capacity=False)
+
+    def rule(s: Steady, rates: Callable[[], list[float]]) -> Any:
+        ran = s.end_s / (s.srtt_ms / 1000) if s.srtt_ms else 0.0
+        return base(s, rates) or (ran >= rtts and settled_alone(s, rates))
+    return rule
+
+
 def first_stage() -> dict[str, Rule]:
     """Candidates for the 1-stream probe (it never estimates the capacity)."""
     return {"k4": Settled(), "k2": Settled(epochs=2), "k4-rse10": Settled(rse=0.10),
@@ -85,6 +97,8 @@ def second_stage() -> dict[str, Rule]:
             "k4-rse10": Settled(capacity=False, rse=0.10),
             "k4-cap-until4": _capacity_until(4.0, today),
             "k4-cap-until6": _capacity_until(6.0, today),
+            "k4-cap-until150rtt": _capacity_until_rtts(150.0, today),
+            "k4-cap-until200rtt": _capacity_until_rtts(200.0, today),
             "t2": _after(2.0), "t3": _after(3.0)}
 
 
@@ -179,7 +193,8 @@ def per_case(records: list[dict[str, Any]], plans: list[str]) -> list[str]:
 
 def report(records: list[dict[str, Any]]) -> str:
     shown = [p for p in (TODAY, "t15+t15", "k4+k4", "k4+k4-cap-until4", "k4+k4-cap-until6",
-                         "k2+k4", "t3+t3") if any(p in r["probes"] for r in records)]
+                         "k4+k4-cap-until200rtt", "k2+k4", "t3+t3")
+             if any(p in r["probes"] for r in records)]
     return "\n".join([
         f"<!-- {SECTION}:start -->",
         "## Stop rules on the short paths of draws 4-6 (make eval-short-design)", "",
@@ -188,7 +203,8 @@ def report(records: list[dict[str, Any]]) -> str:
         "against the draw's ground truth (impact limit "
         f"{MAX_IMPACT:g}). Rules: kN, advise/settled.Settled with N epochs; -cap, it also "
         "waits for a trusted capacity estimate (today's 10-stream rule); -cap-untilS, it "
-        "waits for that only S s; -rse10, a 10% error bound; tN, a fixed N s.", "",
+        "waits for that only S s (-untilRrtt: R smoothed RTTs); -rse10, a 10% error bound; "
+        "tN, a fixed N s.", "",
         *rows(records), "",
         "Per case: advised n, throughput error, probing seconds.", "",
         *per_case(records, shown), f"<!-- {SECTION}:end -->", ""])
