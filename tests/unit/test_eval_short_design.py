@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
-from tamebpf_eval.short_design import _capacity_until, _capacity_until_rtts, _view
+from tamebpf_eval.short_design import _capacity_until, _capacity_until_rtts, _view, with_plans
 
 
 @dataclass(frozen=True)
@@ -53,3 +53,11 @@ def test_a_stop_becomes_the_probe_then() -> None:
     assert (v["duration_s"], v["steady"], v["ack_pair_mbps"], v["stopped"]) == (
         3.6, {"end_s": 3.0}, [2.0], "k4")
     assert _view(full, None, "k4", 0.5) is full, "never said stop: the full probe"
+
+
+def test_plans_pair_every_first_stage_rule_with_every_second() -> None:
+    stages = {"first": {"t15": "F", "k4": "f4", "t2": "f2"},
+              "second": {"t15": "S", "k4-cap": "s4"}}
+    got = with_plans({"key": "k", "stages": stages})["probes"]
+    assert got == {"t15+t15": ["F", "S"], "k4+k4-cap": ["f4", "s4"],
+                   "t2+k4-cap": ["f2", "s4"]}, got

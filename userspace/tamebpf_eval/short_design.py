@@ -110,8 +110,9 @@ def _view(full: dict[str, Any], seen: dict[str, Any] | None, name: str,
             "duration_s": seen["at_s"] + 0.1 + overhead_s, "stopped": name}
 
 
-def probe_plans(target: Any) -> dict[str, list[dict[str, Any]]]:
-    """One 15 s + 15 s probe pair; every plan's view of it, as probe records."""
+def probe_stages(target: Any) -> dict[str, dict[str, dict[str, Any]]]:
+    """One 15 s + 15 s probe pair: each stage's view of it under each of its
+    candidates (and "t15", the full stage), as probe records."""
     first, second = Recorder(False, first_stage()), Recorder(True, second_stage())
     pair = run_probes(target, [(1, DEFAULT_MAX_PROBE_S), (10, DEFAULT_MAX_PROBE_S)],
                       enough=[first, second])
@@ -120,13 +121,19 @@ def probe_plans(target: Any) -> dict[str, list[dict[str, Any]]]:
         d = asdict(replace(p, ack_pair_mbps=()))
         d["ack_pair_mbps"] = [round(r, 1) for r in p.ack_pair_mbps]
         full.append(d)
-    setup, finish = pair[0].setup_s or 0.0, pair[-1].finish_s or 0.0
-    plans = {"t15+t15": full}
-    for a in first.rules:
-        for b in second.rules:
-            plans[f"{a}+{b}"] = [_view(full[0], first.kept.get(a), a, setup),
-                                 _view(full[1], second.kept.get(b), b, finish)]
-    return plans
+    overhead = (pair[0].setup_s or 0.0, pair[-1].finish_s or 0.0)
+    return {stage: {"t15": full[k], **{name: _view(full[k], rec.kept.get(name), name, overhead[k])
+                                      for name in rec.rules}}
+            for k, (stage, rec) in enumerate((("first", first), ("second", second)))}
+
+
+def with_plans(rec: dict[str, Any]) -> dict[str, Any]:
+    """The record with every plan ("FIRST+SECOND") built from its stages."""
+    first, second = rec["stages"]["first"], rec["stages"]["second"]
+    plans = {"t15+t15": [first["t15"], second["t15"]]}
+    plans.update({f"{a}+{b}": [first[a], second[b]] for a in first for b in second
+                  if "t15" not in (a, b)})
+    return {**rec, "probes": plans}
 
 
 def short_cases() -> list[tuple[Any, dict[str, Any]]]:
@@ -231,11 +238,11 @@ def main() -> int:
             log(f"case {i}/{len(todo)}: {case.key}")
             with case_path(case, "sh") as (tb, reference, target):
                 settle(tb, case.cross, reference)
-                plans = probe_plans(target)
+                stages = probe_stages(target)
             keep = {k: rec.get(k) for k in ("case", "key", "max_impact", "truth", "cross_alone")}
-            records.append({**keep, "probes": plans, "default_plan": TODAY})
+            records.append({**keep, "stages": stages, "default_plan": TODAY})
             save_gz(args.results, records)
-    text = report(records)
+    text = report([with_plans(r) for r in records])
     sys.stdout.write(text)
     if args.write:
         write_section(args.write, SECTION, text, "Choosing a stop rule for short paths")
