@@ -16,7 +16,8 @@ default when the draw was made (Draw.default_order: 1 then 10 streams,
 or for fresh5 capacity first; for BBR 1 then 10 streams and a third probe
 where the share asks for one); the other orders measured beside it on the
 loss-based cases ("both": 1 then 10 streams; "by-rtt": by the path's RTT;
-PLAN_ORDER); then --quick (2 s + 2 s); then the ground truth
+PLAN_ORDER; "bounded": the pair in order under the bounded stop profile,
+PLAN_STOP); then --quick (2 s + 2 s); then the ground truth
 (tamebpf_eval.truth) at 1, 4 and 16 streams and at each advised count:
 20 s warm-up, 15 s window, 2 rounds. Scored as make eval scores
 (tamebpf_eval.score): throughput error over the truth's points, impact
@@ -42,6 +43,7 @@ from typing import Any
 
 from tamebpf.advise.advisor import QUICK_DURATIONS_S, ProbeOrder, run_advice
 from tamebpf.advise.record import AdviseResult, Target
+from tamebpf.advise.settled import DEFAULT_STOP, StopProfile
 from tamebpf.model import Settings
 from tamebpf.present.advice import refusal_text, warning_texts
 from tamebpf_eval.advise import FRAME_BYTES, Case, case_path, load, log, save
@@ -90,6 +92,11 @@ DRAWS = {d.name: d for d in (
     # (docs/results/fresh6-decision-rules.md).
     Draw("fresh6", 969760752, "the pair in order beside the order by RTT and --quick",
          ("default", "by-rtt", "quick"), "smaller-first"),
+    # Drawn on 2026-11-26 (os.urandom) for the "bounded" stop profile
+    # (advise/settled.StopProfile), before any of its cases ran; the default
+    # ("settled") measured beside it (docs/results/fresh7-decision-rules.md).
+    Draw("fresh7", 1342042681, "the settled default beside the bounded stop and --quick",
+         ("default", "bounded", "quick"), "smaller-first"),
 )}
 RATES = (20, 30, 40, 60, 80, 100, 120, 150, 200)  # Mbit/s
 RTTS = (10, 20, 30, 45, 60, 80, 100, 120, 150)  # ms
@@ -128,6 +135,8 @@ def draw(d: Draw) -> list[Case]:
 # own) and "quick" (fixed lengths: the pair in order): "both" is 1 stream
 # then 10, "by-rtt" picks by the path's RTT.
 PLAN_ORDER: dict[str, ProbeOrder] = {"both": "smaller-first", "by-rtt": "by-rtt"}
+# Plans that run the default's order under another stop profile.
+PLAN_STOP: dict[str, StopProfile] = {"bounded": "bounded"}
 
 
 def advise_once(target: Target, plan: str, default_order: ProbeOrder
@@ -136,7 +145,8 @@ def advise_once(target: Target, plan: str, default_order: ProbeOrder
     settings = Settings(max_impact=MAX_IMPACT)
     result = run_advice(target, settings,
                         durations_s=QUICK_DURATIONS_S if plan == "quick" else None,
-                        order=PLAN_ORDER.get(plan, default_order))
+                        order=PLAN_ORDER.get(plan, default_order),
+                        stop=PLAN_STOP.get(plan, DEFAULT_STOP))
     return result, time.monotonic() - t0
 
 
@@ -160,8 +170,8 @@ def evaluate(case: Case, d: Draw) -> dict[str, Any]:
         rec: dict[str, Any] = {"case": asdict(case), "key": case.key, "advice": {},
                                "max_impact": MAX_IMPACT, "cross_reference": reference}
         for plan in d.plans:
-            if plan in PLAN_ORDER and case.cc == "bbr":
-                continue  # BBR's probes have one order: "default"'s
+            if (plan in PLAN_ORDER or plan in PLAN_STOP) and case.cc == "bbr":
+                continue  # BBR's probes have one order and one stop rule: "default"'s
             settle(tb, case.cross, reference)
             result, wall = advise_once(target, plan, d.default_order)
             rec["advice"][plan] = advice_record(result, wall)

@@ -33,7 +33,14 @@ from tamebpf.advise.memory import AdviceMemory
 from tamebpf.advise.pathrtt import path_rtt
 from tamebpf.advise.probes import StopRule, probe_congestion, run_probe, run_probes
 from tamebpf.advise.record import AdviceWarning, AdviseResult, Target
-from tamebpf.advise.settled import DEFAULT_MAX_PROBE_S, BbrSettled, Settled
+from tamebpf.advise.settled import (
+    DEFAULT_MAX_PROBE_S,
+    DEFAULT_STOP,
+    BbrSettled,
+    Settled,
+    StopProfile,
+    loss_based_rule,
+)
 from tamebpf.errors import TamebpfError
 from tamebpf.model import DEFAULT_MODEL, ModelInputError, ModelName, Settings
 from tamebpf.present.advice import refusal_text
@@ -68,13 +75,15 @@ def run_advice(target: Target, settings: Settings, probes: Sequence[int] = DEFAU
                on_progress: Callable[[Progress], None] | None = None,
                capacity_mbps: float | None = None,
                max_probe_s: float | None = None,
-               order: ProbeOrder = DEFAULT_ORDER) -> AdviseResult:
+               order: ProbeOrder = DEFAULT_ORDER,
+               stop: StopProfile = DEFAULT_STOP) -> AdviseResult:
     """`durations_s`: fixed seconds per probe (--duration, --quick); None:
     each probe ends when settled, after at most `max_probe_s` (default
     DEFAULT_MAX_PROBE_S). `capacity_mbps`: the bottleneck's link rate if
     known (estimate.advice.build). `order`: of settled probes for a
     loss-based sender (ProbeOrder; BBR and fixed durations keep the pair in
-    order).
+    order). `stop`: the settled probes' stop profile for a loss-based
+    sender (settled.StopProfile).
 
     The probes are the stages of one iperf3 test (advise/probes.run_probes):
     the second probe's streams connect with the first's and start sending
@@ -98,7 +107,8 @@ def run_advice(target: Target, settings: Settings, probes: Sequence[int] = DEFAU
     rules: list[StopRule | None] | None = None
     if durations_s is None:
         durations_s = [limit] * len(probes)
-        rules = [stop_rule(cc, last=i == len(probes) - 1, capacity=capacity_mbps is None)
+        rules = [stop_rule(cc, last=i == len(probes) - 1, capacity=capacity_mbps is None,
+                           profile=stop)
                  for i in range(len(probes))]
     results = run_probes(target, list(zip(probes, durations_s, strict=True)), on_progress,
                          srtt_us, enough=rules)
@@ -109,7 +119,8 @@ def run_advice(target: Target, settings: Settings, probes: Sequence[int] = DEFAU
         third = run_probe(target, n, durations_s[-1], len(probes) + 1, len(probes) + 1,
                           on_progress, srtt_us=results[0].path_srtt_us,
                           enough=None if rules is None else stop_rule(cc, last=True,
-                                                                      capacity=False))
+                                                                      capacity=False,
+                                                                      profile=stop))
         checked = build(target, [*results, third], settings, model, capacity_mbps)
         result = checked if not checked.refused else replace(result, warnings=(
             *result.warnings, AdviceWarning("third_probe_unused", {
@@ -137,13 +148,15 @@ def capacity_first(target: Target, settings: Settings, probes: Sequence[int],
     return build(target, [first, second], settings, model, capacity_mbps)
 
 
-def stop_rule(cc: str, last: bool, capacity: bool = True) -> StopRule:
+def stop_rule(cc: str, last: bool, capacity: bool = True,
+              profile: StopProfile = DEFAULT_STOP) -> StopRule:
     """The default probe's stop rule for congestion control `cc`. `last`:
     the last probe, whose ACKs estimate the capacity unless `capacity` is
-    False (given with --capacity), so that estimate must be tight too."""
+    False (given with --capacity), so that estimate must be tight too.
+    `profile` applies to loss-based senders (settled.StopProfile)."""
     if cc == "bbr":
         return BbrSettled(capacity=last and capacity)
-    return Settled(capacity=last and capacity)
+    return loss_based_rule(last, capacity, profile)
 
 
 def advise_target(host: str, max_impact: float, port: int = IPERF3_PORT,
