@@ -33,13 +33,15 @@ from collections.abc import Callable
 from dataclasses import asdict, replace
 from typing import Any
 
-from tamebpf.advise.estimate.steady import Steady
+from tamebpf.advise.estimate import acktrain
+from tamebpf.advise.estimate.steady import Steady, window_samples
 from tamebpf.advise.probes import run_probes
 from tamebpf.advise.settled import DEFAULT_MAX_PROBE_S, Settled
+from tamebpf.model.confidence import relative_standard_error
 from tamebpf_eval.advise import case_path, load, log
 from tamebpf_eval.docsection import write_section
 from tamebpf_eval.fresh_draw import DRAWS, MAX_IMPACT, draw
-from tamebpf_eval.score import OURS, estimators, p90
+from tamebpf_eval.score import OURS, estimators, p90, probe_from_dict
 from tamebpf_eval.settled import Recorder
 from tamebpf_eval.settled import load as load_gz
 from tamebpf_eval.settled import save as save_gz
@@ -198,6 +200,30 @@ def per_case(records: list[dict[str, Any]], plans: list[str]) -> list[str]:
     return out
 
 
+def todays_limits(records: list[dict[str, Any]]) -> list[str]:
+    """Where today's time goes: its probes that ran to the limit, each stage
+    with what held it (the 1-stream probe's epochs and goodput error, the
+    10-stream probe's capacity estimate at the end)."""
+    first, second = [], []
+    for rec in records:
+        one = probe_from_dict(rec["stages"]["first"]["k4"])
+        if one.stopped != "k4":
+            s = one.steady
+            rse = relative_standard_error(s.noise, window_samples(s)) if s.noise else None
+            first.append((s.median_epochs, rse))
+        ten = probe_from_dict(rec["stages"]["second"]["k4-cap"])
+        if ten.stopped != "k4-cap":
+            e = acktrain.estimate_capacity(ten.ack_pair_mbps, ten.steady.goodput_mbps)
+            second.append(e.trusted)
+    rses = [r for _, r in first if r is not None]
+    return [f"Today's rule ran the 1-stream probe to its limit on {len(first)} of "
+            f"{len(records)}"
+            + (f" (after {min(e for e, _ in first):g}-{max(e for e, _ in first):g} epochs; "
+               f"goodput error {min(rses):.3f}-{max(rses):.3f} against 0.05)" if rses else "")
+            + f", and the 10-stream probe on {len(second)}, {second.count(False)} of them with "
+            "a capacity estimate still untrusted at the end."]
+
+
 def report(records: list[dict[str, Any]]) -> str:
     shown = [p for p in (TODAY, "t15+t15", "k4+k4", "k4+k4-cap-until4", "k4+k4-cap-until6",
                          "k4+k4-cap-until200rtt", "k2+k4", "t3+t3")
@@ -212,7 +238,7 @@ def report(records: list[dict[str, Any]]) -> str:
         "waits for a trusted capacity estimate (today's 10-stream rule); -cap-untilS, it "
         "waits for that only S s (-untilRrtt: R smoothed RTTs); -rse10, a 10% error bound; "
         "tN, a fixed N s.", "",
-        *rows(records), "",
+        *rows(records), "", *todays_limits(records), "",
         "Per case: advised n, throughput error, probing seconds.", "",
         *per_case(records, shown), f"<!-- {SECTION}:end -->", ""])
 
