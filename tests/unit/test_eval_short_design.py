@@ -1,5 +1,5 @@
 """The short-path stop-rule design (tamebpf_eval/short_design.py): the
-candidate that waits for a trusted capacity only so long, and how a
+candidates that wait for a trusted capacity only so long, and how a
 candidate's stop becomes a probe record."""
 
 from __future__ import annotations
@@ -8,7 +8,14 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
-from tamebpf_eval.short_design import _capacity_until, _capacity_until_rtts, _view, with_plans
+from tamebpf.advise.settled import loss_based_rule
+from tamebpf_eval.short_design import (
+    _capacity_until,
+    _capacity_until_rtts,
+    _view,
+    second_stage,
+    with_plans,
+)
 
 
 @dataclass(frozen=True)
@@ -39,11 +46,11 @@ def test_waits_for_the_capacity_only_until_its_time() -> None:
     assert not late(at(4.5), list), "not settled yet: the time alone does not stop it"
 
 
-def test_waits_for_the_capacity_so_many_rtts() -> None:
-    rule = _capacity_until_rtts(200.0, Rule(ready=2.5, trusted=99.0))
-    assert not rule(at(3.9, 20.0), list), "195 RTTs of 20 ms: go on"
-    assert rule(at(4.0, 20.0), list), "200 RTTs: stop"
-    assert not rule(at(14.0, 75.0), list), "on a 75-ms path 200 RTTs are 15 s"
+def test_the_rtt_bounded_candidate_is_what_the_bounded_profile_ships() -> None:
+    # The product's rule itself is tested in test_settled_rule.py; here,
+    # that the design run scored that rule and not a copy of it.
+    assert second_stage()["k4-cap-until200rtt"] == loss_based_rule(True, True, "bounded")
+    assert _capacity_until_rtts(150.0) != loss_based_rule(True, True, "bounded")
 
 
 def test_a_stop_becomes_the_probe_then() -> None:

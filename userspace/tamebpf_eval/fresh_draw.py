@@ -32,11 +32,8 @@ About 9 min a case; cases are kept as they finish and a run resumes.
 
 from __future__ import annotations
 
-import argparse
 import random
-import signal
 import statistics
-import sys
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -47,7 +44,7 @@ from tamebpf.advise.settled import DEFAULT_STOP, StopProfile
 from tamebpf.model import Settings
 from tamebpf.present.advice import refusal_text, warning_texts
 from tamebpf_eval.advise import FRAME_BYTES, Case, case_path, load, log, save
-from tamebpf_eval.docsection import write_section
+from tamebpf_eval.resumable import arguments, measure_missing, publish
 from tamebpf_eval.score import p90, probe_to_dict, score, truth_table
 from tamebpf_eval.truth import measure, settle
 
@@ -270,19 +267,10 @@ def report(records: list[dict[str, Any]], d: Draw) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _exit(signum: int, frame: object) -> None:
-    raise SystemExit(128 + signum)
-
-
 def main() -> int:
-    signal.signal(signal.SIGTERM, _exit)
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = arguments(__doc__, "default: docs/results/eval-DRAW.json")
     ap.add_argument("--draw", choices=sorted(DRAWS), required=True)
-    ap.add_argument("--only", help="run only cases whose key contains this")
-    ap.add_argument("--report", action="store_true", help="measure nothing; score and write")
     ap.add_argument("--list", action="store_true", help="print the drawn cases and exit")
-    ap.add_argument("--results", help="default: docs/results/eval-DRAW.json")
-    ap.add_argument("--write", metavar="FILE", help="write the tables into this Markdown file")
     args = ap.parse_args()
     d = DRAWS[args.draw]
     if args.list:
@@ -292,16 +280,9 @@ def main() -> int:
     results = args.results or d.results
     records = load(results)
     if not args.report:
-        done = {r["key"] for r in records}
-        todo = [c for c in draw(d) if (not args.only or args.only in c.key) and c.key not in done]
-        for i, case in enumerate(todo, 1):
-            log(f"case {i}/{len(todo)}: {case.key}")
-            records.append(evaluate(case, d))
-            save(results, records)
-    text = report(records, d)
-    sys.stdout.write(text)
-    if args.write:
-        write_section(args.write, d.section, text, "Accuracy of tamebpf advise")
+        measure_missing(records, draw(d), args.only, lambda case: evaluate(case, d),
+                        lambda rs: save(results, rs))
+    publish(report(records, d), args.write, d.section, "Accuracy of tamebpf advise")
     return 0
 
 

@@ -20,13 +20,10 @@ fresh draw it was not chosen on (make eval PRESET=fresh4, docs/accuracy.md).
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import json
 import os
-import signal
 import statistics
-import sys
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from typing import Any
@@ -34,8 +31,8 @@ from typing import Any
 from tamebpf.advise.estimate.steady import Steady
 from tamebpf.advise.probes import run_probes
 from tamebpf.advise.settled import Settled
-from tamebpf_eval.advise import case_path, cases, log
-from tamebpf_eval.docsection import write_section
+from tamebpf_eval.advise import case_path, cases
+from tamebpf_eval.resumable import arguments, measure_missing, publish
 from tamebpf_eval.score import OURS, estimators, probe_from_dict
 from tamebpf_eval.truth import settle
 
@@ -253,35 +250,23 @@ def report(records: list[dict[str, Any]]) -> str:
             + "\n<!-- settled_design:end -->\n")
 
 
-def _exit(signum: int, frame: object) -> None:
-    raise SystemExit(128 + signum)
-
-
 def main() -> int:
-    signal.signal(signal.SIGTERM, _exit)
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", help="cases whose key contains this")
-    ap.add_argument("--report", action="store_true", help="measure nothing; score and write")
-    ap.add_argument("--results", default=RESULTS)
-    ap.add_argument("--write", metavar="FILE", help="write the tables into this Markdown file")
+    ap = arguments(__doc__, f"default: {RESULTS}")
     args = ap.parse_args()
-    records = load(args.results)
+    results = args.results or RESULTS
+    records = load(results)
     if not args.report:
         known = truths()
-        done = {r["key"] for r in records}
-        todo = [c for c in cases([], [], args.only, "fresh") + cases([], [], args.only, "fresh2")
-                if c.key in known and c.key not in done]
-        for i, case in enumerate(todo, 1):
-            log(f"case {i}/{len(todo)}: {case.key}")
+
+        def measure(case: Any) -> dict[str, Any]:
             with case_path(case, "sd") as (tb, reference, target):
                 settle(tb, case.cross, reference)
                 plans = probe_plan(known[case.key], target)
-            records.append({**known[case.key], "probes": plans, "default_plan": "t15"})
-            save(args.results, records)
-    text = report(records)
-    sys.stdout.write(text)
-    if args.write:
-        write_section(args.write, "settled_design", text, "Choosing the stop rule")
+            return {**known[case.key], "probes": plans, "default_plan": "t15"}
+        todo = [c for c in cases([], [], None, "fresh") + cases([], [], None, "fresh2")
+                if c.key in known]
+        measure_missing(records, todo, args.only, measure, lambda rs: save(results, rs))
+    publish(report(records), args.write, "settled_design", "Choosing the stop rule")
     return 0
 
 

@@ -25,10 +25,7 @@ before its first case runs.
 
 from __future__ import annotations
 
-import argparse
-import signal
 import statistics
-import sys
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from typing import Any
@@ -38,9 +35,9 @@ from tamebpf.advise.estimate.steady import Steady, window_samples
 from tamebpf.advise.probes import run_probes
 from tamebpf.advise.settled import DEFAULT_MAX_PROBE_S, Settled
 from tamebpf.model.confidence import relative_standard_error
-from tamebpf_eval.advise import case_path, load, log
-from tamebpf_eval.docsection import write_section
+from tamebpf_eval.advise import case_path, load
 from tamebpf_eval.fresh_draw import DRAWS, MAX_IMPACT, draw
+from tamebpf_eval.resumable import arguments, measure_missing, publish
 from tamebpf_eval.score import OURS, estimators, p90, probe_from_dict
 from tamebpf_eval.settled import Recorder
 from tamebpf_eval.settled import load as load_gz
@@ -73,16 +70,13 @@ def _capacity_until(seconds: float, base: Settled) -> Rule:
     return rule
 
 
-def _capacity_until_rtts(rtts: float, base: Settled) -> Rule:
+def _capacity_until_rtts(rtts: float) -> Rule:
     """As _capacity_until, after `rtts` smoothed RTTs of probe: on a short
     path that is a few seconds, on a long one past the probe's limit (200
-    RTTs at 75 ms are 15 s), so long paths keep today's rule."""
-    settled_alone = replace(base, capacity=False)
-
-    def rule(s: Steady, rates: Callable[[], list[float]]) -> Any:
-        ran = s.end_s / (s.srtt_ms / 1000) if s.srtt_ms else 0.0
-        return base(s, rates) or (ran >= rtts and settled_alone(s, rates))
-    return rule
+    RTTs at 75 ms are 15 s), so long paths keep today's rule. This is the
+    product's own rule (Settled.capacity_wait_rtts, the bounded profile's
+    second stage), so what is scored here is what ships."""
+    return Settled(capacity=True, capacity_wait_rtts=rtts)
 
 
 def first_stage() -> dict[str, Rule]:
@@ -99,8 +93,8 @@ def second_stage() -> dict[str, Rule]:
             "k4-rse10": Settled(capacity=False, rse=0.10),
             "k4-cap-until4": _capacity_until(4.0, today),
             "k4-cap-until6": _capacity_until(6.0, today),
-            "k4-cap-until150rtt": _capacity_until_rtts(150.0, today),
-            "k4-cap-until200rtt": _capacity_until_rtts(200.0, today),
+            "k4-cap-until150rtt": _capacity_until_rtts(150.0),
+            "k4-cap-until200rtt": _capacity_until_rtts(200.0),
             "t2": _after(2.0), "t3": _after(3.0)}
 
 
@@ -243,35 +237,25 @@ def report(records: list[dict[str, Any]]) -> str:
         *per_case(records, shown), f"<!-- {SECTION}:end -->", ""])
 
 
-def _exit(signum: int, frame: object) -> None:
-    raise SystemExit(128 + signum)
-
-
 def main() -> int:
-    signal.signal(signal.SIGTERM, _exit)
-    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--only", help="cases whose key contains this")
-    ap.add_argument("--report", action="store_true", help="measure nothing; score and write")
-    ap.add_argument("--results", default=RESULTS)
-    ap.add_argument("--write", metavar="FILE", help="write the tables into this Markdown file")
+    ap = arguments(__doc__, f"default: {RESULTS}")
     args = ap.parse_args()
-    records = load_gz(args.results)
+    results = args.results or RESULTS
+    records = load_gz(results)
     if not args.report:
-        done = {r["key"] for r in records}
-        todo = [(c, r) for c, r in short_cases()
-                if c.key not in done and (not args.only or args.only in c.key)]
-        for i, (case, rec) in enumerate(todo, 1):
-            log(f"case {i}/{len(todo)}: {case.key}")
+        stored = {c.key: rec for c, rec in short_cases()}
+
+        def measure(case: Any) -> dict[str, Any]:
             with case_path(case, "sh") as (tb, reference, target):
                 settle(tb, case.cross, reference)
                 stages = probe_stages(target)
-            keep = {k: rec.get(k) for k in ("case", "key", "max_impact", "truth", "cross_alone")}
-            records.append({**keep, "stages": stages, "default_plan": TODAY})
-            save_gz(args.results, records)
-    text = report([with_plans(r) for r in records])
-    sys.stdout.write(text)
-    if args.write:
-        write_section(args.write, SECTION, text, "Choosing a stop rule for short paths")
+            keep = {k: stored[case.key].get(k)
+                    for k in ("case", "key", "max_impact", "truth", "cross_alone")}
+            return {**keep, "stages": stages, "default_plan": TODAY}
+        measure_missing(records, [c for c, _ in short_cases()], args.only, measure,
+                        lambda rs: save_gz(results, rs))
+    publish(report([with_plans(r) for r in records]), args.write, SECTION,
+            "Choosing a stop rule for short paths")
     return 0
 
 
