@@ -1,5 +1,5 @@
 """Why the advice for BBR senders misses issue 29's targets, from the
-stored probes of fresh draws 4, 5 and 6 (no kernel).
+stored probes of fresh draws 4-7 (no kernel).
 
 The advice for BBR senders rests on the bottleneck's capacity
 (model/share.py), and the advisor refuses when the probes' ACK spacing
@@ -29,7 +29,7 @@ from tamebpf_eval.docsection import replay_main
 from tamebpf_eval.score import probe_from_dict, score, truth_table
 
 RESULTS = ("docs/results/eval-fresh4.json,docs/results/eval-fresh5.json,"
-           "docs/results/eval-fresh6.json")
+           "docs/results/eval-fresh6.json,docs/results/eval-fresh7.json")
 SECTION = "bbr_refusal"
 
 

@@ -64,8 +64,11 @@ ALONE_SHARE = 0.95
 #   BOUNDED_CAPACITY_WAIT_RTTS smoothed RTTs (a few seconds on a short
 #   path, past the 15-s limit beyond 75 ms). On the short paths of draws
 #   4-6 it halved the median probing time (18.9 s to 9.1 s) with no loss of
-#   accuracy there (docs/results/short-design.md); fresh draw 7 measures
-#   it beside "settled" (docs/results/fresh7-decision-rules.md).
+#   accuracy there (docs/results/short-design.md). Fresh draw 7 measured
+#   it beside "settled" and it was not kept: 8.8 s on its short paths, but
+#   over the impact limit in 5 of 18 cases against 3, and a mean throughput
+#   error of 0.251 against 0.180 (docs/results/run-fresh7.md). It stays
+#   for `make eval PRESET=fresh7` to re-measure; no command offers it.
 StopProfile = Literal["settled", "bounded"]
 DEFAULT_STOP: StopProfile = "settled"
 BOUNDED_FIRST_RSE = 0.10

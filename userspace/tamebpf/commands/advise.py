@@ -70,10 +70,10 @@ def register(sub: Any) -> None:
                    help="two fixed " + " s + ".join(f"{d:g}" for d in QUICK_DURATIONS_S)
                    + " s probes (about 5 s in all): a quick look. Close on short paths and "
                    "paths without cross traffic; on long paths (45 ms and more) whose queues "
-                   "other traffic keeps full the probes end in start-up. On fresh draw 6 it was "
-                   "off by a median 14%% of the throughput (mean 19%%) and over the impact limit "
-                   "by more than 0.05 in 1 of 18 cases, against 8%% (13%%) and 1 of 18 for the "
-                   "settled default (docs/accuracy.md)")
+                   "other traffic keeps full the probes end in start-up. On fresh draw 7 it was "
+                   "off by a median 22%% of the throughput (mean 42%%), reached 95%% of the "
+                   "best in 8 of 18 cases and was over the impact limit by more than 0.05 in 3, "
+                   "against 17%% (18%%), 14 and 3 for the settled default (docs/accuracy.md)")
     p.add_argument("--duration", default=None,
                    metavar="S[,S2]",
                    help="fixed seconds of traffic per probe instead of probing until settled: "
