@@ -3,6 +3,8 @@ how a plan's advice is scored against the truth."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tamebpf_eval.fresh_draw import (
@@ -12,6 +14,7 @@ from tamebpf_eval.fresh_draw import (
     LOSS_BASED,
     RATES,
     RTTS,
+    at_limit,
     draw,
     plan_score,
     report,
@@ -83,3 +86,13 @@ def test_report_counts_targets_per_group() -> None:
     assert "make eval-fresh4" in text
     row = next(ln for ln in text.splitlines() if ln.startswith("| loss-based | default"))
     assert "| 1/2 |" in row  # one of two over the limit by more than 0.05
+
+
+def test_probes_at_their_limit_are_counted_per_probe_size() -> None:
+    def probe(n: int, stopped: str | None) -> dict[str, Any]:
+        return {"streams": n, "stopped": stopped}
+    recs = [{"advice": {"default": {"probes": [probe(1, "time limit"), probe(10, "settled")]}}},
+            {"advice": {"default": {"probes": [probe(1, "time limit"), probe(10, "time limit")]},
+                        "quick": {"probes": [probe(1, None), probe(10, None)]}}}]
+    assert at_limit(recs, "default") == "default: 1-stream 2 of 2, 10-stream 1 of 2"
+    assert at_limit(recs, "quick") == "quick: 1-stream 0 of 1, 10-stream 0 of 1"

@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from tamebpf.advise.advisor import QUICK_DURATIONS_S, ProbeOrder, run_advice
-from tamebpf.advise.record import AdviseResult, Target
+from tamebpf.advise.record import TIME_LIMIT, AdviseResult, Target
 from tamebpf.advise.settled import DEFAULT_STOP, StopProfile
 from tamebpf.model import Settings
 from tamebpf.present.advice import refusal_text, warning_texts
@@ -223,6 +223,19 @@ def _row(label: str, recs: list[dict[str, Any]], plan: str) -> str:
             + (f"{statistics.median(short):.1f} ({len(short)})" if short else "-") + " |")
 
 
+def at_limit(records: list[dict[str, Any]], plan: str) -> str:
+    """How many of the plan's settled probes ran to their time limit, per
+    probe size, on these records: where its probing time goes."""
+    ran = [a for r in records if (a := r["advice"].get(plan)) is not None]
+    sizes = sorted({p["streams"] for a in ran for p in a["probes"]})
+    parts = []
+    for n in sizes:
+        probes = [p for a in ran for p in a["probes"] if p["streams"] == n]
+        hit = sum(p.get("stopped") == TIME_LIMIT for p in probes)
+        parts.append(f"{n}-stream {hit} of {len(probes)}")
+    return f"{plan}: " + ", ".join(parts)
+
+
 def report(records: list[dict[str, Any]], d: Draw) -> str:
     loss = [r for r in records if r["case"]["cc"] != "bbr"]
     bbr = [r for r in records if r["case"]["cc"] == "bbr"]
@@ -240,6 +253,10 @@ def report(records: list[dict[str, Any]], d: Draw) -> str:
         if group:
             lines += [_row(label, group, plan) for plan in d.plans
                       if any(plan in r["advice"] for r in group)]
+    settled_plans = [p for p in d.plans if p != "quick" and any(p in r["advice"] for r in loss)]
+    if settled_plans:
+        lines += ["", "Loss-based probes that ran to their time limit: "
+                  + "; ".join(at_limit(loss, p) for p in settled_plans) + "."]
     lines += ["", "| case | plan | advised | quality | thru err | over by | probes (s, why "
               "ended; by-rtt: the RTT check first) |", "|---|---|---|---|---|---|---|"]
     for r in records:

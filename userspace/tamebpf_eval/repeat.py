@@ -21,6 +21,7 @@ from typing import Any
 
 from tamebpf_eval.advise import Case, case_path, load, log, save
 from tamebpf_eval.fresh_draw import DRAWS, Draw, advice_record, advise_once, draw, plan_score
+from tamebpf_eval.report import TARGET_QUALITY, fmt
 from tamebpf_eval.resumable import arguments, measure_missing, publish
 from tamebpf_eval.truth import settle
 
@@ -61,10 +62,6 @@ def run_scores(rec: dict[str, Any]) -> list[dict[str, Any]]:
     return [s for s in scores if s is not None]
 
 
-def _fmt(x: float | None, spec: str) -> str:
-    return "-" if x is None else format(x, spec)
-
-
 def summary(records: list[dict[str, Any]]) -> list[str]:
     per_case = [run_scores(r) for r in records]
     runs = [s for ss in per_case for s in ss]
@@ -73,16 +70,16 @@ def summary(records: list[dict[str, Any]]) -> list[str]:
                 max(s["advised"] for s in ss) >= SPREAD * min(s["advised"] for s in ss))
     ranges = [max(e) - min(e) for ss in per_case
               if len(e := [s["thru_err_mean"] for s in ss if s["thru_err_mean"] is not None]) > 1]
-    good = sum(1 for s in runs if s["quality"] is not None and s["quality"] >= 0.95)
+    good = sum(1 for s in runs if s["quality"] is not None and s["quality"] >= TARGET_QUALITY)
     over = sum(1 for s in runs if (s["exceeds_by"] or 0.0) > 0.05)
     return [
         "| cases | runs scored | >= 95% of best | over by > 0.05 | thru err median / mean "
         f"| cases whose advised n moved {SPREAD:g}x or more | a case's thru err range, median |",
         "|---|---|---|---|---|---|---|",
         f"| {len(records)} | {len(runs)} | {good}/{len(runs)} | {over}/{len(runs)} | "
-        f"{_fmt(statistics.median(errs) if errs else None, '.3f')} / "
-        f"{_fmt(statistics.fmean(errs) if errs else None, '.3f')} | {moved}/{len(records)} | "
-        f"{_fmt(statistics.median(ranges) if ranges else None, '.3f')} |",
+        f"{fmt(statistics.median(errs) if errs else None, '.3f')} / "
+        f"{fmt(statistics.fmean(errs) if errs else None, '.3f')} | {moved}/{len(records)} | "
+        f"{fmt(statistics.median(ranges) if ranges else None, '.3f')} |",
     ]
 
 
@@ -91,8 +88,8 @@ def per_case(records: list[dict[str, Any]]) -> list[str]:
     for r in records:
         ss = run_scores(r)
         out.append(f"| {r['key']} | " + ", ".join(str(s["advised"]) for s in ss) + " | "
-                   + ", ".join(_fmt(s["quality"], ".2f") for s in ss) + " | "
-                   + ", ".join(_fmt(s["thru_err_mean"], ".3f") for s in ss) + " |")
+                   + ", ".join(fmt(s["quality"], ".2f") for s in ss) + " | "
+                   + ", ".join(fmt(s["thru_err_mean"], ".3f") for s in ss) + " |")
     return out
 
 
