@@ -243,7 +243,8 @@ def main() -> int:
     results = args.results or RESULTS
     records = load_gz(results)
     if not args.report:
-        stored = {c.key: rec for c, rec in short_cases()}
+        cases = short_cases()  # reads three draws' records: once
+        stored = {c.key: rec for c, rec in cases}
 
         def measure(case: Any) -> dict[str, Any]:
             with case_path(case, "sh") as (tb, reference, target):
@@ -252,7 +253,7 @@ def main() -> int:
             keep = {k: stored[case.key].get(k)
                     for k in ("case", "key", "max_impact", "truth", "cross_alone")}
             return {**keep, "stages": stages, "default_plan": TODAY}
-        measure_missing(records, [c for c, _ in short_cases()], args.only, measure,
+        measure_missing(records, [c for c, _ in cases], args.only, measure,
                         lambda rs: save_gz(results, rs))
     publish(report([with_plans(r) for r in records]), args.write, SECTION,
             "Choosing a stop rule for short paths")
