@@ -43,11 +43,29 @@ QUALITY = 0.95
 OVER_BY = 0.05
 
 
-def one_round(rec: dict[str, Any], k: int) -> dict[int, dict[str, float | None]]:
-    """The truth table (score.truth_table) of round k alone."""
+def some_rounds(rec: dict[str, Any], ks: tuple[int, ...]) -> dict[int, dict[str, float | None]]:
+    """The truth table (score.truth_table) of rounds ks alone."""
     return truth_table({"truth": {
-        n: {"mbit": [v["mbit"][k]], "cross_with": [v["cross_with"][k]] if v["cross_with"] else []}
+        n: {"mbit": [v["mbit"][k] for k in ks],
+            "cross_with": [v["cross_with"][k] for k in ks] if v["cross_with"] else []}
         for n, v in rec["truth"].items()}})
+
+
+def one_round(rec: dict[str, Any], k: int) -> dict[int, dict[str, float | None]]:
+    """The truth table of round k alone."""
+    return some_rounds(rec, (k,))
+
+
+def as_advice(pred: dict[int, dict[str, float | None]], truth: dict[int, dict[str, float | None]],
+              limit: float) -> dict[str, Any]:
+    """A truth table taken as the advice (its goodput and impact at each n as
+    the prediction, the n of its best nondisruptive goodput as the advised
+    count), scored against another."""
+    thru = {n: t["mbit"] for n, t in pred.items() if t["mbit"]}
+    imp = {n: t["impact"] for n, t in pred.items() if t["impact"] is not None}
+    allowed = [(t["mbit"], n) for n, t in pred.items()
+               if t["mbit"] and (t["impact"] or 0.0) <= limit]
+    return score(thru, imp, max(allowed)[1], truth, limit)
 
 
 def round_scores(rec: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -56,14 +74,8 @@ def round_scores(rec: dict[str, Any]) -> Iterator[dict[str, Any]]:
     rounds = len(next(iter(rec["truth"].values()))["mbit"])
     for a in range(rounds):
         for b in range(rounds):
-            if a == b:
-                continue
-            pred, truth = one_round(rec, a), one_round(rec, b)
-            thru = {n: t["mbit"] for n, t in pred.items() if t["mbit"]}
-            imp = {n: t["impact"] for n, t in pred.items() if t["impact"] is not None}
-            allowed = [(t["mbit"], n) for n, t in pred.items()
-                       if t["mbit"] and (t["impact"] or 0.0) <= limit]
-            yield score(thru, imp, max(allowed)[1], truth, limit)
+            if a != b:
+                yield as_advice(one_round(rec, a), one_round(rec, b), limit)
 
 
 def _cells(scores: list[dict[str, Any]]) -> str:
