@@ -16,12 +16,14 @@ plan and chooses nothing: these cases were seen before.
 
 from __future__ import annotations
 
+import argparse
 import statistics
+from collections.abc import Callable
 from typing import Any
 
 from tamebpf_eval.advise import Case, case_path, load, log, save
 from tamebpf_eval.fresh_draw import DRAWS, Draw, advice_record, advise_once, draw, plan_score
-from tamebpf_eval.report import TARGET_QUALITY, fmt
+from tamebpf_eval.report import OVER_BY, TARGET_QUALITY, fmt
 from tamebpf_eval.resumable import arguments, measure_missing, publish
 from tamebpf_eval.truth import settle
 
@@ -39,6 +41,13 @@ def chosen(d: Draw, min_rtt_ms: float) -> list[tuple[Case, dict[str, Any]]]:
     stored = {r["key"]: r for r in load(d.results)}
     return [(c, stored[c.key]) for c in draw(d)
             if c.cc != "bbr" and c.rtt >= min_rtt_ms and c.key in stored]
+
+
+def long_path_options(ap: argparse.ArgumentParser) -> None:
+    """--draw and --min-rtt: which draw's long loss-based cases to run."""
+    ap.add_argument("--draw", choices=sorted(DRAWS), required=True)
+    ap.add_argument("--min-rtt", type=float, default=80.0, metavar="MS",
+                    help="only cases of at least this RTT (default %(default)s)")
 
 
 def measure_case(case: Case, stored: dict[str, Any], d: Draw, runs: int) -> dict[str, Any]:
@@ -71,7 +80,7 @@ def summary(records: list[dict[str, Any]]) -> list[str]:
     ranges = [max(e) - min(e) for ss in per_case
               if len(e := [s["thru_err_mean"] for s in ss if s["thru_err_mean"] is not None]) > 1]
     good = sum(1 for s in runs if s["quality"] is not None and s["quality"] >= TARGET_QUALITY)
-    over = sum(1 for s in runs if (s["exceeds_by"] or 0.0) > 0.05)
+    over = sum(1 for s in runs if (s["exceeds_by"] or 0.0) > OVER_BY)
     return [
         "| cases | runs scored | >= 95% of best | over by > 0.05 | thru err median / mean "
         f"| cases whose advised n moved {SPREAD:g}x or more | a case's thru err range, median |",
@@ -103,22 +112,30 @@ def report(records: list[dict[str, Any]], d: Draw, section: str) -> str:
         *summary(records), "", *per_case(records), f"<!-- {section}:end -->", ""])
 
 
+def measure_long_paths(args: argparse.Namespace, d: Draw, records: list[dict[str, Any]],
+                       results: str,
+                       measure: Callable[[Case, dict[str, Any]], dict[str, Any]]) -> None:
+    """Measure, with measure(case, the draw's record of it), each of the
+    draw's long loss-based cases not yet in records; save after each."""
+    if args.report:
+        return
+    cases = chosen(d, args.min_rtt)
+    stored = {c.key: rec for c, rec in cases}
+    measure_missing(records, [c for c, _ in cases], args.only,
+                    lambda case: measure(case, stored[case.key]),
+                    lambda rs: save(results, rs))
+
+
 def main() -> int:
     ap = arguments(__doc__, "default: docs/results/repeat-DRAW.json")
-    ap.add_argument("--draw", choices=sorted(DRAWS), required=True)
+    long_path_options(ap)
     ap.add_argument("--runs", type=int, default=RUNS, help="runs a case (default %(default)s)")
-    ap.add_argument("--min-rtt", type=float, default=80.0, metavar="MS",
-                    help="only cases of at least this RTT (default %(default)s)")
     args = ap.parse_args()
     d = DRAWS[args.draw]
     results = args.results or results_path(d)
     records = load(results)
-    if not args.report:
-        cases = chosen(d, args.min_rtt)
-        stored = {c.key: rec for c, rec in cases}
-        measure_missing(records, [c for c, _ in cases], args.only,
-                        lambda case: measure_case(case, stored[case.key], d, args.runs),
-                        lambda rs: save(results, rs))
+    measure_long_paths(args, d, records, results,
+                       lambda case, stored: measure_case(case, stored, d, args.runs))
     section = f"repeat_{d.name}"
     publish(report(records, d, section), args.write, section,
             "The default advice, run again on the same paths")

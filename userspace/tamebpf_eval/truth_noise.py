@@ -31,6 +31,7 @@ from typing import Any
 from tamebpf_eval.advise import load
 from tamebpf_eval.docsection import replay_main
 from tamebpf_eval.fresh_draw import plan_score
+from tamebpf_eval.report import OVER_BY, TARGET_QUALITY
 from tamebpf_eval.score import p90, score, truth_table
 
 SECTION = "truth_noise"
@@ -39,8 +40,6 @@ SECTION = "truth_noise"
 # capacity-first default it measured and did not keep.
 DRAWS = (("fresh4", "default"), ("fresh5", "both"), ("fresh6", "default"),
          ("fresh7", "default"))
-QUALITY = 0.95
-OVER_BY = 0.05
 
 
 def some_rounds(rec: dict[str, Any], ks: tuple[int, ...]) -> dict[int, dict[str, float | None]]:
@@ -78,13 +77,14 @@ def round_scores(rec: dict[str, Any]) -> Iterator[dict[str, Any]]:
                 yield as_advice(one_round(rec, a), one_round(rec, b), limit)
 
 
-def _cells(scores: list[dict[str, Any]]) -> str:
+def cells(scores: list[dict[str, Any]]) -> str:
     errs = [s["thru_err_mean"] for s in scores if s["thru_err_mean"] is not None]
     imp = [e for s in scores for e in s["impact_errs"]]
     q = [s["quality"] for s in scores if s["quality"] is not None]
     over = sum((s["exceeds_by"] or 0.0) > OVER_BY for s in scores)
     ip90 = p90(imp)
-    return (f"{len(scores)} | {over}/{len(scores)} | {sum(x >= QUALITY for x in q)}/{len(q)} | "
+    good = sum(x >= TARGET_QUALITY for x in q)
+    return (f"{len(scores)} | {over}/{len(scores)} | {good}/{len(q)} | "
             + (f"{statistics.median(errs):.3f} / {statistics.fmean(errs):.3f}" if errs else "-")
             + " | " + ("-" if ip90 is None else f"{ip90:.3f}") + " |")
 
@@ -104,13 +104,13 @@ def rows(results: str) -> list[str]:
         every_round += by_round
         every_default += default
         out.append(f"| {name} | one round against the other (each case both ways) | "
-                   + _cells(by_round))
+                   + cells(by_round))
         out.append(f"| {name} | the default's advice against the median of both | "
-                   + _cells(default))
+                   + cells(default))
     if every_round:
-        out.append("| all | one round against the other | " + _cells(every_round))
+        out.append("| all | one round against the other | " + cells(every_round))
         out.append("| all | the default's advice against the median of both | "
-                   + _cells(every_default))
+                   + cells(every_default))
     return out
 
 

@@ -31,32 +31,21 @@ measures the ground truth and chooses nothing in the advisor.
 from __future__ import annotations
 
 import itertools
-import statistics
 from typing import Any
 
-from tamebpf_eval.advise import Case, case_path, load, log, save
-from tamebpf_eval.fresh_draw import DRAWS, Draw, draw, plan_score
-from tamebpf_eval.repeat import DRAW_RUN
+from tamebpf_eval.advise import Case, case_path, load, log
+from tamebpf_eval.fresh_draw import DRAWS, Draw, plan_score
+from tamebpf_eval.repeat import DRAW_RUN, long_path_options, measure_long_paths
 from tamebpf_eval.repeat import results_path as repeat_results
-from tamebpf_eval.report import TARGET_QUALITY, fmt
-from tamebpf_eval.resumable import arguments, measure_missing, publish
-from tamebpf_eval.score import p90
+from tamebpf_eval.resumable import arguments, publish
 from tamebpf_eval.truth import measure
-from tamebpf_eval.truth_noise import as_advice, one_round, some_rounds
+from tamebpf_eval.truth_noise import as_advice, cells, one_round, some_rounds
 
 ROUNDS = 2
-OVER_BY = 0.05
 
 
 def results_path(d: Draw) -> str:
     return f"docs/results/truth-rounds-{d.name}.json"
-
-
-def chosen(d: Draw, min_rtt_ms: float) -> list[tuple[Case, dict[str, Any]]]:
-    """The draw's loss-based cases of at least min_rtt_ms, with their records."""
-    stored = {r["key"]: r for r in load(d.results)}
-    return [(c, stored[c.key]) for c in draw(d)
-            if c.cc != "bbr" and c.rtt >= min_rtt_ms and c.key in stored]
 
 
 def measure_case(case: Case, stored: dict[str, Any], rounds: int) -> dict[str, Any]:
@@ -124,17 +113,6 @@ def default_runs(rec: dict[str, Any], repeat: dict[str, Any] | None,
     return [s for s in (plan_score(as_draw, name) for name in runs) if s is not None]
 
 
-def cells(scores: list[dict[str, Any]]) -> str:
-    errs = [s["thru_err_mean"] for s in scores if s["thru_err_mean"] is not None]
-    imp = [e for s in scores for e in s["impact_errs"]]
-    q = [s["quality"] for s in scores if s["quality"] is not None]
-    over = sum((s["exceeds_by"] or 0.0) > OVER_BY for s in scores)
-    return (f"{len(scores)} | {over}/{len(scores)} | "
-            f"{sum(x >= TARGET_QUALITY for x in q)}/{len(q)} | "
-            f"{fmt(statistics.median(errs) if errs else None, '.3f')} / "
-            f"{fmt(statistics.fmean(errs) if errs else None, '.3f')} | {fmt(p90(imp), '.3f')} |")
-
-
 def rows(records: list[dict[str, Any]], repeats: dict[str, dict[str, Any]]) -> list[str]:
     full = [merged(r) for r in records]
     against2 = [s for r in full for s in perfect_round(r, 2)]
@@ -192,21 +170,15 @@ def report(records: list[dict[str, Any]], repeats: dict[str, dict[str, Any]], d:
 
 def main() -> int:
     ap = arguments(__doc__, "default: docs/results/truth-rounds-DRAW.json")
-    ap.add_argument("--draw", choices=sorted(DRAWS), required=True)
+    long_path_options(ap)
     ap.add_argument("--rounds", type=int, default=ROUNDS,
                     help="truth rounds to add a case (default %(default)s)")
-    ap.add_argument("--min-rtt", type=float, default=80.0, metavar="MS",
-                    help="only cases of at least this RTT (default %(default)s)")
     args = ap.parse_args()
     d = DRAWS[args.draw]
     results = args.results or results_path(d)
     records = load(results)
-    if not args.report:
-        cases = chosen(d, args.min_rtt)
-        stored = {c.key: rec for c, rec in cases}
-        measure_missing(records, [c for c, _ in cases], args.only,
-                        lambda case: measure_case(case, stored[case.key], args.rounds),
-                        lambda rs: save(results, rs))
+    measure_long_paths(args, d, records, results,
+                       lambda case, stored: measure_case(case, stored, args.rounds))
     repeats = {r["key"]: r for r in load(repeat_results(d))}
     section = f"truth_rounds_{d.name}"
     publish(report(records, repeats, d, section), args.write, section,
