@@ -56,12 +56,15 @@ def row(rec: dict[str, Any], plan: str) -> str:
     else:
         with_capacity = "refused"
     t1 = truth[1]["mbit"] or 0.0
+    # How far the joining stream's share during the probe was from its settled one.
+    ratio = f"{g[1] / t1:.2f}x" if t1 else "-"
     estimate = "-" if est.goodput_mbps is None else \
         f"{est.goodput_mbps:.1f} ({est.goodput_mbps / link - 1:+.0%}), " \
         f"{est.pairs} of {est.considered} pairs"
     return (f"| {rec['key']} | {plan} | {link:.1f} | {estimate} | "
             f"{'yes' if est.trusted else 'no: ' + (est.reason or '')} | "
-            f"{g[1]:.1f} / {t1:.1f} | {pred.advice.num_flows} | {s['thru_err_mean']:.3f} | "
+            f"{g[1]:.1f} / {t1:.1f} ({ratio}) | {pred.advice.num_flows} | "
+            f"{s['thru_err_mean']:.3f} | "
             f"{(s['exceeds_by'] or 0.0):+.2f} | {s['quality'] or 0.0:.2f} | {with_capacity} |")
 
 
@@ -75,7 +78,7 @@ def report(paths: str) -> str:
              f"## BBR cases of {paths.replace(',', ', ')}: the capacity, and the loss-law "
              "fit the share advice replaces", "",
              "| case | plan | link TCP goodput | ACK-spacing estimate | trusted | 1-stream "
-             "probe / truth Mbit/s | throughput fit advises | its thru err | over by | "
+             "probe / truth Mbit/s (ratio) | throughput fit advises | its thru err | over by | "
              "quality | with --capacity: advised, thru err, over by |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     lines += [row(r, plan) for r in records for plan in ("default", "quick")

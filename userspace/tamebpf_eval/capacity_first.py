@@ -36,6 +36,7 @@ from tamebpf.advise.estimate.capacity import tcp_goodput_mbps
 from tamebpf.advise.record import ProbeResult, Target
 from tamebpf.model import ModelInputError, Prediction, Probe, Settings, fit_throughput, predict
 from tamebpf_eval.docsection import replay_main
+from tamebpf_eval.report import OVER_BY, TARGET_QUALITY
 from tamebpf_eval.score import _at, p90, probe_from_dict, score, truth_table
 
 LIMIT = 0.30
@@ -107,8 +108,8 @@ def targets_row(label: str, rows: list[tuple[float, dict[str, Any]]]) -> str:
     probing time "t") per case; tamebpf_eval.probe_order uses it too."""
     scores = [s for _, s in rows]
     errs = [s["thru_err_mean"] for s in scores]
-    over = sum((s["exceeds_by"] or 0.0) > 0.05 for s in scores)
-    good = sum((s["quality"] or 0.0) >= 0.95 for s in scores)
+    over = sum((s["exceeds_by"] or 0.0) > OVER_BY for s in scores)
+    good = sum((s["quality"] or 0.0) >= TARGET_QUALITY for s in scores)
     imp = p90([e for s in scores for e in s["impact_errs"]])
     t = [s["t"] for s in scores]
     short = [s["t"] for rtt, s in rows if rtt <= 30]

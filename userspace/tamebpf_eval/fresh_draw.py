@@ -44,6 +44,7 @@ from tamebpf.advise.settled import DEFAULT_STOP, StopProfile
 from tamebpf.model import Settings
 from tamebpf.present.advice import refusal_text, warning_texts
 from tamebpf_eval.advise import FRAME_BYTES, Case, case_path, load, log, save
+from tamebpf_eval.report import OVER_BY, TARGET_QUALITY
 from tamebpf_eval.resumable import arguments, measure_missing, publish
 from tamebpf_eval.score import p90, probe_to_dict, score, truth_table
 from tamebpf_eval.truth import measure, settle
@@ -211,12 +212,12 @@ def _row(label: str, recs: list[dict[str, Any]], plan: str) -> str:
     errs = [s["thru_err_mean"] for _, s in ok if s["thru_err_mean"] is not None]
     imp = [e for _, s in ok for e in s["impact_errs"]]
     q = [s["quality"] for _, s in ok if s["quality"] is not None]
-    over = sum((s["exceeds_by"] or 0.0) > 0.05 for _, s in ok)
+    over = sum((s["exceeds_by"] or 0.0) > OVER_BY for _, s in ok)
     t = [s["probing_s"] for _, s in ok]
     short = [s["probing_s"] for r, s in ok if r["case"]["rtt"] <= 30]
     ip90 = p90(imp)
     return (f"| {label} | {plan} | {len(ok)}" + (f" (refused {refused})" if refused else "")
-            + f" | {over}/{len(ok)} | {sum(x >= 0.95 for x in q)}/{len(q)} | "
+            + f" | {over}/{len(ok)} | {sum(x >= TARGET_QUALITY for x in q)}/{len(q)} | "
             f"{statistics.median(errs):.3f} / {statistics.fmean(errs):.3f} | "
             + ("-" if ip90 is None else f"{ip90:.3f}") + " | "
             f"{statistics.median(t):.1f} / {max(t):.1f} | "

@@ -32,6 +32,7 @@ from tamebpf.advise.estimate.steady import Steady
 from tamebpf.advise.probes import run_probes
 from tamebpf.advise.settled import Settled
 from tamebpf_eval.advise import case_path, cases
+from tamebpf_eval.report import OVER_BY, TARGET_QUALITY
 from tamebpf_eval.resumable import arguments, measure_missing, publish
 from tamebpf_eval.score import OURS, estimators, probe_from_dict
 from tamebpf_eval.truth import settle
@@ -214,7 +215,7 @@ def report(records: list[dict[str, Any]]) -> str:
                 errs.append(s["thru_err_mean"])
             if s["quality"] is not None:
                 quality.append(s["quality"])
-            over += (s["exceeds_by"] or 0) > 0.05
+            over += (s["exceeds_by"] or 0) > OVER_BY
             t = sum(p["duration_s"] for p in rec["probes"][name])
             secs.append(t)
             if rec["case"]["rtt"] <= 30:
@@ -223,7 +224,8 @@ def report(records: list[dict[str, Any]]) -> str:
             continue
         rows.append(
             f"| {name} | {len(errs)} | {statistics.fmean(errs):.3f} | "
-            f"{statistics.median(errs):.3f} | {sum(q >= 0.95 for q in quality)}/{len(quality)} "
+            f"{statistics.median(errs):.3f} | "
+            f"{sum(q >= TARGET_QUALITY for q in quality)}/{len(quality)} "
             f"| {over}/{len(errs)} | {statistics.median(secs):.1f} / {max(secs):.1f} | "
             + (f"{statistics.median(short):.1f}" if short else "-") + " |")
     head = ("| rule | cases | thru err mean | median | >= 95% of best | over by > 0.05 "

@@ -37,6 +37,7 @@ from tamebpf.advise.settled import DEFAULT_MAX_PROBE_S, Settled
 from tamebpf.model.confidence import relative_standard_error
 from tamebpf_eval.advise import case_path, load
 from tamebpf_eval.fresh_draw import DRAWS, MAX_IMPACT, draw
+from tamebpf_eval.report import OVER_BY, TARGET_QUALITY
 from tamebpf_eval.resumable import arguments, measure_missing, publish
 from tamebpf_eval.score import OURS, estimators, p90, probe_from_dict
 from tamebpf_eval.settled import Recorder
@@ -168,10 +169,10 @@ def rows(records: list[dict[str, Any]]) -> list[str]:
         q = [s["quality"] for s in got if s["quality"] is not None]
         imp = [e for s in got for e in s["impact_errs"]]
         t = [s["probing_s"] for s in got]
-        over = sum((s["exceeds_by"] or 0.0) > 0.05 for s in got)
+        over = sum((s["exceeds_by"] or 0.0) > OVER_BY for s in got)
         ip90 = p90(imp)
         out.append(f"| {plan}{' (today)' if plan == TODAY else ''} | {len(got)} | "
-                   f"{over}/{len(got)} | {sum(x >= 0.95 for x in q)}/{len(q)} | "
+                   f"{over}/{len(got)} | {sum(x >= TARGET_QUALITY for x in q)}/{len(q)} | "
                    + (f"{statistics.median(errs):.3f} / {statistics.fmean(errs):.3f}"
                       if errs else "-") + " | "
                    + ("-" if ip90 is None else f"{ip90:.3f}") + " | "
