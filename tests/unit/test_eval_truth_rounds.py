@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tamebpf_eval.truth_rounds import default_runs, merged, perfect_round, round_pairs, rows
+from tamebpf_eval.truth_noise import round_scores
+from tamebpf_eval.truth_rounds import default_runs, merged, round_pairs, rows
 
 # Round by round (two stored, two added): our goodput and the cross traffic's.
 # In round 3 the cross traffic gives way at 4 streams (impact 0.1, not 0.3),
@@ -41,12 +42,12 @@ def test_merged_puts_the_added_rounds_after_the_stored_ones() -> None:
 def test_a_perfect_round_is_scored_against_every_choice_of_other_rounds() -> None:
     m = merged(record())
     # 4 rounds: against 1 other, 4 x 3; against 2, 4 x 3; against 3, 4 x 1.
-    assert [len(perfect_round(m, k)) for k in (1, 2, 3)] == [12, 12, 4]
+    assert [len(list(round_scores(m, k))) for k in (1, 2, 3)] == [12, 12, 4]
     # Round 3 as the advice picks 16 streams; against the median of the
     # other three (all 0.56 at 16) that is over the limit by 0.26.
-    last = perfect_round(m, 3)[-1]
+    last = list(round_scores(m, 3))[-1]
     assert last["advised"] == 16 and abs(last["exceeds_by"] - (1 - 40 / 90 - 0.3)) < 1e-9
-    assert all(s["advised"] == 4 for s in perfect_round(m, 3)[:3])
+    assert all(s["advised"] == 4 for s in list(round_scores(m, 3))[:3])
 
 
 def test_round_pairs_split_by_testbed_build() -> None:
@@ -63,8 +64,8 @@ def test_round_pairs_split_by_testbed_build() -> None:
 def test_the_default_is_scored_against_stored_and_steadier_truth() -> None:
     rec = record()
     repeat = {"runs": [advice(16)]}
-    stored = default_runs(rec, repeat, rec)
-    steadier = default_runs(rec, repeat, merged(rec))
+    stored = default_runs(repeat, rec)
+    steadier = default_runs(repeat, merged(rec))
     assert [s["advised"] for s in stored] == [4, 16]
     assert stored[1]["exceeds_by"] > 0.25
     # With round 3 in, the median impact at 16 falls (0.56, 0.56, 0.56, 0.22

@@ -23,9 +23,10 @@ would score, only the repeatability of the measurement it is scored by.
 
 from __future__ import annotations
 
+import itertools
 import os
 import statistics
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from tamebpf_eval.advise import load
@@ -67,14 +68,22 @@ def as_advice(pred: dict[int, dict[str, float | None]], truth: dict[int, dict[st
     return score(thru, imp, max(allowed)[1], truth, limit)
 
 
-def round_scores(rec: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """Round A as the advice, scored against round B, for both orders."""
+def rounds_of(rec: dict[str, Any]) -> int:
+    return len(next(iter(rec["truth"].values()))["mbit"])
+
+
+def round_scores(rec: dict[str, Any], against: int = 1,
+                 which: Callable[[int, tuple[int, ...]], bool] = lambda a, ks: True
+                 ) -> Iterator[dict[str, Any]]:
+    """Each round A as the advice, scored against the median of `against`
+    other rounds, for every choice of them that `which(A, them)` keeps (by
+    default, with 2 rounds: each against the other, both orders)."""
     limit = rec["max_impact"]
-    rounds = len(next(iter(rec["truth"].values()))["mbit"])
+    rounds = rounds_of(rec)
     for a in range(rounds):
-        for b in range(rounds):
-            if a != b:
-                yield as_advice(one_round(rec, a), one_round(rec, b), limit)
+        for ks in itertools.combinations([b for b in range(rounds) if b != a], against):
+            if which(a, ks):
+                yield as_advice(one_round(rec, a), some_rounds(rec, ks), limit)
 
 
 def cells(scores: list[dict[str, Any]]) -> str:

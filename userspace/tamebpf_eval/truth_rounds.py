@@ -30,16 +30,15 @@ measures the ground truth and chooses nothing in the advisor.
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 from tamebpf_eval.advise import Case, case_path, load, log
-from tamebpf_eval.fresh_draw import DRAWS, Draw, plan_score
-from tamebpf_eval.repeat import DRAW_RUN, long_path_options, measure_long_paths
+from tamebpf_eval.fresh_draw import DRAWS, Draw
+from tamebpf_eval.repeat import DRAW_RUN, long_path_options, measure_long_paths, run_scores
 from tamebpf_eval.repeat import results_path as repeat_results
 from tamebpf_eval.resumable import arguments, publish
 from tamebpf_eval.truth import measure
-from tamebpf_eval.truth_noise import as_advice, cells, one_round, some_rounds
+from tamebpf_eval.truth_noise import cells, round_scores, rounds_of
 
 ROUNDS = 2
 
@@ -73,55 +72,30 @@ def merged(rec: dict[str, Any]) -> dict[str, Any]:
     return {**rec, "truth": truth, "stored_rounds": rounds_of(rec)}
 
 
-def rounds_of(rec: dict[str, Any]) -> int:
-    return len(next(iter(rec["truth"].values()))["mbit"])
-
-
-def perfect_round(rec: dict[str, Any], against: int) -> list[dict[str, Any]]:
-    """Each round as the advice against the median of `against` other
-    rounds, for every choice of them (rec: a merged record)."""
-    limit = rec["max_impact"]
-    k = rounds_of(rec)
-    out = []
-    for a in range(k):
-        others = [b for b in range(k) if b != a]
-        for ks in itertools.combinations(others, against):
-            out.append(as_advice(one_round(rec, a), some_rounds(rec, ks), limit))
-    return out
-
-
 def round_pairs(rec: dict[str, Any], same_build: bool) -> list[dict[str, Any]]:
     """One round as the advice against one other (rec: a merged record),
     both of the same testbed build (stored with stored, added with added)
     or one of each: whether rebuilding the testbed moves the truth."""
-    limit = rec["max_impact"]
     stored = rec["stored_rounds"]
-    k = rounds_of(rec)
-    return [as_advice(one_round(rec, a), one_round(rec, b), limit)
-            for a in range(k) for b in range(k)
-            if a != b and ((a < stored) == (b < stored)) == same_build]
+    return list(round_scores(
+        rec, 1, lambda a, ks: ((a < stored) == (ks[0] < stored)) == same_build))
 
 
-def default_runs(rec: dict[str, Any], repeat: dict[str, Any] | None,
+def default_runs(repeat: dict[str, Any] | None,
                  truth_rec: dict[str, Any]) -> list[dict[str, Any]]:
-    """The default's runs of the case (the draw's own, then the repeats)
-    scored against truth_rec's truth; refused runs left out."""
-    runs = {DRAW_RUN: rec[DRAW_RUN]}
-    if repeat:
-        runs |= {f"run{i}": a for i, a in enumerate(repeat["runs"], 1)}
-    as_draw = {**truth_rec, "advice": runs}
-    return [s for s in (plan_score(as_draw, name) for name in runs) if s is not None]
+    """The default's runs of the case (the draw's own, then the repeats of
+    repeat.md) scored against truth_rec's truth; refused runs left out."""
+    return run_scores({**truth_rec, "runs": repeat["runs"] if repeat else []})
 
 
 def rows(records: list[dict[str, Any]], repeats: dict[str, dict[str, Any]]) -> list[str]:
     full = [merged(r) for r in records]
-    against2 = [s for r in full for s in perfect_round(r, 2)]
-    against3 = [s for r in full for s in perfect_round(r, 3)]
+    against2 = [s for r in full for s in round_scores(r, 2)]
+    against3 = [s for r in full for s in round_scores(r, 3)]
     same = [s for r in full for s in round_pairs(r, True)]
     other = [s for r in full for s in round_pairs(r, False)]
-    stored = [s for r in records for s in default_runs(r, repeats.get(r["key"]), r)]
-    steadier = [s for r, m in zip(records, full, strict=True)
-                for s in default_runs(r, repeats.get(r["key"]), m)]
+    stored = [s for r in records for s in default_runs(repeats.get(r["key"]), r)]
+    steadier = [s for m in full for s in default_runs(repeats.get(m["key"]), m)]
     return [
         "| what | against | scored | over by > 0.05 | >= 95% of best | "
         "thru err median / mean | impact err p90 |", "|---|---|---|---|---|---|---|",
