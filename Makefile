@@ -5,8 +5,9 @@
 #   make test-deps  ... and what only the tests need (make test runs it)
 #   make run        the main job (README)
 #   make test       lint, type-check and the whole test suite (README, CI)
-#   make bench      overhead benchmark -> docs/performance.md
-#   make eval PRESET=NAME  one evaluation (make eval-list: the presets) -> docs/
+#   make bench      overhead benchmarks (userspace/tamebpf_bench) -> docs/performance.md
+#   make eval [PRESET=NAME]  one evaluation, by default the current method
+#               (make eval-list: the presets) -> docs/
 #   make install    DESTDIR/PREFIX-aware install of library and command (links nothing)
 #   make deb        the Debian package, build/tamebpf_VERSION_ARCH.deb
 #   make rpm        the RPM for EL9, build/rpm/RPMS/ARCH/tamebpf-VERSION-1.ARCH.rpm
@@ -59,7 +60,7 @@ LIB_LDLIBS := -lbpf -lelf -lz
 
 .SECONDARY: $(BPF_OBJS)
 
-.PHONY: all compile deps test-deps run test lint unit bench eval eval-list cap-pace-eval cap-follow-eval probetime testbed-accuracy install deb rpm clean cmd man
+.PHONY: all compile deps test-deps run test lint unit bench eval eval-list cap-pace-eval cap-follow-eval testbed-accuracy install deb rpm clean cmd man
 
 # `make` also links the command onto PATH; every other target only builds, so
 # running the tests or a benchmark leaves /usr/local/bin as it was.
@@ -126,24 +127,26 @@ test: test-deps compile lint
 unit: test-deps compile
 	$(PY) -m pytest -q tests/unit
 
-# Long measurements live here, not in the tests: the package
-# userspace/tamebpf_eval (beside tamebpf, not in the product's install), run
-# with this checkout's userspace first on the path (EVALPY). Each writes its
-# own section of a document under docs/.
+# Long measurements live here, not in the tests: the benchmarks in
+# userspace/tamebpf_bench, the accuracy harness in userspace/tamebpf_eval
+# (both beside tamebpf, not in the product's install), run with this
+# checkout's userspace first on the path (EVALPY). Each writes its own
+# section of a document under docs/.
 
 bench: deps compile
-	$(SUDO) $(EVALPY) tamebpf_eval.bench_overhead --write docs/performance.md
-	$(SUDO) $(EVALPY) tamebpf_eval.bench_cap --write docs/performance.md
-	$(SUDO) $(EVALPY) tamebpf_eval.bench_pace --write docs/performance.md
-	$(SUDO) $(EVALPY) tamebpf_eval.bench_scale --write docs/performance.md
+	$(SUDO) $(EVALPY) tamebpf_bench.bench_overhead --write docs/performance.md
+	$(SUDO) $(EVALPY) tamebpf_bench.bench_cap --write docs/performance.md
+	$(SUDO) $(EVALPY) tamebpf_bench.bench_pace --write docs/performance.md
+	$(SUDO) $(EVALPY) tamebpf_bench.bench_scale --write docs/performance.md
 
 # The evaluations: `make eval PRESET=NAME` runs the preset NAME of
 # userspace/tamebpf_eval/presets.toml (a module, its arguments, what it
 # writes; `make eval-list` prints them). EVAL_ARGS go last: EVAL_ARGS=--report
 # re-scores the stored results without measuring, EVAL_ARGS='--only KEY'
-# picks cases. `make eval` alone is PRESET=design; `make eval-NAME` is
-# PRESET=NAME (the names the docs' run records use).
-PRESET ?= design
+# picks cases. `make eval` alone runs the current method (PRESET=current:
+# the first preset, the newest fresh draw); `make eval-NAME` is PRESET=NAME
+# (the names the docs' run records use).
+PRESET ?= current
 eval: deps $(if $(filter list,$(PRESET)),,compile)
 	$(SUDO) $(EVALPY) tamebpf_eval.presets $(PRESET) $(EVAL_ARGS)
 
@@ -156,7 +159,7 @@ eval-%:
 cap-pace-eval cap-follow-eval:
 	$(Q)$(MAKE) --no-print-directory eval PRESET=$(@:-eval=)
 
-probetime testbed-accuracy:
+testbed-accuracy:
 	$(Q)$(MAKE) --no-print-directory eval PRESET=$@
 
 # A self-contained install: the library and the Python package under

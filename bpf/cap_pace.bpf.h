@@ -25,7 +25,7 @@
 /* The RTT callback comes with every ACK that carries an RTT sample; a share
  * is recomputed about once per smoothed RTT, and at most this often. */
 #define PACE_MIN_GAP_NS (1000ULL * 1000)
-/* Only for userspace/tamebpf_eval/bench_cap.py's "before": the RTT callback for every
+/* Only for userspace/tamebpf_bench/bench_cap.py's "before": the RTT callback for every
  * socket of a capped cgroup, as tb_cap_pace did until issue 30. Never set
  * by the loader otherwise. */
 const volatile __u32 rtt_for_all = 0;

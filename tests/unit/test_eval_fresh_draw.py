@@ -3,10 +3,13 @@ how a plan's advice is scored against the truth."""
 
 from __future__ import annotations
 
+import sys
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from tamebpf_eval import fresh_draw
 from tamebpf_eval.fresh_draw import (
     BBR_BBR,
     BBR_CUBIC,
@@ -96,3 +99,46 @@ def test_probes_at_their_limit_are_counted_per_probe_size() -> None:
                         "quick": {"probes": [probe(1, None), probe(10, None)]}}}]
     assert at_limit(recs, "default") == "default: 1-stream 2 of 2, 10-stream 1 of 2"
     assert at_limit(recs, "quick") == "quick: 1-stream 0 of 1, 10-stream 0 of 1"
+
+
+def test_a_draw_whose_candidate_left_measures_nothing(monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    """fresh6's by-rtt has left tamebpf: measuring refuses, naming the commit."""
+    monkeypatch.setattr(sys, "argv", ["fresh_draw", "--draw", "fresh6"])
+    with pytest.raises(SystemExit) as e:
+        fresh_draw.main()
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "git checkout aacc835" in err and "--report" in err and "Traceback" not in err
+
+
+class _Rule:
+    """Settled's stand-in: says what it was built with and answers `answer`."""
+
+    asked: list[bool] = []
+    answers: dict[bool, str | None] = {}
+
+    def __init__(self, capacity: bool) -> None:
+        self.capacity = capacity
+
+    def __call__(self, s: Any, ack_rates: Any) -> str | None:
+        _Rule.asked.append(self.capacity)
+        return _Rule.answers[self.capacity]
+
+
+@pytest.mark.parametrize("ran_rtts, answers, asked, why", [
+    # Before the wait: only the rule that wants a tight capacity.
+    (150, {True: None, False: "settled"}, [True], None),
+    # After it: settled without the capacity, else the capacity rule (alone on the link).
+    (250, {True: None, False: "settled"}, [False], "settled"),
+    (250, {True: "alone on the link", False: None}, [False, True], "alone on the link"),
+])
+def test_the_bounded_capacity_probe_stops_waiting_after_its_rtts(
+        monkeypatch: pytest.MonkeyPatch, ran_rtts: float, answers: dict[bool, str | None],
+        asked: list[bool], why: str | None) -> None:
+    monkeypatch.setattr(fresh_draw, "Settled", _Rule)
+    _Rule.asked, _Rule.answers = [], answers
+    steady = SimpleNamespace(end_s=ran_rtts * 0.1, srtt_ms=100.0)
+    assert fresh_draw.CapacityWait(200)(steady, list) == why  # type: ignore[arg-type]
+    assert _Rule.asked == asked

@@ -12,7 +12,7 @@ alongside our n streams, as the median of several rounds. Scores
 - advice quality: measured throughput at the advised n over the best measured
   throughput of any n whose measured impact stays within the limit;
 - whether the measured impact at the advised n exceeds the limit.
-Raw records go to docs/results/eval.json, tables into the run's own file
+Raw records go to docs/results/history/eval.json.gz, tables into the run's own file
 under docs/results/ (--write; the Makefile's targets name it), which
 docs/accuracy.md summarises.
 """
@@ -21,26 +21,27 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import random
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from tamebpf.advise.estimate.adaptive import PastStartUp
+from tamebpf.advise.estimate.adaptive import past_start_up
+from tamebpf.advise.estimate.steady import Steady
 from tamebpf.advise.probes import run_probe, run_probes
 from tamebpf.advise.record import Target
 from tamebpf.testbed import Testbed, iperf, teardown
 from tamebpf_eval.docsection import write_section
+from tamebpf_eval.records import gz_name, read_json, write_json
 from tamebpf_eval.report import SECTION, plan_parts, tables
 from tamebpf_eval.score import advised_n, probe_to_dict
 from tamebpf_eval.truth import cross_rate, measure, settle, start_cross
 
-RESULTS = "docs/results/eval.json"
+RESULTS = "docs/results/history/eval.json.gz"
 CROSS_WARMUP_S = 5.0
 
 
@@ -118,8 +119,8 @@ def plan_seconds(plan: str) -> tuple[float, float]:
     to issue 15's staged probes); 'S1:S10': the two as stages of one test
     (advise/probes.run_probes), as `tamebpf advise` runs them; 'S1:S10~L':
     stages that run on after S1 and S10, up to L seconds each, until their
-    streams are past start-up (advise/estimate/adaptive.PastStartUp; measured
-    beside the default, not kept: docs/results/run-fresh-settled.md)."""
+    streams are past start-up (PastStartUpAfter; measured
+    beside the default, not kept: docs/results/history/run-fresh-settled.md)."""
     s1, s10, limit = plan_parts(plan)  # ValueError unless two lengths
     d1, d10 = float(s1), float(s10)
     if not (0.5 <= d1 <= 60 and 0.5 <= d10 <= 60):
@@ -127,6 +128,22 @@ def plan_seconds(plan: str) -> tuple[float, float]:
     if limit and not (staged(plan) and max(d1, d10) <= float(limit) <= 60):
         raise ValueError(plan)
     return d1, d10
+
+
+@dataclass(frozen=True)
+class PastStartUpAfter:
+    """A 'S1:S10~L' stage's stop rule (run_probes' `enough`): past start-up
+    (estimate.adaptive.past_start_up), asked once the stage has sent for
+    `seconds`. The product once had this as PastStartUp with run_probes'
+    `at_least`; it counts those seconds from the stage's first sample, not
+    its start (one sample later: the plan as re-measured now differs from
+    the history pages' by that much; `git checkout aacc835` runs it as
+    it was)."""
+
+    seconds: float
+
+    def __call__(self, s: Steady, ack_rates: Callable[[], list[float]]) -> bool:
+        return s.end_s >= self.seconds and past_start_up(s)
 
 
 def plan_limit(plan: str) -> float | None:
@@ -137,7 +154,7 @@ def plan_limit(plan: str) -> float | None:
 
 # A second fresh set, drawn by draw_cases(FRESH2_SEED, 12) from the same
 # ranges on 2026-11-25, before any of them was run: the first set has been
-# looked at case by case (docs/results/run-fresh-settled.md, "Probes that
+# looked at case by case (docs/results/history/run-fresh-settled.md, "Probes that
 # end in start-up"),
 # so a change designed since is checked on these.
 FRESH2_SEED = 20261125
@@ -224,7 +241,7 @@ def measure_probes(tb: Testbed, case: Case, reference: float | None, target: Tar
         limit = plan_limit(plan)
         if limit is not None:
             pair = run_probes(target, [(1, max(d1, limit)), (10, max(d10, limit))],
-                              enough=[PastStartUp(), PastStartUp()], at_least=[d1, d10])
+                              enough=[PastStartUpAfter(d1), PastStartUpAfter(d10)])
         elif staged(plan):
             pair = run_probes(target, [(1, d1), (10, d10)])
         else:
@@ -295,19 +312,19 @@ def with_acked_goodput(rec: dict[str, Any]) -> dict[str, Any]:
 
 
 def load(path: str) -> list[dict[str, Any]]:
+    """The records of `path` (.json, .json.gz or .json.xz); none if missing."""
     try:
-        with open(path) as f:
-            data = json.load(f)
+        data = read_json(path)
     except FileNotFoundError:
-        return []
+        if path == gz_name(path) or not os.path.exists(gz_name(path)):
+            return []
+        data = read_json(gz_name(path))  # where save() put it
     return data.get("records", []) if isinstance(data, dict) else []
 
 
 def save(path: str, records: list[dict[str, Any]]) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path + ".tmp", "w") as f:
-        json.dump({"records": records}, f, indent=1)
-    os.replace(path + ".tmp", path)
+    """Records to `path`, gzipped (records.write_json)."""
+    write_json(path, {"records": records})
 
 
 def _exit_on_signal(signum: int, frame: object) -> None:

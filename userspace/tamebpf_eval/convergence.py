@@ -14,7 +14,7 @@ with the goodput of the run's second half (the ground truth's 30-s warm-up and 3
 C is the bottleneck's TCP goodput from its configured rate, so the table
 shows the share's convergence alone, not the capacity estimate's error.
 
-Raw records go to docs/results/convergence.json; the table into
+Raw records go to docs/results/convergence.json.gz; the table into
 docs/results/run-convergence.md (section `convergence`).
 """
 
@@ -32,7 +32,7 @@ from tamebpf_eval.competing import implied_m
 from tamebpf_eval.docsection import write_section
 from tamebpf_eval.truth import settle
 
-RESULTS = "docs/results/convergence.json"
+RESULTS = "docs/results/convergence.json.gz"
 SECTION = "convergence"
 HEADING = "How long a probe must run"
 # Probe lengths (s) the table shows; each reads the later half of its run.

@@ -11,21 +11,23 @@ rules for what the result changes were written before each draw's first
 run: docs/results/DRAW-decision-rules.md.
 
 Per case, with the cross traffic running, each of the draw's plans:
-"default", `advise`'s settled probes in the order the command had by
-default when the draw was made (Draw.default_order: 1 then 10 streams,
-or for fresh5 capacity first; for BBR 1 then 10 streams and a third probe
-where the share asks for one); the other orders measured beside it on the
-loss-based cases ("both": 1 then 10 streams; "by-rtt": by the path's RTT;
-PLAN_ORDER; "bounded": the pair in order under the bounded stop profile,
-PLAN_STOP); then --quick (2 s + 2 s); then the ground truth
+"default", `advise` as it is (settled probes, 1 then 10 streams; for BBR a
+third probe where the share asks for one); a candidate measured beside it
+on the loss-based cases ("bounded": the pair under the bounded stop rules,
+injected through run_probes' stop-rule hook, bounded_advice); then --quick
+(2 s + 2 s); then the ground truth
 (tamebpf_eval.truth) at 1, 4 and 16 streams and at each advised count:
 20 s warm-up, 15 s window, 2 rounds. Scored as make eval scores
 (tamebpf_eval.score): throughput error over the truth's points, impact
 error, advice quality (>= 95% of the best nondisruptive), over the limit
 by more than 0.05, probing time (the RTT check's included).
 
-    make eval PRESET=fresh4 [EVAL_ARGS="--only KEY"]  # measure
-    make eval PRESET=fresh4 EVAL_ARGS=--report        # score
+    make eval PRESET=fresh7 [EVAL_ARGS="--only KEY"]  # measure
+    make eval PRESET=fresh7 EVAL_ARGS=--report        # score
+
+Draws 5 and 6 measured candidates that have left tamebpf (capacity first,
+the order by RTT): their records re-score, but they re-measure only at the
+commit that had them (Draw.retired).
 
 About 9 min a case; cases are kept as they finish and a run resumes.
 """
@@ -35,13 +37,17 @@ from __future__ import annotations
 import random
 import statistics
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from tamebpf.advise.advisor import QUICK_DURATIONS_S, ProbeOrder, run_advice
+from tamebpf.advise.advisor import DEFAULT_PROBES, QUICK_DURATIONS_S, run_advice
+from tamebpf.advise.estimate.advice import build
+from tamebpf.advise.estimate.steady import Steady
+from tamebpf.advise.probes import StopRule, probe_congestion, run_probes
 from tamebpf.advise.record import TIME_LIMIT, AdviseResult, Target
-from tamebpf.advise.settled import DEFAULT_STOP, StopProfile
-from tamebpf.model import Settings
+from tamebpf.advise.settled import DEFAULT_MAX_PROBE_S, Settled
+from tamebpf.model import DEFAULT_MODEL, Settings
 from tamebpf.present.advice import refusal_text, warning_texts
 from tamebpf_eval.advise import FRAME_BYTES, Case, case_path, load, log, save
 from tamebpf_eval.report import OVER_BY, TARGET_QUALITY
@@ -56,14 +62,14 @@ class Draw:
     seed: int
     why: str  # what it measures, for its section's heading
     plans: tuple[str, ...] = ("default", "quick")  # run in this order, each case
-    # The order of the settled probes `advise` had by default when the draw
-    # was made (advisor.ProbeOrder): its "default" plan, so that a draw run
-    # again measures what it measured first.
-    default_order: ProbeOrder = "smaller-first"
+    # What of the draw's plans has left tamebpf since ("": nothing): its
+    # records re-score (--report), its cases re-measure only at the commit
+    # that had it.
+    retired: str = ""
 
     @property
     def results(self) -> str:
-        return f"docs/results/eval-{self.name}.json"
+        return f"docs/results/eval-{self.name}.json.gz"
 
     @property
     def section(self) -> str:
@@ -83,18 +89,18 @@ DRAWS = {d.name: d for d in (
     # default it replaced (1 then 10 streams, each until settled), measured
     # beside it on the same cases (docs/results/fresh5-decision-rules.md).
     Draw("fresh5", 155056400, "capacity first beside both probes and --quick",
-         ("default", "both", "quick"), "larger-first"),
+         ("default", "both", "quick"), "its default, capacity first"),
     # Drawn on 2026-11-26 (os.urandom) for the order of the probes by the
     # path's RTT (advisor order "by-rtt"), before any of its cases ran; the
     # default (1 then 10 streams, each until settled) measured beside it
     # (docs/results/fresh6-decision-rules.md).
     Draw("fresh6", 969760752, "the pair in order beside the order by RTT and --quick",
-         ("default", "by-rtt", "quick"), "smaller-first"),
+         ("default", "by-rtt", "quick"), "the order by RTT"),
     # Drawn on 2026-11-26 (os.urandom) for the "bounded" stop profile
     # (advise/settled.StopProfile), before any of its cases ran; the default
     # ("settled") measured beside it (docs/results/fresh7-decision-rules.md).
     Draw("fresh7", 1342042681, "the settled default beside the bounded stop and --quick",
-         ("default", "bounded", "quick"), "smaller-first"),
+         ("default", "bounded", "quick")),
 )}
 RATES = (20, 30, 40, 60, 80, 100, 120, 150, 200)  # Mbit/s
 RTTS = (10, 20, 30, 45, 60, 80, 100, 120, 150)  # ms
@@ -129,22 +135,58 @@ def draw(d: Draw) -> list[Case]:
     return out
 
 
-# The settled probes' order of the plans other than "default" (the draw's
-# own) and "quick" (fixed lengths: the pair in order): "both" is 1 stream
-# then 10, "by-rtt" picks by the path's RTT.
-PLAN_ORDER: dict[str, ProbeOrder] = {"both": "smaller-first", "by-rtt": "by-rtt"}
-# Plans that run the default's order under another stop profile.
-PLAN_STOP: dict[str, StopProfile] = {"bounded": "bounded"}
+# Plans measured on the loss-based cases only: BBR's probes have one order
+# and one stop rule, "default"'s.
+LOSS_BASED_ONLY = ("both", "by-rtt", "bounded")
+
+# The bounded stop rules (fresh draw 7's candidate, chosen on the short
+# paths of draws 4-6: docs/results/short-design.md; not kept: run-fresh7.md):
+# the 1-stream probe stops once its goodput is within BOUNDED_FIRST_RSE, and
+# the 10-stream probe waits for a tight capacity estimate at most
+# BOUNDED_CAPACITY_WAIT_RTTS smoothed RTTs.
+BOUNDED_FIRST_RSE = 0.10
+BOUNDED_CAPACITY_WAIT_RTTS = 200.0
 
 
-def advise_once(target: Target, plan: str, default_order: ProbeOrder
-                ) -> tuple[AdviseResult, float]:
+@dataclass(frozen=True)
+class CapacityWait:
+    """The capacity probe's settled rule (settled.Settled with capacity),
+    that after `rtts` smoothed RTTs stops as a probe without one would, while
+    the estimate is still not tight: the advice then takes the throughput
+    fit, as it does when the probe reaches its limit."""
+
+    rtts: float
+
+    def __call__(self, s: Steady, ack_rates: Callable[[], list[float]]) -> str | None:
+        waiting = Settled(capacity=True)
+        ran_rtts = s.end_s / (s.srtt_ms / 1000) if s.srtt_ms else 0.0
+        if ran_rtts < self.rtts:
+            return waiting(s, ack_rates)
+        return Settled(capacity=False)(s, ack_rates) or waiting(s, ack_rates)
+
+
+def bounded_advice(target: Target, settings: Settings) -> AdviseResult:
+    """`advise`'s settled pair for a loss-based sender under the bounded stop
+    rules, given to run_probes as its stop rules (`enough`)."""
+    cc, source = probe_congestion(target)
+    rules: list[StopRule | None] = [Settled(capacity=False, rse=BOUNDED_FIRST_RSE),
+                                    CapacityWait(BOUNDED_CAPACITY_WAIT_RTTS)]
+    results = run_probes(target, [(n, DEFAULT_MAX_PROBE_S) for n in DEFAULT_PROBES],
+                         enough=rules)
+    return replace(build(target, results, settings, DEFAULT_MODEL, None),
+                   congestion=f"{cc} ({source})")
+
+
+def advise_once(target: Target, plan: str) -> tuple[AdviseResult, float]:
     t0 = time.monotonic()
     settings = Settings(max_impact=MAX_IMPACT)
-    result = run_advice(target, settings,
-                        durations_s=QUICK_DURATIONS_S if plan == "quick" else None,
-                        order=PLAN_ORDER.get(plan, default_order),
-                        stop=PLAN_STOP.get(plan, DEFAULT_STOP))
+    if plan == "bounded":
+        result = bounded_advice(target, settings)
+    elif plan in ("default", "quick"):
+        result = run_advice(target, settings,
+                            durations_s=QUICK_DURATIONS_S if plan == "quick" else None)
+    else:
+        raise ValueError(f"plan {plan!r} has left tamebpf")
     return result, time.monotonic() - t0
 
 
@@ -168,10 +210,10 @@ def evaluate(case: Case, d: Draw) -> dict[str, Any]:
         rec: dict[str, Any] = {"case": asdict(case), "key": case.key, "advice": {},
                                "max_impact": MAX_IMPACT, "cross_reference": reference}
         for plan in d.plans:
-            if (plan in PLAN_ORDER or plan in PLAN_STOP) and case.cc == "bbr":
-                continue  # BBR's probes have one order and one stop rule: "default"'s
+            if plan in LOSS_BASED_ONLY and case.cc == "bbr":
+                continue
             settle(tb, case.cross, reference)
-            result, wall = advise_once(target, plan, d.default_order)
+            result, wall = advise_once(target, plan)
             rec["advice"][plan] = advice_record(result, wall)
             ran = ", ".join(f"{p.streams}x {p.duration_s:.1f} s {p.stopped or 'fixed'}"
                             for p in result.probes)
@@ -286,7 +328,7 @@ def report(records: list[dict[str, Any]], d: Draw) -> str:
 
 
 def main() -> int:
-    ap = arguments(__doc__, "default: docs/results/eval-DRAW.json")
+    ap = arguments(__doc__, "default: docs/results/eval-DRAW.json.gz")
     ap.add_argument("--draw", choices=sorted(DRAWS), required=True)
     ap.add_argument("--list", action="store_true", help="print the drawn cases and exit")
     args = ap.parse_args()
@@ -295,6 +337,10 @@ def main() -> int:
         for c in draw(d):
             print(c.key, f"queue {c.queue}", f"cross RTT {c.cross_rtt}" if c.cross_rtt else "")
         return 0
+    if d.retired and not args.report:
+        ap.error(f"{d.name} measured {d.retired}, which has left tamebpf: "
+                 f"EVAL_ARGS=--report re-scores its records; `git checkout aacc835 && "
+                 f"make eval PRESET={d.name}` re-measures it")
     results = args.results or d.results
     records = load(results)
     if not args.report:

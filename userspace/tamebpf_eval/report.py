@@ -240,42 +240,47 @@ _REPRODUCE = {
              "`make eval EVAL_ARGS='--append --cross 0'` (without cross traffic, about 17 "
              "min) and `make eval EVAL_ARGS='--append --cross 8,30 --plans 2+2,3+2'` "
              "(about 50 min); `--report` re-scores the raw records in "
-             "`docs/results/eval.json` without measuring.",
+             "`docs/results/history/eval.json.gz` without measuring.",
     "eval_fresh": "Reproduce: `make eval-fresh` (the 20 fresh cases, about 100 min); "
                   "`make eval-fresh EVAL_ARGS=--report` re-scores the raw records in "
-                  "`docs/results/eval-fresh.json` without measuring.",
+                  "`docs/results/history/eval-fresh.json.gz` without measuring.",
     "eval_fresh_staged": "Reproduce: `make eval-fresh-staged` (the fresh cases' probes "
                          "only, both plans side by side, about 15 min; the ground truth is "
                          "the first run's); `make eval-fresh-staged EVAL_ARGS=--report` "
-                         "re-scores `docs/results/eval-fresh-staged.json` without measuring.",
+                         "re-scores "
+                         "`docs/results/history/eval-fresh-staged.json.gz` without measuring.",
     "eval_fresh_settled": "Reproduce: `make eval-fresh-settled` in parts (`EVAL_ARGS="
                           "'--only fresh0'`, `'--only fresh1'`, `'--only fresh20'`; about "
                           "17 min a case); `EVAL_ARGS='--reprobe --only CASE'` measures a "
                           "case's probes again, both plans, keeping its ground truth (about "
                           "30 s); `make eval-fresh-settled EVAL_ARGS=--report` re-scores "
-                          "`docs/results/eval-fresh-settled.json` without measuring.",
+                          "`docs/results/history/eval-fresh-settled.json.gz` without measuring.",
     "eval_fresh_delivered": "Reproduce: `make eval-fresh-delivered` (the fresh cases' "
                             "default probes only, about 12 min; the ground truth is the "
                             "first run's); `make eval-fresh-delivered EVAL_ARGS=--report` "
-                            "re-scores `docs/results/eval-fresh-delivered.json`, and "
+                            "re-scores `docs/results/history/eval-fresh-delivered.json.gz`, and "
                             "`python -m tamebpf_eval.advise --set fresh --report "
                             "--goodput-from acked "
-                            "--results docs/results/eval-fresh-delivered.json` scores the "
-                            "same probes with the goodput from bytes acked.",
+                            "--results docs/results/history/eval-fresh-delivered.json.gz` "
+                            "scores the same probes with the goodput from bytes acked.",
     "eval_fresh2_settled": "Reproduce: `make eval-fresh2-settled` one case at a time "
                            "(`EVAL_ARGS='--only fresh2-05-'`, about 16 min a case; the "
                            "draw is `draw_cases(FRESH2_SEED, 12)` in tamebpf_eval/advise.py); "
                            "`make eval-fresh2-settled EVAL_ARGS=--report` re-scores "
-                           "`docs/results/eval-fresh2-settled.json` without measuring.",
+                           "`docs/results/history/eval-fresh2-settled.json.gz` without measuring.",
     "eval_fresh_long": "Reproduce: `make eval-fresh-long` (the 15 loss-based cases of the "
                        "first draw, probes only, about 20 min; the ground truth is "
-                       "`docs/results/eval-fresh-settled.json`'s); `make eval-fresh-long "
-                       "EVAL_ARGS=--report` re-scores `docs/results/eval-fresh-long.json` "
+                       "`docs/results/history/eval-fresh-settled.json.gz`'s); `make"
+                       " eval-fresh-long "
+                       "EVAL_ARGS=--report` re-scores "
+                       "`docs/results/history/eval-fresh-long.json.gz` "
                        "without measuring.",
     "eval_fresh2_long": "Reproduce: `make eval-fresh2-long` (the 7 loss-based cases of "
                         "the second draw, probes only, about 12 min; the ground truth is "
-                        "`docs/results/eval-fresh2-settled.json`'s); `make eval-fresh2-long "
-                        "EVAL_ARGS=--report` re-scores `docs/results/eval-fresh2-long.json` "
+                        "`docs/results/history/eval-fresh2-settled.json.gz`'s); `make"
+                        " eval-fresh2-long "
+                        "EVAL_ARGS=--report` re-scores "
+                        "`docs/results/history/eval-fresh2-long.json.gz` "
                         "without measuring.",
 }
 

@@ -1,7 +1,7 @@
 """The testbed's accuracy, measured and written into docs/testbed.md.
 
   make eval PRESET=testbed-accuracy      (all three tables, ~12 min)
-  python -m tamebpf_eval.testbed_accuracy --only rate --rates 100 --runs 3 --json r.json
+  python -m tamebpf_eval.testbed_accuracy --only rate --rates 100 --runs 3 --json r.json.gz
 
 Rate: 1 and 8 CUBIC flows at each rate, `--runs` runs of 8 s (2 s omitted)
 each, median against R x 1448/1514, with the link's CPU and the host's steal
@@ -12,7 +12,6 @@ traffic. Queue: ping behind a UDP overload, against a full queue's delay.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -20,6 +19,7 @@ from typing import Any
 
 from tamebpf.testbed import accuracy
 from tamebpf_eval.docsection import markers, write_section
+from tamebpf_eval.records import write_json
 
 
 def _floats(s: str) -> list[float]:
@@ -90,7 +90,8 @@ def main() -> int:
     p.add_argument("--queues", default="10:50,50:100,100:200,150:400,10:100:red",
                    help="RATE:PACKETS[:red] for the ping behind an overload")
     p.add_argument("--write", help="Markdown file whose sections to replace")
-    p.add_argument("--json", help="also write the raw results here")
+    p.add_argument("--json", help="also write the raw results here, gzipped (JSON.gz unless "
+                   "JSON ends .gz)")
     a = p.parse_args()
     parts = a.only or ["rate", "rtt", "queue"]
     raw: dict[str, list[dict[str, Any]]] = {}
@@ -123,8 +124,7 @@ def main() -> int:
             write_section(a.write, f"testbed-{name}", section(name, body, command),
                           "The testbed")
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump(raw, f, indent=1)
+        write_json(a.json, raw)
     return 0
 
 

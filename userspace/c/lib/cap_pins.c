@@ -159,7 +159,7 @@ struct cap_bpf *cap_load_instance(const char *dir,
 		       sizeof(*cfg->seed));
 	}
 	skel->rodata->unpace_id = cfg->unpace_id;
-	/* tamebpf_eval/bench_cap.py's "before" (cap_pace.bpf.h): never set else */
+	/* tamebpf_bench/bench_cap.py's "before" (cap_pace.bpf.h): never set else */
 	skel->rodata->rtt_for_all = getenv("TAMEBPF_BENCH_RTT_FOR_ALL") != NULL;
 	bpf_program__set_autoload(skel->progs.tb_cap_connect4, cfg->progs & P_CONNECT);
 	bpf_program__set_autoload(skel->progs.tb_cap_connect6, cfg->progs & P_CONNECT);

@@ -16,7 +16,6 @@ as the advisor defines it. Results -> a section of docs/cap.md.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import subprocess
@@ -30,8 +29,9 @@ from tamebpf.kernel.cap import CapTable
 from tamebpf.model import Settings
 from tamebpf.testbed import Testbed, iperf, teardown
 from tamebpf.words import count
-from tamebpf_eval.bench_cap import bench_cgroup
+from tamebpf_bench.bench_cap import bench_cgroup
 from tamebpf_eval.docsection import markers, write_section
+from tamebpf_eval.records import write_json
 from tamebpf_eval.truth import cross_rate, run_streams, settle, start_cross
 
 SECTION = "cap_pace_eval"
@@ -166,14 +166,14 @@ def main() -> int:
     ap.add_argument("--churn-seconds", type=float, default=6.0,
                     help="measuring window of each run of 2, 8, 16 streams")
     ap.add_argument("--write", metavar="FILE", help="replace the section in this Markdown file")
-    ap.add_argument("--json", metavar="FILE", help="also write the raw results here")
+    ap.add_argument("--json", metavar="FILE", help="also write the raw results here, gzipped "
+                    "(FILE.gz unless FILE ends .gz)")
     a = ap.parse_args()
     r = evaluate(a)
     text = table(r, "make cap-pace-eval")
     sys.stdout.write(text)
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump(r, f, indent=1)
+        write_json(a.json, r)
     if a.write:
         write_section(a.write, SECTION, text, "Pace mode on the testbed")
     return 0

@@ -1,5 +1,5 @@
 """A pace cap that follows its path, beside one that does not (issue 32;
-make eval PRESET=cap-follow -> docs/cap.md and docs/results/cap-follow.json).
+make eval PRESET=cap-follow -> docs/cap.md and docs/results/cap-follow.json.gz).
 
 One testbed path, our transfer iperf3 -P 16 (CUBIC) in a cgroup, CUBIC
 cross traffic that changes mid-transfer: 8 flows, then 2, then 8 again
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -45,12 +44,13 @@ from tamebpf.paths.follows import FollowBook, FollowSpec
 from tamebpf.paths.store import STATE_DIR_ENV
 from tamebpf.paths.where import path_key
 from tamebpf.testbed import Testbed, iperf, teardown
-from tamebpf_eval.bench_cap import bench_cgroup
+from tamebpf_bench.bench_cap import bench_cgroup
 from tamebpf_eval.docsection import write_section
+from tamebpf_eval.records import read_json, write_json
 from tamebpf_eval.truth import settle
 
 SECTION = "cap_follow_eval"
-RESULTS = "docs/results/cap-follow.json"
+RESULTS = "docs/results/cap-follow.json.gz"
 RATE, RTT, QUEUE = 100.0, 40.0, 333  # Mbit/s, ms, packets (1 BDP)
 BASE, EXTRA = 2, 6  # cross flows always there; those that come and go
 PORT_EXTRA = iperf.PORT_CROSS + 10
@@ -330,8 +330,7 @@ def main() -> int:
                     + RESULTS)
     args = ap.parse_args()
     if args.report:
-        with open(RESULTS) as f:
-            r = json.load(f)
+        r = read_json(RESULTS)
         for x in r["runs"]:
             x["score"] = score(x, r["references"])
     else:
@@ -362,9 +361,7 @@ def main() -> int:
                  "references": refs, "runs": runs}
             for x in r["runs"]:
                 x["score"] = score(x, refs)
-            os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
-            with open(RESULTS, "w") as f:
-                json.dump(r, f, indent=1)
+            write_json(RESULTS, r)
         finally:
             if cross is not None:
                 cross.stop()

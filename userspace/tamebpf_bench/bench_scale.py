@@ -239,7 +239,7 @@ def section(rows: list[dict[str, float]], leak: dict[str, float] | None = None) 
 
     lines = [START, "## Scale: views and scrapes against the number of flows", "",
              "Idle loopback connections (each is two flows), made and removed by "
-             "`tamebpf_eval.bench_scale` (`make bench`). *iterator*: one kernel read into "
+             "`tamebpf_bench.bench_scale` (`make bench`). *iterator*: one kernel read into "
              "Python records; *snapshot*: the same as Flow objects (what `flows` does for "
              "its table; `flows --json` writes the values without them); "
              "*refresh*: what watch and export do per refresh (the kernel read, the "

@@ -27,7 +27,7 @@ import time
 
 from tamebpf.capfile import parse_dest
 from tamebpf.kernel.cap import PACE_NO_LIMIT, CapTable
-from tamebpf_eval.bench_cap import bench_cgroup, bpf_run_stats, pin_dir, prog_costs
+from tamebpf_bench.bench_cap import bench_cgroup, bpf_run_stats, pin_dir, prog_costs
 from tamebpf_eval.docsection import markers, write_section
 
 START, END = markers("bench_pace")
@@ -89,7 +89,7 @@ def section(gbit: dict[str, list[float]], cost: dict[str, list[int]], rounds: in
              "alone), *pace-1G* (a pace cap of 1 Gbit/s). Goodput is iperf3's received "
              "rate; the ratio is the median of the per-round ratios to *none*.", "",
              f"Measured {time.strftime('%Y-%m-%d')} on this VM: Linux {platform.release()}, "
-             f"{os.cpu_count()} CPUs (`make bench`, tamebpf_eval.bench_pace).", "",
+             f"{os.cpu_count()} CPUs (`make bench`, tamebpf_bench.bench_pace).", "",
              "| mode | goodput Gbit/s (median) | vs none | runs (Gbit/s) |",
              "|---|---|---|---|"]
     for mode, vals in gbit.items():

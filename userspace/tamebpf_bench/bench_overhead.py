@@ -114,7 +114,7 @@ def section(results: Results, reps: int, seconds: int, interval: float) -> str:
             f"| {n} | {statistics.median(r['off']):.0f} | {statistics.median(r['on']):.0f} "
             f"| {statistics.median(r['ratios']):.3f} | {min(r['ratios']):.3f}.."
             f"{max(r['ratios']):.3f} |")
-    cmd = " ".join(["python -m tamebpf_eval.bench_overhead", *sys.argv[1:]])
+    cmd = " ".join(["python -m tamebpf_bench.bench_overhead", *sys.argv[1:]])
     lines += ["", f"Reproduce: `make bench` (runs `{cmd}`).",
               "Loopback throughput is CPU-bound and noisy on a 2-CPU VM; the spread column "
               "shows how far single pairs wander. Nothing of the telemetry runs per packet "

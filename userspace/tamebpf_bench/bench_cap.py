@@ -322,7 +322,7 @@ def per_socket_section(costs: dict[str, dict[str, list[int]]], rounds: int, sock
         lines.append(f"| {name} | {b[0] / per['before']:.1f} | {b[1] / per['before']:.0f} "
                      f"| {a[0] / per['after']:.1f} | {a[1] / per['after']:.0f} |")
     lines.append(f"| **all** | | **{total['before']:.0f}** | | **{total['after']:.0f}** |")
-    cmd = " ".join(["-m tamebpf_eval.bench_cap", *sys.argv[1:]])
+    cmd = " ".join(["-m tamebpf_bench.bench_cap", *sys.argv[1:]])
     lines += ["", f"After / before: {total['after'] / total['before']:.3f} of the BPF time "
               "per socket.", "",
               f"Reproduce: `sudo .venv/bin/python {cmd}` (also run by `make bench`).",
@@ -377,7 +377,7 @@ def section(res: Results, costs: dict[str, dict[str, list[int]]], rounds: int,
         for name, (cnt, ns) in sorted(progs.items()):
             if cnt:
                 lines.append(f"| {name} | {mode} | {cnt} | {ns / cnt:.0f} |")
-    cmd = " ".join(["-m tamebpf_eval.bench_cap", *sys.argv[1:]])
+    cmd = " ".join(["-m tamebpf_bench.bench_cap", *sys.argv[1:]])
     lines += ["", f"Reproduce: `sudo .venv/bin/python {cmd}` (also run by `make bench`).",
               "Loopback on a 2-CPU VM shared with other runs is noisy; compare modes within "
               "one run only. The in-kernel table is the steadier measure of what a cap adds.",
