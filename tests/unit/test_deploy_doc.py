@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from tamebpf.errors import EXIT_STATUS
-from tamebpf.present.toolflags import FORMATS, tool_flags
+from tamebpf.present.toolflags import FORMATS, TOOLS, tool_flags
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = (ROOT / "docs" / "deploy.md").read_text()
@@ -37,3 +37,13 @@ def test_format_flags_are_what_advise_prints() -> None:
             continue
         flags = tool_flags(tool, 7).strip().replace("7", "N")
         assert f"`{flags}`" in DEPLOY, f"{tool}: `{flags}` not in docs/deploy.md"
+
+
+def test_concurrency_flags_are_what_advise_prints() -> None:
+    text = " ".join(DEPLOY.split())
+    for tool, spec in TOOLS.items():
+        if spec.concurrent is not None:
+            flags = spec.concurrent.format(k="K", n="N")
+            assert f"`{flags}`" in text, f"{tool}: `{flags}` not in docs/deploy.md"
+    example = tool_flags("globus-url-copy", 10, concurrency=4).strip()
+    assert f"`{example}`" in text, f"docs/deploy.md's example should be `{example}`"
