@@ -16,6 +16,7 @@ import argparse
 import os
 import re
 import sys
+import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -236,7 +237,9 @@ def epilog(text: str) -> list[str]:
     for block in re.split(r"\n\s*\n", text.strip("\n")):
         lines = block.splitlines()
         if lines and re.fullmatch(r"examples?:", lines[0].strip()):
-            examples += [esc(x.strip()) for x in lines[1:] if x.strip()]
+            # dedented as a block: a continued line keeps its indent
+            body = textwrap.dedent("\n".join(lines[1:]))
+            examples += [esc(x.rstrip()) for x in body.splitlines() if x.strip()]
         else:
             notes += [esc(" ".join(block.split())), ".PP"]
     out: list[str] = []

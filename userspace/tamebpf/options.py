@@ -31,6 +31,18 @@ from tamebpf.values import parse_rate_mbps as parse_rate_mbps
 JSON_INDENT = 1  # every command's --json output
 
 
+class ExamplesFormatter(argparse.HelpFormatter):
+    """Help whose prose is wrapped to the terminal, as argparse's default,
+    but whose `examples:` blocks (in the epilog) keep their lines and
+    alignment; scripts/gen_man.py makes those the man page's EXAMPLES."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        wrap = super()._fill_text
+        return "\n\n".join(
+            block if block.lstrip().startswith("examples:") else wrap(block, width, indent)
+            for block in text.strip("\n").split("\n\n"))
+
+
 def dump_json(obj: Any, out: IO[str]) -> None:
     """The one JSON layout of --json: indented, no NaN, a final newline."""
     json.dump(obj, out, indent=JSON_INDENT, allow_nan=False)

@@ -27,6 +27,7 @@ from tamebpf.kernel import preflight
 from tamebpf.kernel.netns import check_netns
 from tamebpf.lifecycle import terminate_as_interrupt
 from tamebpf.options import (
+    ExamplesFormatter,
     add_advice_options,
     add_state_dir_option,
     dump_json,
@@ -40,8 +41,27 @@ from tamebpf.present.advice import refusal_text, render, to_json
 from tamebpf.present.paths import recalled_json, render_recalled
 from tamebpf.present.plot import check_path, write_plot
 from tamebpf.present.progress import ProgressLine
-from tamebpf.present.toolflags import FORMATS, tool_flags
+from tamebpf.present.toolflags import FORMATS, concurrency_refusal, tool_flags
 from tamebpf.values import IPERF3_PORT, parse_host_port
+
+# How accurate the advice is, in one sentence (the README's advise row says
+# the same); the measured numbers are docs/accuracy.md's, not repeated here.
+ACCURACY = ("Accuracy: on the testbed's emulated paths the advice usually reaches 95% of the "
+            "best throughput within the impact limit, but on long crowded paths it can "
+            "differ 2x from run to run; docs/accuracy.md has the measurements.")
+
+EPILOG = f"""\
+examples:
+  sudo tamebpf advise dtn.example.org --max-impact 5%
+  sudo tamebpf advise dtn.example.org:5202 --max-impact 10% --json
+  sudo tamebpf advise dtn.example.org --max-impact 5% --format globus-url-copy --concurrency 4
+  N=$(sudo tamebpf advise dtn.example.org --max-impact 5% --format shell) || N=4
+
+Exit status 3 means no advice is possible (the reason is on stderr), 1 an
+error, 2 a bad argument; the last example falls back to 4 streams in each.
+
+{ACCURACY}
+"""
 
 
 def register(sub: Any) -> None:
@@ -53,13 +73,14 @@ def register(sub: Any) -> None:
         "the largest stream count whose predicted impact on cross traffic stays within "
         "--max-impact. By default each probe runs until its share of the path has settled "
         "(it counts the streams' congestion epochs in the kernel), at most "
-        f"{DEFAULT_MAX_PROBE_S:g} s: seconds each on an idle path; on crowded paths a median "
-        "21 s for both (16 s at RTTs of 30 ms or less) and up to about "
-        f"{2 * DEFAULT_MAX_PROBE_S + 2:g} s in all (docs/accuracy.md). BBR senders are "
+        f"{DEFAULT_MAX_PROBE_S:g} s: seconds each on an idle path, longer on crowded ones. "
+        "BBR senders are "
         "advised from the bottleneck's capacity less what the probes took (a third probe "
         "where the first two leave the answer open). Every advice is remembered per path: "
         "a second advise within --max-age answers at once from path memory, sending "
         "nothing (docs/paths.md).",
+        epilog=EPILOG,
+        formatter_class=ExamplesFormatter,
     )
     p.add_argument("dest", metavar="HOST[:PORT]",
                    help=f"iperf3 server (default port {IPERF3_PORT})")
@@ -70,10 +91,8 @@ def register(sub: Any) -> None:
                    help="two fixed " + " s + ".join(f"{d:g}" for d in QUICK_DURATIONS_S)
                    + " s probes (about 5 s in all): a quick look. Close on short paths and "
                    "paths without cross traffic; on long paths (45 ms and more) whose queues "
-                   "other traffic keeps full the probes end in start-up. On fresh draw 7 it was "
-                   "off by a median 22%% of the throughput (mean 42%%), reached 95%% of the "
-                   "best in 8 of 18 cases and was over the impact limit by more than 0.05 in 3, "
-                   "against 17%% (18%%), 14 and 3 for the settled default (docs/accuracy.md)")
+                   "other traffic keeps full the probes end in start-up, and the advice is "
+                   "further off than the default's (docs/accuracy.md)")
     p.add_argument("--duration", default=None,
                    metavar="S[,S2]",
                    help="fixed seconds of traffic per probe instead of probing until settled: "
@@ -97,6 +116,11 @@ def register(sub: Any) -> None:
     p.add_argument("--format", choices=FORMATS, metavar="TOOL",
                    help="print only the advised stream count as flags for a transfer tool: "
                    + ", ".join(FORMATS) + " (shell: the bare number)")
+    p.add_argument("--concurrency", metavar="K",
+                   help="with --format: the tool runs K transfers at once (globus-url-copy "
+                   "-cc, rclone --transfers, xrdcp --parallel); both flags are printed, with "
+                   "the streams per transfer such that all K together stay within the advice "
+                   "(rounded down, said on stderr)")
     p.add_argument("--plot", metavar="FILE", help="write a plot (.png or .svg)")
     p.add_argument("--max-age", type=float, default=DEFAULT_MAX_AGE_S, metavar="S",
                    help="answer from path memory when it holds an advice for this path "
@@ -141,6 +165,19 @@ def parse_paths_from(url: str | None) -> str | None:
         raise UsageError(f"--paths-from {url!r}: give Prometheus's base URL, e.g. "
                          "http://prometheus.example:9090")
     return url
+
+
+def parse_concurrency(text: str | None, tool: str | None) -> int | None:
+    """--concurrency K, checked against --format's tool before any probe."""
+    if text is None:
+        return None
+    if not tool:
+        raise UsageError("--concurrency goes with --format TOOL (e.g. --format "
+                         "globus-url-copy --concurrency 4)")
+    refusal = concurrency_refusal(tool)
+    if refusal:
+        raise UsageError(refusal)
+    return parse_count(text, "--concurrency", 1)
 
 
 def parse_capacity(text: str) -> float:
@@ -194,6 +231,7 @@ def run(args: argparse.Namespace) -> int:
     capacity = None if args.capacity is None else parse_capacity(args.capacity)
     if args.json and args.format:
         raise UsageError("--json and --format: choose one output")
+    concurrency = parse_concurrency(args.concurrency, args.format)
     if args.plot:
         check_path(args.plot)
     settings = settings_from(args)
@@ -210,7 +248,7 @@ def run(args: argparse.Namespace) -> int:
         recalled = memory.lookup(target, settings, args.max_age, args.quick, capacity,
                                  parse_paths_from(args.paths_from or paths_from_default()))
         if recalled is not None:
-            return _from_memory(args, recalled, target)
+            return _from_memory(args, recalled, target, concurrency)
     preflight.check("advise")  # after the arguments: a bad one is exit 2 for anyone
     progress = ProgressLine()
     try:
@@ -234,7 +272,8 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         write_plot(result, args.plot)
     if args.format:
-        sys.stdout.write(tool_flags(args.format, result.prediction.advice.num_flows))
+        sys.stdout.write(tool_flags(args.format, result.prediction.advice.num_flows,
+                                    concurrency))
     elif args.json:
         dump_json(to_json(result), sys.stdout)
     else:
@@ -242,11 +281,12 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _from_memory(args: argparse.Namespace, recalled: Recalled, target: Target) -> int:
+def _from_memory(args: argparse.Namespace, recalled: Recalled, target: Target,
+                 concurrency: int | None) -> int:
     """The advice path memory holds (advise/memory.py): nothing is sent."""
     now = time.time()
     if args.format:
-        sys.stdout.write(tool_flags(args.format, recalled.advice.num_flows))
+        sys.stdout.write(tool_flags(args.format, recalled.advice.num_flows, concurrency))
     elif args.json:
         dump_json(recalled_json(recalled, target, now), sys.stdout)
     else:

@@ -33,7 +33,7 @@ from tamebpf.kernel.caps_view import limit_of
 from tamebpf.kernel.flows import FlowReader
 from tamebpf.lifecycle import terminate_as_interrupt
 from tamebpf.logs import log
-from tamebpf.options import dump_json, parse_fraction
+from tamebpf.options import ExamplesFormatter, dump_json, parse_fraction
 from tamebpf.paths.follows import FollowBook, normal_cgroup
 from tamebpf.paths.store import state_dir
 from tamebpf.present.caps import (
@@ -52,6 +52,19 @@ from tamebpf.values import IPERF3_PORT, parse_duration, parse_host_port, rate_by
 __all__ = ["auto_target", "register", "render_table", "resolve_spec"]
 
 
+SET_EXAMPLES = """\
+examples:
+  sudo tamebpf cap set --cgroup dtn.slice --dest 198.18.0.0/15 --max-streams 8
+  sudo tamebpf cap set --cgroup dtn.slice --dest 198.51.100.0/24:50000-51000 --max-streams 4
+  sudo tamebpf cap set --cgroup dtn.slice --dest 198.18.0.0/15 --mode pace --rate 2G
+  sudo tamebpf cap set --cgroup dtn.slice --dest 198.18.0.0/15 --auto 198.18.3.2 --max-impact 5%
+  sudo tamebpf cap set --cgroup dtn.slice --dest 198.18.0.0/15 --auto 198.18.3.2 \\
+      --max-impact 5% --follow
+
+Caps stay until 'tamebpf cap rm' with the same --cgroup and --dest (docs/cap.md).
+"""
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "cap",
@@ -66,7 +79,8 @@ def register(sub: Any) -> None:
     verbs = p.add_subparsers(dest="verb", metavar="VERB")
 
     s = verbs.add_parser("set", help="set a cap", description="Set a cap. Streams to the "
-                         "destination that already exist are counted at once.")
+                         "destination that already exist are counted at once.",
+                         epilog=SET_EXAMPLES, formatter_class=ExamplesFormatter)
     _target_args(s)
     n = s.add_mutually_exclusive_group()
     n.add_argument("--max-streams", metavar="N",
