@@ -230,3 +230,29 @@ def test_jsonl_sink_without_prometheus() -> None:
 def read_jsonl(path: str) -> list[dict[str, Any]]:
     with open(path) as f:
         return [json.loads(line) for line in f if line.endswith("\n")]
+
+
+def test_sighup_logs_a_hangup_line_and_stops_cleanly() -> None:
+    """export has no reload: a SIGHUP (systemd users send it) is logged as
+    event "hangup" and stops it as SIGTERM does, exit 0, programs detached."""
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen([*TAMEBPF, "--log-format", "json", "export", "--listen",
+                                 "127.0.0.1:0", "--no-learn"],
+                                stdout=subprocess.DEVNULL, stderr=err)
+        try:
+            def listening() -> bool:
+                err.seek(0)
+                assert proc.poll() is None, f"exporter exited {proc.returncode}: {err.read()}"
+                return "serving metrics on" in err.read()
+
+            wait_for(listening, 15, "the exporter to listen")
+            proc.send_signal(signal.SIGHUP)
+            rc = proc.wait(timeout=10)
+        finally:
+            stop(proc)  # type: ignore[arg-type]
+        err.seek(0)
+        lines = [json.loads(line) for line in err.read().splitlines() if line.startswith("{")]
+    assert rc == 0, f"expected exit 0 on SIGHUP (as on SIGTERM), got {rc}: {lines}"
+    hangups = [r for r in lines if r.get("event") == "hangup"]
+    assert len(hangups) == 1, f"expected one log line with event hangup, got {lines}"
+    assert not any("Traceback" in str(r) for r in lines), lines

@@ -25,12 +25,17 @@ def _handled(signals: tuple[signal.Signals, ...],
 
 
 @contextlib.contextmanager
-def terminate_as_exit() -> Iterator[None]:
+def terminate_as_exit(on_hangup: Callable[[], None] | None = None) -> Iterator[None]:
     """SIGTERM (and SIGHUP) raise SystemExit, so every `finally` runs: the
     terminal is restored and the BPF programs detached. SIGTERM is how a
-    service manager stops us, so it is a clean exit (0); a hang-up is not."""
+    service manager stops us, so it is a clean exit (0); a hang-up is not,
+    unless `on_hangup` is given: a daemon with nothing to re-read (export)
+    says so through it and stops cleanly, as on SIGTERM."""
 
     def stop(signum: int, frame: FrameType | None) -> NoReturn:
+        if signum == signal.SIGHUP and on_hangup is not None:
+            on_hangup()
+            raise SystemExit(0)
         raise SystemExit(0 if signum == signal.SIGTERM else 128 + signum)
 
     with _handled((signal.SIGTERM, signal.SIGHUP), stop):
@@ -39,12 +44,15 @@ def terminate_as_exit() -> Iterator[None]:
 
 @contextlib.contextmanager
 def terminate_as_interrupt() -> Iterator[None]:
-    """SIGTERM raises KeyboardInterrupt, as Ctrl-C does: a probe stopped
-    either way removes its cgroup, stops its traffic and detaches its BPF
-    programs (advise/probes.py), and the command ends "interrupted" (130)."""
+    """SIGTERM, SIGHUP (the terminal closed) and SIGQUIT raise
+    KeyboardInterrupt, as Ctrl-C does: a probe stopped any of these ways
+    removes its cgroup, stops its traffic and detaches its BPF programs
+    (advise/probes.py), and the command ends "interrupted" (130). Left to
+    their default, HUP and QUIT would end the process at once and leave the
+    probe's cgroup behind."""
 
     def interrupt(signum: int, frame: FrameType | None) -> NoReturn:
         raise KeyboardInterrupt
 
-    with _handled((signal.SIGTERM,), interrupt):
+    with _handled((signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT), interrupt):
         yield

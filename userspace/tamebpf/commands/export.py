@@ -48,6 +48,10 @@ examples:
 
 Every metric, its unit and labels: docs/metrics.md.  Series are per group
 (process or cgroup, and destination); --per-flow adds one series per flow.
+
+Signals: SIGTERM and SIGINT stop it cleanly (programs detached, exit 0).
+SIGHUP does the same, after one log line (event "hangup"): export has no
+reload; options are read at start, so restart it to change them.
 """
 
 
@@ -103,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     agg = Aggregator(args.group_by, settings_from(args), max_groups=max_groups)
     TamebpfCollector = prometheus_collector()
     try:
-        with terminate_as_exit(), FlowReader(cgroup=args.cgroup, netns=args.netns,
+        with terminate_as_exit(on_hangup=_hung_up), FlowReader(cgroup=args.cgroup, netns=args.netns,
                                              verbose=args.verbose, command="export") as reader:
             book = FollowBook(state_dir(args.state_dir))
             collector = TamebpfCollector(reader, agg, per_flow=args.per_flow, caps=read_caps,
@@ -120,6 +124,11 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     return 0
+
+
+def _hung_up() -> None:
+    log.info("SIGHUP: export has nothing to reload (its options are read at start); "
+             "stopping as on SIGTERM, restart it to change them", extra={"event": "hangup"})
 
 
 def path_learner(args: argparse.Namespace) -> PathLearner | None:
