@@ -355,9 +355,18 @@ def test_capacity_given_wins_and_a_different_estimate_is_a_warning() -> None:
 
 def test_max_probe_time_is_checked_and_excludes_duration() -> None:
     from tamebpf.commands.advise import parse_max_probe
-    assert parse_max_probe(3.0) == 3.0
-    with pytest.raises(UsageError, match="--max-probe-time 0.1"):
-        parse_max_probe(0.1)
+    assert parse_max_probe("3") == 3.0
+    for bad in ("0.1", "nan", "inf", "-inf", "NaN", ""):
+        with pytest.raises(UsageError, match="--max-probe-time"):
+            parse_max_probe(bad)
+
+
+@pytest.mark.parametrize("bad", ["nan", "NaN", "inf", "-inf", "infinity", "-1", "1e99", ""])
+def test_max_age_refuses_what_is_not_a_finite_age(bad: str) -> None:
+    from tamebpf.commands.advise import parse_max_age
+    with pytest.raises(UsageError, match="--max-age"):
+        parse_max_age(bad)
+    assert parse_max_age("0") == 0.0 and parse_max_age("3600") == 3600.0
 
 
 def test_iperf3s_count_is_said_to_be_over_its_whole_test() -> None:

@@ -19,6 +19,7 @@ from tamebpf.model import ModelInputError, Settings
 from tamebpf.paths import remote
 from tamebpf.paths.entry import ProbeKind
 from tamebpf.paths.recall import Recalled, entry_from_advice, recall, usable
+from tamebpf.paths.statedir import StateFileRefused
 from tamebpf.paths.store import PathStore, state_dir
 from tamebpf.paths.where import path_key
 
@@ -28,6 +29,26 @@ DEFAULT_MAX_AGE_S = 3600.0
 class AdviceMemory:
     def __init__(self, directory: str | None = None) -> None:
         self.store = PathStore(state_dir(directory))
+        self.off: str | None = None  # why a state file was refused (paths/statedir.py)
+        self._said_off = False
+
+    def _refused(self, err: StateFileRefused) -> None:
+        """Memory is off for this run; said by say_if_off, once."""
+        self.off = str(err)
+
+    def say_if_off(self) -> None:
+        """One line if a state file was refused: called after the root check,
+        so a user without root hears first what stops the probes."""
+        if self.off is None:
+            try:
+                self.store.check()
+            except StateFileRefused as err:
+                self._refused(err)
+            except OSError:
+                pass  # not refused, just unreadable: remember() says so if it fails
+        if self.off is not None and not self._said_off:
+            self._said_off = True
+            log.warning("path memory is off: %s", self.off)
 
     def lookup(self, target: Target, settings: Settings, max_age_s: float, quick: bool,
                link_mbps: float | None, paths_from: str | None = None) -> Recalled | None:
@@ -84,6 +105,9 @@ class AdviceMemory:
             return None  # the probes will say what is wrong, as without memory
         try:
             entry = self.store.newest(key)
+        except StateFileRefused as err:
+            self._refused(err)
+            return None
         except (sqlite3.Error, OSError) as err:
             log.warning("path memory in %s could not be read (%s): probing",
                         self.store.directory, err)
@@ -107,10 +131,13 @@ class AdviceMemory:
             log.warning("the advice was not remembered: %s", err)
             return
         entry = entry_from_advice(result, key, time.time(), kind)
-        if entry is None:
+        if entry is None or self.off is not None:
             return
         try:
             self.store.put(entry)
+        except StateFileRefused as err:
+            self._refused(err)
+            self.say_if_off()
         except (sqlite3.Error, OSError) as err:
             log.warning("the advice was not remembered: path memory in %s could not be "
                         "written (%s); give --state-dir or set TAMEBPF_STATE_DIR to a "

@@ -97,7 +97,7 @@ def register(sub: Any) -> None:
                    metavar="S[,S2]",
                    help="fixed seconds of traffic per probe instead of probing until settled: "
                    "one value for both, or one each")
-    p.add_argument("--max-probe-time", type=float, metavar="S",
+    p.add_argument("--max-probe-time", metavar="S",
                    help="the most each probe runs while waiting for its share to settle "
                    f"(default {DEFAULT_MAX_PROBE_S:g})")
     p.add_argument("--model", choices=TWO_PROBE_MODELS, default=DEFAULT_MODEL,
@@ -122,10 +122,10 @@ def register(sub: Any) -> None:
                    "the streams per transfer such that all K together stay within the advice "
                    "(rounded down, said on stderr)")
     p.add_argument("--plot", metavar="FILE", help="write a plot (.png or .svg)")
-    p.add_argument("--max-age", type=float, default=DEFAULT_MAX_AGE_S, metavar="S",
+    p.add_argument("--max-age", default=f"{DEFAULT_MAX_AGE_S:g}", metavar="S",
                    help="answer from path memory when it holds an advice for this path "
                    "(destination, network namespace, congestion control) at most this old, "
-                   "sending nothing (default %(default)g s; docs/paths.md). The default "
+                   "sending nothing (default %(default)s s; docs/paths.md). The default "
                    "probes take only settled entries, --quick any")
     p.add_argument("--fresh", action="store_true",
                    help="probe even if path memory has a fresh answer (--probes, "
@@ -197,11 +197,15 @@ def parse_durations(text: str) -> tuple[float, float]:
     return (values[0], values[-1])
 
 
-def parse_max_probe(seconds: float) -> float:
-    if not MIN_PROBE_S <= seconds <= MAX_PROBE_S:
-        raise UsageError(f"--max-probe-time {seconds:g}: give seconds per probe from "
-                         f"{MIN_PROBE_S:g} to {MAX_PROBE_S:g}")
-    return seconds
+def parse_max_probe(text: str) -> float:
+    return parse_duration(text, "--max-probe-time", MIN_PROBE_S, MAX_PROBE_S)
+
+
+MAX_AGE_LIMIT_S = 10 * 365 * 24 * 3600.0  # ten years: "any age", yet a finite number
+
+
+def parse_max_age(text: str) -> float:
+    return parse_duration(text, "--max-age", 0.0, MAX_AGE_LIMIT_S)
 
 
 def parse_probes(text: str) -> tuple[int, int]:
@@ -235,8 +239,7 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         check_path(args.plot)
     settings = settings_from(args)
-    if args.max_age < 0:
-        raise UsageError(f"--max-age {args.max_age:g}: give seconds, 0 or more")
+    max_age = parse_max_age(args.max_age)
     if args.netns is not None:
         check_netns(args.netns)  # a bad name is exit 2, as for flows and watch
     target = Target(host, port, args.netns, args.congestion)
@@ -245,11 +248,12 @@ def run(args: argparse.Namespace) -> int:
                      or args.max_probe_time is not None or (n1, n2) != DEFAULT_PROBES
                      or args.model != DEFAULT_MODEL)
     if not probe_options:
-        recalled = memory.lookup(target, settings, args.max_age, args.quick, capacity,
+        recalled = memory.lookup(target, settings, max_age, args.quick, capacity,
                                  parse_paths_from(args.paths_from or paths_from_default()))
         if recalled is not None:
             return _from_memory(args, recalled, target, concurrency)
     preflight.check("advise")  # after the arguments: a bad one is exit 2 for anyone
+    memory.say_if_off()
     progress = ProgressLine()
     try:
         with terminate_as_interrupt():

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ipaddress
+import sqlite3
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
-from tamebpf.errors import UsageError
+from tamebpf.errors import TamebpfError, UsageError
 from tamebpf.options import add_state_dir_option, dump_json
+from tamebpf.paths.statedir import StateFileRefused
 from tamebpf.paths.store import PathStore, state_dir
 from tamebpf.present.paths import entry_json, render_paths
 
@@ -44,9 +48,23 @@ def register(sub: Any) -> None:
     fg.set_defaults(func=run_forget)
 
 
+@contextlib.contextmanager
+def one_line(store: PathStore) -> Iterator[None]:
+    """A refused, unreadable or unwritable path memory is one line (exit 1)."""
+    try:
+        yield
+    except StateFileRefused as err:
+        raise TamebpfError(f"path memory is off: {err}") from None
+    except (sqlite3.Error, OSError) as err:
+        raise TamebpfError(f"path memory in {store.directory} could not be used: {err}",
+                           "check the directory's permissions and free space, or give "
+                           "--state-dir") from None
+
+
 def run_list(args: argparse.Namespace) -> int:
     store = PathStore(state_dir(getattr(args, "state_dir", None)))
-    entries = store.latest()
+    with one_line(store):
+        entries = store.latest()
     now = time.time()
     if args.json:
         dump_json({"state_dir": store.directory, "paths": [entry_json(e, now)
@@ -75,8 +93,9 @@ def inside(dest: str, net: ipaddress.IPv4Network | ipaddress.IPv6Network) -> boo
 def run_forget(args: argparse.Namespace) -> int:
     net = None if args.all else parse_cidr(args.dest)
     store = PathStore(state_dir(getattr(args, "state_dir", None)))
-    dests = None if net is None else [d for d in store.destinations() if inside(d, net)]
-    gone = store.forget(dests)
+    with one_line(store):
+        dests = None if net is None else [d for d in store.destinations() if inside(d, net)]
+        gone = store.forget(dests)
     what = "all paths" if net is None else f"destinations in {net}"
     print(f"forgot {gone} {'entry' if gone == 1 else 'entries'} ({what})")
     return 0

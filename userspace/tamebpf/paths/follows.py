@@ -8,26 +8,25 @@ recomputes each cap's target and writes back what it did; `cap list`,
 directory, beside path memory but not in it: path memory is a cache that a
 damaged file may lose (paths/store.py), which caps follow is configuration.
 
-Every change is read-modify-write under an flock and lands with an atomic
-rename, so `cap set` and the agent may write at once and a kill -9 leaves
-the old file or the new one. A file that cannot be read is reported in one
-line and treated as empty; the next write replaces it.
+Every change is read-modify-write under an flock (of the state directory,
+paths/statedir.py: the file is read without following links and only if it
+is the directory owner's) and lands with an atomic rename, so `cap set` and
+the agent may write at once and a kill -9 leaves the old file or the new one.
+A file that cannot be read (or is refused) is reported in one line and
+treated as empty; the next write replaces it.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
-import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from tamebpf.logs import log
 from tamebpf.paths.entry import PathKey
-from tamebpf.paths.store import DIR_MODE, FILE_MODE
+from tamebpf.paths.statedir import StateDir, make_directory
 
 FOLLOWS_NAME = "follows.json"
 VERSION = 1
@@ -105,7 +104,7 @@ class FollowBook:
         # Parsed again only when the file was replaced: watch and export
         # read it on every refresh, and each write is a rename (new inode).
         try:
-            st = os.stat(self.path)
+            st = os.stat(self.path, follow_symlinks=False)
         except FileNotFoundError:
             return []
         except OSError:
@@ -121,7 +120,11 @@ class FollowBook:
 
     def _parse(self) -> list[FollowSpec]:
         try:
-            with open(self.path, encoding="utf-8") as f:
+            with StateDir(self.directory) as sd:
+                fd = sd.open(FOLLOWS_NAME)
+            if fd is None:
+                return []
+            with os.fdopen(fd, encoding="utf-8") as f:
                 data = json.load(f)
             if not isinstance(data, dict) or data.get("version") != VERSION:
                 raise ValueError(f"not a version {VERSION} follows file")
@@ -160,31 +163,19 @@ class FollowBook:
         self._change(lambda specs: [fn(s) if s.ident == ident else s for s in specs])
 
     def _change(self, fn: Callable[[list[FollowSpec]], list[FollowSpec]]) -> None:
-        if not os.path.isdir(self.directory):
-            os.makedirs(self.directory, mode=DIR_MODE, exist_ok=True)
-        with self._locked():
+        make_directory(self.directory)
+        with StateDir(self.directory) as sd, sd.locked():
             specs = fn(self._parse())  # never the cache: this write must see the last one
             text = json.dumps({"version": VERSION, "follows": [s.to_json() for s in specs]},
                               indent=1, allow_nan=False)
-            fd, tmp = tempfile.mkstemp(prefix=".follows-", dir=self.directory)
+            tmp, fd = sd.create(FOLLOWS_NAME)  # made new, never followed; renamed in
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as f:
                     f.write(text + "\n")
                     f.flush()
                     os.fsync(f.fileno())
-                os.chmod(tmp, FILE_MODE)
-                os.replace(tmp, self.path)
+                sd.rename(tmp, FOLLOWS_NAME)
                 _PARSED.pop(self.path, None)
             except BaseException:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(tmp)
+                sd.remove(tmp)
                 raise
-
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        fd = os.open(self.path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)

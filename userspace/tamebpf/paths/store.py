@@ -6,24 +6,36 @@ Every write runs in one IMMEDIATE transaction that also expires old rows:
 the file stays bounded without a cleaner. A file that is not ours (another
 program's database, or corrupt) is moved aside under a name that says so,
 with one line on stderr, and a fresh database takes its place: memory is a
-cache of measurements, losing it costs a probe, never a failure.
+cache of measurements, losing it costs a probe, never a failure. The file
+and its journals are opened without following links and only if they are
+the state directory owner's (paths/statedir.py); the first write builds the
+database under a temporary name and renames it in.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import sqlite3
 import time
+import urllib.parse
 from collections.abc import Iterator
 from dataclasses import fields
 
 from tamebpf.logs import log
 from tamebpf.paths.entry import FitData, PathEntry, PathKey
+from tamebpf.paths.statedir import DEFAULT_STATE_DIR as DEFAULT_STATE_DIR
+from tamebpf.paths.statedir import DIR_MODE as DIR_MODE
+from tamebpf.paths.statedir import FILE_MODE as FILE_MODE
+from tamebpf.paths.statedir import STATE_DIR_ENV as STATE_DIR_ENV
+from tamebpf.paths.statedir import (
+    StateDir,
+    StateFileRefused,
+    held_by_this_process,
+    make_directory,
+)
+from tamebpf.paths.statedir import state_dir as state_dir
 
-DEFAULT_STATE_DIR = "/var/lib/tamebpf"
-STATE_DIR_ENV = "TAMEBPF_STATE_DIR"
 DB_NAME = "paths.db"
 # 'tame' in the SQLite header's application_id field: tells our file from
 # any other SQLite database placed at the same name.
@@ -32,7 +44,8 @@ SCHEMA_VERSION = 1
 DEFAULT_RETENTION_S = 7 * 24 * 3600.0
 DEFAULT_MAX_ROWS = 10_000
 BUSY_TIMEOUT_S = 10.0  # another writer holds the lock: wait this long
-DIR_MODE, FILE_MODE = 0o750, 0o640
+_Opened = tuple[sqlite3.Connection, int]
+JOURNALS = ("-wal", "-shm", "-journal")  # the files SQLite keeps beside the database
 SQLITE_CORRUPT, SQLITE_NOTADB = 11, 26  # primary result codes of a damaged file
 
 # Columns after id, in PathEntry's field order; key and fit are spread out.
@@ -57,11 +70,6 @@ CREATE INDEX IF NOT EXISTS paths_by_age ON paths (created);
 PRAGMA application_id = {APPLICATION_ID};
 PRAGMA user_version = {SCHEMA_VERSION};
 """
-
-
-def state_dir(given: str | None = None) -> str:
-    """--state-dir, else $TAMEBPF_STATE_DIR, else /var/lib/tamebpf."""
-    return given or os.environ.get(STATE_DIR_ENV) or DEFAULT_STATE_DIR
 
 
 class NotOurs(Exception):
@@ -157,55 +165,98 @@ class PathStore:
                    "created DESC, id DESC LIMIT ?)", (self.max_rows,))
 
     # -- the file ----------------------------------------------------------
+    def check(self) -> None:
+        """Raise StateFileRefused if a file at the database's names may not
+        be opened (paths/statedir.py); opens and creates nothing."""
+        if os.path.isdir(self.directory):
+            with StateDir(self.directory) as sd:
+                for suffix in ("", *JOURNALS):
+                    sd.look(DB_NAME + suffix)
+
     @contextlib.contextmanager
     def _connection(self, create: bool) -> Iterator[sqlite3.Connection | None]:
-        if not create and not os.path.exists(self.path):
+        """The database, checked (paths/statedir.py); None when there is
+        none and `create` is not asked (a read creates nothing)."""
+        if create:
+            make_directory(self.directory)
+        elif not os.path.isdir(self.directory):
             yield None
             return
-        if create:
-            self._make_directory()
-        db = self._open_checked()
-        try:
-            yield db
-        finally:
-            db.close()
+        with StateDir(self.directory) as sd:
+            opened = self._open_checked(sd, create)
+            if opened is None:
+                yield None
+                return
+            db, fd = opened
+            try:
+                yield db
+            finally:
+                db.close()
+                # Only now: closing any descriptor of the file drops every
+                # POSIX lock this process holds on it, SQLite's included.
+                os.close(fd)
 
-    def _make_directory(self) -> None:
-        if not os.path.isdir(self.directory):
-            os.makedirs(self.directory, mode=DIR_MODE, exist_ok=True)
-            os.chmod(self.directory, DIR_MODE)  # the umask may have taken bits away
-
-    def _open_checked(self) -> sqlite3.Connection:
+    def _open_checked(self, sd: StateDir, create: bool) -> _Opened | None:
+        for suffix in JOURNALS:
+            sd.look(DB_NAME + suffix)  # SQLite opens these by name: refuse a planted one
         try:
-            return self._open()
+            return self._open(sd, create)
         except (NotOurs, sqlite3.DatabaseError) as err:
             if not _not_ours(err):
                 raise  # locked past the time-out, no permission: not the file's fault
             # One process moves the bad file aside; the others, waiting on
             # the lock, then find the fresh database and use it.
-            with _locked(self.path + ".lock"):
+            with sd.locked():
                 try:
-                    return self._open()
+                    return self._open(sd, create)
                 except (NotOurs, sqlite3.DatabaseError) as again:
                     if not _not_ours(again):
                         raise
-                    aside = self._move_aside()
+                    aside = self._move_aside(sd)
                     log.warning("%s is not a tamebpf path database (%s): moved it to %s "
-                                "and started a fresh one (path memory starts empty)",
-                                self.path, err, aside)
-                    return self._open()
+                                "(path memory starts empty)", self.path, err, aside)
+                    return self._open(sd, create)
 
-    def _open(self) -> sqlite3.Connection:
-        fresh = not os.path.exists(self.path) or os.path.getsize(self.path) == 0
-        db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    def _open(self, sd: StateDir, create: bool) -> _Opened | None:
+        """The connection and the descriptor it was checked against (to be
+        closed after the connection)."""
+        fd = sd.open(DB_NAME)
+        if fd is None:
+            if not create:
+                return None
+            self._create(sd)
+            fd = sd.open(DB_NAME)
+            if fd is None:
+                raise FileNotFoundError(f"{self.path} vanished as it was made")
+        try:
+            db = self._connect_checked(fd, create)
+        except BaseException:
+            os.close(fd)
+            raise
+        if db is None:
+            os.close(fd)
+            return None
+        return db, fd
+
+    def _connect_checked(self, fd: int, create: bool) -> sqlite3.Connection | None:
+        """SQLite's connection to the file `fd` holds (checked): SQLite opens
+        by name, so it must be seen to hold that very file before a write."""
+        db = _connect(self.path)
         try:
             app = db.execute("PRAGMA application_id").fetchone()[0]
+            if not held_by_this_process(fd):
+                raise StateFileRefused(f"{self.path} was replaced while it was opened: "
+                                       "path memory not used this time")
+            fresh = os.fstat(fd).st_size == 0
             if app != APPLICATION_ID:
                 tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
                 if tables:
                     raise NotOurs(f"a SQLite database of another program, application id "
                                   f"{app:#x}")
                 fresh = True
+            if fresh and not create:
+                db.close()
+                return None  # an empty file holds nothing to read
             version = db.execute("PRAGMA user_version").fetchone()[0]
             if not fresh and version != SCHEMA_VERSION:
                 raise NotOurs(f"schema version {version}, this tamebpf reads "
@@ -217,30 +268,54 @@ class PathStore:
             db.execute("PRAGMA synchronous = NORMAL")
             if fresh:
                 db.executescript(_SCHEMA)
-                self._own_file()
         except BaseException:
             db.close()
             raise
         return db
 
-    def _own_file(self) -> None:
-        """0640, and owned by the directory's owner: a root `advise` that
-        writes first must not lock out the exporter's service user (SQLite
-        gives the -wal and -shm files the database file's owner)."""
-        with contextlib.suppress(OSError):
-            os.chmod(self.path, FILE_MODE)
-            if os.geteuid() == 0:
-                d = os.stat(self.directory)
-                os.chown(self.path, d.st_uid, d.st_gid)
+    def _create(self, sd: StateDir) -> None:
+        """The first write: the database is built under a temporary name
+        and renamed in whole, so a full or read-only disk leaves no empty
+        paths.db behind, and the name is never followed."""
+        with sd.locked():
+            if sd.look(DB_NAME) is not None:
+                return  # another writer made it while we waited
+            name, fd = sd.create(DB_NAME)
+            try:
+                db = _connect(sd.path(name))
+                try:
+                    db.execute("PRAGMA application_id").fetchone()
+                    if not held_by_this_process(fd):
+                        raise StateFileRefused(f"{sd.path(name)} was replaced as it was "
+                                               "made: path memory not written")
+                    db.executescript(_SCHEMA)
+                    # Last, so a failure before leaves no WAL to lose.
+                    db.execute("PRAGMA journal_mode = WAL")
+                finally:
+                    db.close()
+                os.fsync(fd)
+                sd.rename(name, DB_NAME)
+                sd.sync()
+            except BaseException:
+                sd.remove(name, *(name + suffix for suffix in JOURNALS))
+                raise
+            finally:
+                os.close(fd)
 
-    def _move_aside(self) -> str:
-        aside = f"{self.path}.bad-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
-        os.replace(self.path, aside)
+    def _move_aside(self, sd: StateDir) -> str:
+        aside = f"{DB_NAME}.bad-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+        sd.rename(DB_NAME, aside)
         for suffix in ("-wal", "-shm"):
             # The journal of the bad file belongs with it, not with the new one.
             with contextlib.suppress(FileNotFoundError):
-                os.replace(self.path + suffix, aside + suffix)
-        return aside
+                sd.rename(DB_NAME + suffix, aside + suffix)
+        return sd.path(aside)
+
+
+def _connect(path: str) -> sqlite3.Connection:
+    """An existing database file (mode=rw: SQLite never creates it)."""
+    uri = f"file:{urllib.parse.quote(path)}?mode=rw"
+    return sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
 
 
 def _not_ours(err: BaseException) -> bool:
@@ -260,16 +335,6 @@ def _immediate(db: sqlite3.Connection) -> Iterator[None]:
         db.execute("ROLLBACK")
         raise
     db.execute("COMMIT")
-
-
-@contextlib.contextmanager
-def _locked(path: str) -> Iterator[None]:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
 
 
 def _row(e: PathEntry) -> tuple[object, ...]:
