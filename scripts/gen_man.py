@@ -29,6 +29,7 @@ OVERHEAD = {
     "export": "flows: telemetry overhead",
     "advise": "flows: telemetry overhead",
     "cap": "cap: connect() overhead",
+    "run": "flows: telemetry overhead",  # and a pace cap's, as `cap` (docs/run.md)
 }
 OVERHEAD_TEXT = {
     "flows: telemetry overhead": (

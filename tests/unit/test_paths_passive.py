@@ -128,3 +128,19 @@ def test_a_paced_group_teaches_nothing_and_marks_nothing() -> None:
     assert got is not None and got.entry is None and got.changed is None
     unpaced = learn(group(16, scale=0.3), "tb-snd", 2000.0, SETTINGS, probed())
     assert unpaced is not None and unpaced.changed  # the same goodput unpaced: changed
+
+
+def test_a_pace_cap_that_did_not_bind_lets_the_group_teach() -> None:
+    """`tamebpf run` at a target above what the path gives: the goodput
+    (well under UNBOUND_SHARE of the target) is the path's own."""
+    from tamebpf.paths.passive import UNBOUND_SHARE
+
+    g = group(4)
+    target = share(4) * 1e6 / UNBOUND_SHARE * 1.5
+    got = learn(replace(g, paced_bps=target), "tb-snd", 2000.0, SETTINGS, probed())
+    free = learn(g, "tb-snd", 2000.0, SETTINGS, probed())
+    assert got is not None and got.entry is not None, "a cap far above the goodput blocked it"
+    assert free is not None and free.entry is not None
+    assert got.entry.advised_streams == free.entry.advised_streams
+    held = learn(replace(g, paced_bps=share(4) * 1e6), "tb-snd", 2000.0, SETTINGS, probed())
+    assert held is not None and held.entry is None, "a cap at the goodput taught the path"

@@ -18,7 +18,7 @@ from tamebpf import __version__, logs
 from tamebpf.errors import TamebpfError
 
 # The order shown in --help; commands not listed here follow, by name.
-ORDER = ("watch", "advise", "paths", "predict", "cap", "flows", "export")
+ORDER = ("watch", "advise", "run", "paths", "predict", "cap", "flows", "export")
 
 
 def command_names() -> list[str]:

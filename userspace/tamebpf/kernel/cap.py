@@ -21,7 +21,7 @@ from typing import Any
 
 from tamebpf.capfile import Dest, check_cgroup_text, parse_dest
 from tamebpf.errors import TamebpfError, UsageError
-from tamebpf.kernel import native, preflight
+from tamebpf.kernel import native, preflight, run_cgroups
 from tamebpf.kernel.abi import (
     TB_CAP_MODE_PACE,
     TB_CAP_MODE_REFUSE,
@@ -283,11 +283,7 @@ class CapTable:
                 return cap
         return None
 
-    def list(self) -> list[Cap]:
-        """The caps in force. What a command killed midway left is removed
-        first, so the pins are exactly those of the caps listed."""
-        if not os.path.isdir(self.pin):
-            return []
+    def _list(self) -> list[Cap]:
         with _netns_open() as fds:  # a half-removed pace cap's sockets, to unpace
             fd_arr = (ctypes.c_int * max(1, len(fds)))(*fds)
             rc = self._lib.tb_cap_tidy(self.pin.encode(), fd_arr, len(fds))
@@ -314,6 +310,23 @@ class CapTable:
                 except TamebpfError:
                     continue  # removed while we read
         return sorted(caps, key=lambda c: (c.cgroup, c.family, c.dest))
+
+    def list(self) -> list[Cap]:
+        """The caps in force. What a command killed midway left is removed
+        first, so the pins are exactly those of the caps listed; so are the
+        cgroups and caps of `tamebpf run`s that were killed (kill -9) and
+        left no process (kernel/run_cgroups.py)."""
+        if not os.path.isdir(self.pin):
+            with run_cgroups.dead_runs():
+                return []  # no cap to remove; the dead runs' cgroups go
+        caps = self._list()
+        with run_cgroups.dead_runs() as dead:
+            stale = [c for c in caps if c.cgroup in dead or (
+                not c.cgroup_exists and c.cgroup.startswith("/" + run_cgroups.PREFIX))]
+            if stale:
+                self.commit(stale)
+        gone = {c.id for c in stale}
+        return [c for c in caps if c.id not in gone]
 
     def _count(self, cap_id: int) -> TbCapCount:
         count = TbCapCount()

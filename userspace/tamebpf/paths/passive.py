@@ -44,6 +44,10 @@ STORE_EVERY_S = 60.0
 # advise's probes run in cgroups named so (kernel/probe.py): their start-up
 # is no transfer's goodput, and their advice is stored by advise itself.
 PROBE_CGROUP = "tamebpf-probe-"
+# A paced group whose goodput stayed under this share of its cap's target
+# was not held back by the cap: its goodput is the path's (a `tamebpf run`
+# started at a rate above what the path gives).
+UNBOUND_SHARE = 0.8
 
 
 @dataclass(frozen=True)
@@ -90,7 +94,8 @@ def learn(group: Group, netns: str, now: float, settings: Settings,
     obs = group.observed
     if key is None or not obs or PROBE_CGROUP in (group.cgroup or ""):
         return None
-    if group.paced_bps is not None:
+    if group.paced_bps is not None and any(
+            o.goodput_mbps * 1e6 >= UNBOUND_SHARE * group.paced_bps for o in obs):
         # A pace cap holds the group to its target: its goodput is what we
         # chose, not what the path gives (a following cap reads the path
         # from its scout instead: cap_follow.py).

@@ -1,0 +1,184 @@
+"""`tamebpf run -- CMD` on the real kernel (docs/run.md): exit status as a
+shell gives it, signals passed to CMD once, nothing left after it ends (or,
+after a kill -9 of run, after the next `cap list`), and a transfer on the
+testbed that teaches path memory. Each test uses a private pin directory
+(`pins`) and path memory (conftest), and touches only the run cgroups of
+the runs it started (tamebpf-run-PID of their own PIDs)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tamebpf.kernel.cap import CapTable
+from tamebpf.kernel.cgroups import cgroup2_mount, empty_and_remove
+from tamebpf.testbed import iperf
+from tests.integration import conftest_testbed as tbfix
+from tests.integration.kernel_fixtures import wait_for
+
+pytestmark = pytest.mark.root
+TAMEBPF = [sys.executable, "-m", "tamebpf"]
+
+
+def run_cgroup(pid: int) -> str:
+    root = cgroup2_mount()
+    assert root
+    return os.path.join(root, f"tamebpf-run-{pid}")
+
+
+def tamebpf_run(*argv: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*TAMEBPF, "run", *argv], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def caps_of(pid: int) -> list[str]:
+    return [c.dest for c in CapTable("test").list() if c.cgroup == f"/tamebpf-run-{pid}"]
+
+
+def start_run(*argv: str) -> subprocess.Popen[str]:
+    """A run whose CMD prints 'ready' once it is in the run's cgroup."""
+    return subprocess.Popen([*TAMEBPF, "run", *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def wait_ready(proc: subprocess.Popen[str]) -> None:
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    err = proc.stderr.read() if proc.stderr and not line else ""
+    assert line.strip() == "ready", f"CMD said {line!r}; stderr: {err}"
+
+
+def left_by(proc: subprocess.Popen[str]) -> list[str]:
+    """What a run that has ended left: its cgroup, its caps."""
+    left = [run_cgroup(proc.pid)] if os.path.exists(run_cgroup(proc.pid)) else []
+    return left + caps_of(proc.pid)
+
+
+@pytest.mark.parametrize(("argv", "status", "says"), [
+    (["sh", "-c", "exit 0"], 0, None),
+    (["sh", "-c", "exit 3"], 3, None),
+    (["sh", "-c", "kill -9 $$"], 128 + 9, None),  # dies at once, by a signal
+    (["tamebpf-no-such-command"], 127, "command not found"),
+    (["NOT-EXECUTABLE"], 126, "Permission denied"),
+], ids=["0", "3", "killed", "127", "126"])
+def test_exit_status_is_cmds_own(pins: str, tmp_path: Path, argv: list[str], status: int,
+                                 says: str | None) -> None:
+    if argv == ["NOT-EXECUTABLE"]:
+        plain = tmp_path / "data.txt"  # no x bit: even root may not execute it
+        plain.write_text("#!/bin/sh\n")
+        plain.chmod(0o644)
+        argv = [str(plain)]
+    res = tamebpf_run("--", *argv)
+    assert res.returncode == status, f"{argv}: exit {res.returncode}, stderr {res.stderr!r}"
+    lines = res.stderr.strip().splitlines()
+    assert not [ln for ln in lines if "Traceback" in ln], res.stderr
+    if says is not None:
+        assert lines == [f"tamebpf: {argv[0]}: {says}"], lines
+    else:
+        assert len(lines) == 1 and lines[0].startswith(
+            f"tamebpf run: sh exited {status} after"), lines
+    assert CapTable("test").list() == [], "the run's caps are left"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_reaches_cmd_once_and_nothing_is_left(pins: str, tmp_path: Path,
+                                                       sig: signal.Signals) -> None:
+    got = tmp_path / "got"
+    # CMD counts the signals it gets, and ends 0.5 s after the first with 7.
+    script = (f"trap 'echo x >> {got}' INT TERM; echo ready; "
+              f"while [ ! -s {got} ]; do sleep 0.05; done; sleep 0.5; exit 7")
+    proc = start_run("--", "sh", "-c", script)
+    try:
+        wait_ready(proc)
+        assert os.path.isdir(run_cgroup(proc.pid)), "no run cgroup while CMD runs"
+        assert sorted(caps_of(proc.pid)) == ["0.0.0.0/0", "::/0"], caps_of(proc.pid)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 7, f"exit {proc.returncode}: {err}"
+    times = got.read_text().count("x")
+    assert times == 1, f"CMD got {sig.name} {times} times"
+    assert left_by(proc) == [], f"left after {sig.name}: {left_by(proc)}"
+    assert "tamebpf run: sh exited 7" in err, err
+
+
+def test_cap_list_tidies_after_kill_9_of_run(pins: str) -> None:
+    proc = start_run("--", "sh", "-c", "echo ready; exec sleep 60")
+    cmd_pid = None
+    try:
+        wait_ready(proc)
+        cg = run_cgroup(proc.pid)
+        with open(os.path.join(cg, "cgroup.procs")) as f:
+            cmd_pid = int(f.read().split()[0])
+        proc.kill()
+        proc.wait()
+        # CMD lives on: its cgroup and cap stay (they still pace it).
+        listed = subprocess.run([*TAMEBPF, "cap", "list", "--window", "0"],
+                                capture_output=True, text=True, timeout=30)
+        assert listed.returncode == 0, listed.stderr
+        assert os.path.isdir(cg) and len(caps_of(proc.pid)) == 2, "swept while CMD ran"
+        os.kill(cmd_pid, signal.SIGKILL)
+        wait_for(lambda: "populated 0" in Path(cg, "cgroup.events").read_text(), 10,
+                 "CMD to leave the cgroup")
+        listed = subprocess.run([*TAMEBPF, "cap", "list", "--json", "--window", "0"],
+                                capture_output=True, text=True, timeout=30)
+        assert listed.returncode == 0, listed.stderr
+        assert json.loads(listed.stdout) == [], listed.stdout
+        assert not os.path.exists(cg), f"{cg} not swept by cap list"
+    finally:
+        proc.kill()
+        proc.wait()
+        if cmd_pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(cmd_pid, signal.SIGKILL)
+        empty_and_remove(run_cgroup(proc.pid))  # only if the test failed half-way
+
+
+RATE, RTT, QUEUE = 20.0, 20.0, 25
+
+
+def test_iperf3_under_run_teaches_path_memory(pins: str, tmp_path: Path) -> None:
+    """iperf3 -P 4 under run on the testbed, with path memory seeded by one
+    `advise --quick --capacity` (one stream count needs the capacity):
+    the summary counts 4 streams, and a passive entry is stored."""
+    with tbfix.running_testbed(rate_mbit=RATE, rtt_ms=RTT, queue_pkts=QUEUE, cc="cubic") as tb:
+        server = iperf.start_server(tb, 5201)
+        with tbfix.killed_on_exit(server):
+            dst, ns = tb.addresses["receiver"], tb.namespaces["sender"]
+            seeded = subprocess.run(
+                [*TAMEBPF, "advise", dst, "--quick", "--capacity", f"{RATE:g}M",
+                 "--max-impact", "10%", "--netns", ns, "--congestion", "cubic"],
+                capture_output=True, text=True, timeout=60)
+            assert seeded.returncode == 0, seeded.stderr
+            summary = tmp_path / "summary.json"
+            t0 = time.monotonic()
+            # 10 Gbit/s: far above the path, so the cap never holds it back.
+            res = tamebpf_run("--netns", ns, "--rate", "10G", f"--json={summary}", "--",
+                              *iperf.client_argv(dst, 5201, 4, 8, "cubic", json_out=False),
+                              timeout=60)
+            took = time.monotonic() - t0
+            assert res.returncode == 0, res.stderr
+            assert "iperf Done" in res.stdout and "{" not in res.stdout, res.stdout[-500:]
+            s = json.loads(summary.read_text())
+            d = s["destinations"][0]
+            assert d["addr"] == dst and d["streams"] == 4, s
+            assert 0.5 * RATE < d["goodput_mbps"] <= RATE * 1.05, s
+            assert [x["dest"] for x in s["learned"]] == [dst], (
+                f"nothing learned in {took:.0f} s: {s['not_learned']}")
+            listed = subprocess.run([*TAMEBPF, "paths", "--json"], capture_output=True,
+                                    text=True, timeout=30)
+            assert listed.returncode == 0, listed.stderr
+            sources = [(e["source"], e["netns"]) for e in json.loads(listed.stdout)["paths"]
+                       if e["dest"] == f"{dst}/32"]
+            assert ("passive", ns) in sources, listed.stdout
+    assert CapTable("test").list() == [], "the run's caps are left"

@@ -1,0 +1,407 @@
+"""One `tamebpf run`: CMD in a cgroup of its own whose TCP streams share a
+pace cap that follows the destination they send to, and what the transfer
+teaches path memory (docs/run.md).
+
+1. The run's cgroup (kernel/run_cgroups.py) gets a pace cap per address
+   family (0.0.0.0/0 and ::/0) before CMD starts: a pace cap paces only
+   the streams that connect after it is set (docs/cap.md, "Open streams
+   when a cap changes"), and the destination is not known yet. Its target
+   is --rate, else DEFAULT_RATE.
+2. Every STEP_S the cgroup's flows are read. The first destination CMD
+   sends to sets the path: path memory's advice for it becomes the target
+   (unless --rate was given), and the cap follows that path as `export`
+   makes a `cap set --follow` cap follow (cap_follow.Follower: a scout
+   stream, the target from its share and the capacity path memory holds).
+   The spec lives in this process only, so an `export` on the host does
+   not step the run's cap too.
+3. The same readings feed the passive learner (paths/passive.PathLearner),
+   as `export` feeds it every transfer; --no-learn turns both writers off.
+4. SIGINT, SIGTERM and SIGHUP are waited for (blocked, sigtimedwait) and
+   passed to CMD once: a Ctrl-C the terminal sent to the whole foreground
+   process group has reached CMD already and is not sent again. When CMD
+   has ended, processes it left in the cgroup are killed, the caps removed
+   and the cgroup with them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sqlite3
+import subprocess
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tamebpf.cap_follow import SAMPLE_EVERY_S, SETTLE_S, WINDOW_S, Follower
+from tamebpf.capfile import parse_dest
+from tamebpf.errors import TamebpfError
+from tamebpf.groups.aggregate import Aggregator
+from tamebpf.groups.group import Group
+from tamebpf.groups.passive_fit import LOSS_BASED
+from tamebpf.kernel import run_cgroups
+from tamebpf.kernel.cap import PACE_NO_LIMIT, Add, CapTable
+from tamebpf.kernel.caps_view import limit_of
+from tamebpf.kernel.cgroups import empty_and_remove
+from tamebpf.kernel.flows import FlowReader
+from tamebpf.logs import log
+from tamebpf.model import ModelInputError, Settings
+from tamebpf.paths.entry import PathEntry, PathKey
+from tamebpf.paths.follows import FollowBook, FollowSpec
+from tamebpf.paths.passive import PathLearner, group_key
+from tamebpf.paths.recall import recall, usable
+from tamebpf.paths.store import PathStore, state_dir
+from tamebpf.paths.where import netns_id
+from tamebpf.records import Cap, Flow
+from tamebpf.runner.child import WAITED, shell_status, start
+from tamebpf.runner.summary import Destination, Learned, Summary
+from tamebpf.units import pace_bytes_per_s
+
+DEFAULT_RATE_MBPS = 100.0  # conservative: a share of most research links, not all of one
+WIDE = ("0.0.0.0/0", "::/0")
+STEP_S = 1.0  # flows read; the learner's refresh (its stream count must hold 3 of them)
+# Path memory's advice older than this is not the run's start (advise's --max-age).
+MEMORY_MAX_AGE_S = 3600.0
+# A connection "moved data" in a step when it moved this share of the busiest
+# one's bytes (aggregate.STREAM_SHARE: a control connection beside the data).
+STREAM_SHARE = 0.01
+TERM_WAIT_S = 5.0  # after our own failure: CMD's time to end on SIGTERM
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    argv: Sequence[str]
+    settings: Settings
+    netns: str | None = None
+    rate_mbps: float | None = None  # --rate: the start target, before path memory's
+    state_dir: str | None = None
+    learn: bool = True
+    verbose: bool = False
+
+
+class MemoryBook(FollowBook):
+    """The run's follow spec, in this process only (paths/follows.py keeps
+    the file that `export`'s follower steps)."""
+
+    def __init__(self) -> None:
+        super().__init__(os.devnull)
+        self._specs: list[FollowSpec] = []
+
+    def specs(self) -> list[FollowSpec]:
+        return list(self._specs)
+
+    def _change(self, fn: Callable[[list[FollowSpec]], list[FollowSpec]]) -> None:
+        self._specs = fn(list(self._specs))
+
+
+class ReadOnlyStore(PathStore):
+    """Path memory read but never written (--no-learn)."""
+
+    def put(self, entry: PathEntry) -> int:
+        return 0
+
+    def mark_changed(self, key: PathKey) -> int:
+        return 0
+
+
+@dataclass
+class _Moved:
+    """What the run's connections to one address moved."""
+
+    sent: dict[int, int] = field(default_factory=dict)  # cookie -> bytes acked
+    received: dict[int, int] = field(default_factory=dict)
+    streams: int = 0
+    congestion: str | None = None
+
+
+class Session:
+    def __init__(self, opts: RunOptions) -> None:
+        self.opts = opts
+        self.netns = netns_id(opts.netns)
+        directory = state_dir(opts.state_dir)
+        self.store = PathStore(directory) if opts.learn else ReadOnlyStore(directory)
+        self.learner = PathLearner(self.store, self.netns, opts.settings) if opts.learn \
+            else None
+        self.book = MemoryBook()
+        self.table = CapTable("run", verbose=opts.verbose)
+        self.follower = Follower(self.book, self.store, self.table)
+        self.agg = Aggregator("cgroup", opts.settings)
+        self.caps: list[Cap] = []
+        self.moved: dict[str, _Moved] = {}
+        self.target_mbps = opts.rate_mbps or DEFAULT_RATE_MBPS
+        self.start_from = "--rate" if opts.rate_mbps else "default rate, no path memory yet"
+        self.start_mbps = self.target_mbps
+        self.path: PathKey | None = None  # the path the cap follows
+        self._cap: Cap | None = None  # the cap of its address family
+        self._host = ""
+        self.groups: list[Group] = []
+        self.notes: list[str] = []
+        self.started_wall = time.time()
+        self._followed_at = 0.0
+        self._broken: str | None = None
+
+    def run(self) -> tuple[int, Summary]:
+        """CMD's exit status (as a shell gives it) and the summary."""
+        self.table.list()  # sweeps what killed runs left (kernel/run_cgroups.py)
+        cg = run_cgroups.create()
+        try:
+            self.caps = self.table.commit(
+                [Add(cg.rel, parse_dest(w), PACE_NO_LIMIT, pace_bytes_per_s(self.target_mbps))
+                 for w in WIDE])
+            with FlowReader(cgroup=cg.path, netns=[self.opts.netns] if self.opts.netns else (),
+                            verbose=self.opts.verbose, command="run") as reader, \
+                    signals_waited():
+                t0 = time.monotonic()
+                child = start(self.opts.argv, cg.path, self.opts.netns)
+                try:
+                    status = self._wait(child, reader)
+                finally:
+                    if child.poll() is None:  # we failed, not CMD: it is stopped
+                        _stop(child)
+                seconds = time.monotonic() - t0
+                self._safely(lambda: self._step(reader))  # what the last reading missed
+        finally:
+            self._tidy(cg)
+        return status, self._summary(seconds, status)
+
+    def _wait(self, child: subprocess.Popen[bytes], reader: FlowReader) -> int:
+        next_step = time.monotonic() + STEP_S
+        while True:
+            timeout = max(0.0, next_step - time.monotonic())
+            info = signal.sigtimedwait(WAITED, timeout)
+            if info is not None and info.si_signo != signal.SIGCHLD:
+                forward(child, info)
+            if child.poll() is not None:
+                return shell_status(child.returncode)
+            if time.monotonic() >= next_step:
+                next_step += STEP_S
+                if self._broken is None:
+                    self._safely(lambda: self._step(reader))
+
+    def _safely(self, work: Callable[[], None]) -> None:
+        """A reading, following or learning that fails stops them, not CMD."""
+        try:
+            work()
+        except (TamebpfError, OSError, sqlite3.Error, ModelInputError) as err:
+            self._broken = str(err)
+            log.warning("run: no more pacing changes or learning: %s", err)
+            self.notes.append(f"stopped following and learning: {err}")
+
+    def _step(self, reader: FlowReader) -> None:
+        flows = reader.snapshot()
+        self._count(flows)
+        limits = [lim for c in self.caps
+                  if (lim := limit_of(c, self._follow_target(c), self._follows(c))) is not None]
+        refresh = self.agg.refresh_snapshot(flows, time.monotonic_ns(), limits)
+        self.groups = refresh.groups
+        if self.path is None:
+            self._choose_path(refresh.groups)
+        else:
+            self._start_following()
+        if self.learner is not None:
+            self.learner.observe(refresh.groups, time.time())
+        now = time.monotonic()
+        if self.book.specs() and now - self._followed_at >= SAMPLE_EVERY_S * 0.99:
+            self._followed_at = now
+            self.follower.step([f for f in flows if not f.closed], self.caps)
+            spec = self.book.specs()[0]
+            if spec.target_mbps is not None:
+                self.target_mbps = spec.target_mbps
+
+    def _follows(self, cap: Cap) -> bool:
+        return any(s.dest == cap.dest for s in self.book.specs())
+
+    def _follow_target(self, cap: Cap) -> float | None:
+        return self.target_mbps if cap.mode == "pace" else None
+
+    def _count(self, flows: Sequence[Flow]) -> None:
+        """Bytes per address, and how many connections moved data at once."""
+        step: dict[str, list[int]] = {}
+        for f in flows:
+            m = self.moved.setdefault(f.remote_addr, _Moved())
+            before = m.sent.get(f.cookie, 0) + m.received.get(f.cookie, 0)
+            m.sent[f.cookie] = max(m.sent.get(f.cookie, 0), f.bytes_acked)
+            m.received[f.cookie] = max(m.received.get(f.cookie, 0), f.bytes_received)
+            moved = m.sent[f.cookie] + m.received[f.cookie] - before
+            if moved > 0:
+                step.setdefault(f.remote_addr, []).append(moved)
+            if f.congestion_control and f.bytes_acked > 0:
+                m.congestion = f.congestion_control
+        for addr, amounts in step.items():
+            floor = max(amounts) * STREAM_SHARE
+            m = self.moved[addr]
+            m.streams = max(m.streams, sum(1 for a in amounts if a >= floor))
+
+    def _choose_path(self, groups: Sequence[Group]) -> None:
+        """The first destination CMD sends to: its path sets the target and
+        is the one the cap follows."""
+        sending = [g for g in groups if g.streams > 0 and g.goodput_bps]
+        if not sending:
+            return
+        g = max(sending, key=lambda g: g.goodput_bps or 0.0)
+        key = group_key(g, self.netns)
+        if key is None:
+            return
+        self.path = key
+        cap = next((c for c in self.caps if parse_dest(c.dest).network.version
+                    == parse_dest(key.dest).network.version), None)
+        if cap is None:
+            return
+        if self.opts.rate_mbps is None:
+            advised = self._remembered(key)
+            if advised is not None:
+                self.target_mbps = self.start_mbps = advised
+                self.start_from = f"path memory's advice for {g.remote_addr}"
+                self.table.set_follow(cap.id, 0, pace_bytes_per_s(advised))
+        if key.congestion not in LOSS_BASED:
+            # The scout is one unpaced stream: one BBR stream takes most of
+            # a shared link (cap_plan.follow_path refuses the same).
+            self.notes.append(f"held at the target: {key.congestion} is not loss-based, so "
+                              "the cap does not follow the path")
+            return
+        self._cap = cap
+        self._host = g.remote_addr
+        self._start_following()
+
+    def _start_following(self) -> None:
+        """Follow once path memory holds the path's capacity: until then a
+        scout (one unpaced stream) would read nothing the target can use."""
+        if self.book.specs() or self.path is None or self._cap is None:
+            return
+        if self.store.newest(self.path, with_capacity=True) is None:
+            return
+        cap = self._cap
+        self.book.put(FollowSpec(cap.cgroup, cap.dest, self.path, self.opts.settings.max_impact,
+                                 self._host, time.time(), target_mbps=self.target_mbps))
+        log.info("run: following %s (%s) from %.1f Mbit/s", self._host, self.path.congestion,
+                 self.target_mbps, extra={"event": "run_follow", "dest": self._host})
+
+    def _remembered(self, key: PathKey) -> float | None:
+        """Path memory's throughput at --max-impact for this path, if fresh."""
+        entry = self.store.newest(key)
+        if entry is None or usable(entry, time.time(), MEMORY_MAX_AGE_S, True, None):
+            return None
+        try:
+            return recall(entry, self.opts.settings).advice.max_nondisruptive_thru
+        except (ModelInputError, ValueError):
+            return None
+
+    def _tidy(self, cg: run_cgroups.RunCgroup) -> None:
+        """What CMD left in the cgroup is killed; the caps go, then the cgroup."""
+        try:
+            if self.caps:
+                try:
+                    self.table.commit(self.caps)
+                except TamebpfError as err:  # removed meanwhile (cap rm): nothing to do
+                    log.debug("run: removing the caps: %s", err)
+        finally:
+            try:
+                empty_and_remove(cg.path, "the run's cgroup")
+            finally:
+                run_cgroups.release(cg)
+
+    def _summary(self, seconds: float, status: int) -> Summary:
+        dests = []
+        for addr, m in sorted(self.moved.items(), key=lambda kv: -sum(kv[1].sent.values())
+                              - sum(kv[1].received.values())):
+            sent, received = sum(m.sent.values()), sum(m.received.values())
+            if not sent and not received:
+                continue
+            impact = advised = None
+            entry = self._entry_for(addr, m.congestion)
+            if entry is not None and m.streams > 0:
+                try:
+                    got = recall(entry, self.opts.settings)
+                    impact = got.curve[min(m.streams, len(got.curve)) - 1].impact
+                    advised = got.advice.num_flows
+                except (ModelInputError, ValueError, IndexError):
+                    pass
+            dests.append(Destination(addr, sent, received, m.streams, impact, advised))
+        learned = []
+        for addr, m in self.moved.items():
+            entry = self._entry_for(addr, m.congestion)
+            if entry is not None and entry.source == "passive" and \
+                    entry.when >= self.started_wall and self.opts.learn:
+                learned.append(Learned(addr, entry.key.congestion, entry.advised_streams,
+                                       entry.advised_mbps))
+        return Summary(
+            command=os.path.basename(self.opts.argv[0]), exit_status=status, seconds=seconds,
+            destinations=tuple(dests), cap_start_mbps=self.start_mbps,
+            cap_start_from=self.start_from, cap_end_mbps=self.target_mbps,
+            learning=self.opts.learn, learned=tuple(learned),
+            not_learned=None if learned else self._why_not_learned(),
+            notes=tuple(self.notes))
+
+    def _entry_for(self, addr: str, congestion: str | None) -> PathEntry | None:
+        if congestion is None:
+            return None
+        try:
+            key = PathKey(str(parse_dest(addr).network), self.netns, congestion)
+            return self.store.newest(key)
+        except (TamebpfError, sqlite3.Error, OSError, ValueError):
+            return None
+
+    def _why_not_learned(self) -> str:
+        if self.path is None:
+            return "CMD sent no steady TCP data"
+        if self.path.congestion not in LOSS_BASED:
+            return f"{self.path.congestion} is not loss-based: the model does not describe it"
+        obs = [g for g in self.groups if g.observed]
+        if not obs:
+            return "no stream count held for 3 readings"
+        if any(g.paced_bps is not None for g in obs):
+            if not self.book.specs():
+                return ("the pace cap held the transfer at its target, and path memory has "
+                        f"no capacity for {self.path.dest} to follow from")
+            return ("the pace cap held the transfer at its target; following reads the path "
+                    f"after {SETTLE_S + WINDOW_S:g} s of a scout stream")
+        return (f"one stream count, and path memory has no capacity for {self.path.dest} "
+                "('tamebpf advise' to it once stores one)")
+
+
+@contextlib.contextmanager
+def signals_waited() -> Iterator[None]:
+    """SIGINT, SIGTERM, SIGHUP and SIGCHLD held for sigtimedwait while the
+    block runs (CMD unblocks them before exec); those still pending on the
+    way out are dropped: CMD has ended, and tidying must not be cut short."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, WAITED)
+    try:
+        yield
+    finally:
+        while signal.sigtimedwait(WAITED, 0) is not None:
+            pass
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+SI_KERNEL = 0x80  # si_code of a signal the kernel sent (a terminal's Ctrl-C)
+
+
+def forward(child: subprocess.Popen[bytes], info: Any) -> None:
+    """Pass a signal on to CMD once. A terminal's Ctrl-C goes to the whole
+    foreground process group, CMD included: it is not sent a second time."""
+    if info.si_code == SI_KERNEL and os.getpgid(0) == _pgid(child.pid):
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(child.pid, info.si_signo)
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
+
+
+def _stop(child: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        child.terminate()
+    try:
+        child.wait(timeout=TERM_WAIT_S)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+
+
+__all__ = ["DEFAULT_RATE_MBPS", "RunOptions", "Session"]
