@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from tamebpf.advise.estimate.adaptive import MIN_WINDOW_RTTS, Enough, PastStartUp
+from tamebpf.advise.estimate.adaptive import MIN_WINDOW_RTTS, Enough, past_start_up
 from tamebpf.advise.estimate.steady import Steady
 
 
@@ -73,14 +73,12 @@ def test_a_tight_goodput_in_slow_start_is_not_enough() -> None:
 ])
 def test_past_start_up(window: float, srtt: float, past: bool, want: bool) -> None:
     s = steady(window, 0.05, start_s=1.2, srtt_ms=srtt, after_slow_start=past)
-    read = rates([])
-    assert PastStartUp()(s, read) is want
-    assert not read.calls  # type: ignore[attr-defined]
+    assert past_start_up(s) is want
 
 
 def test_window_rtts_counts_the_flows_rtts() -> None:
     assert steady(1.0, 0.05, srtt_ms=100.0).window_rtts == pytest.approx(10.0)
-    assert PastStartUp(min_rtts=MIN_WINDOW_RTTS)(steady(1.0, 0.05, srtt_ms=100.0), rates([]))
-    assert not PastStartUp(min_rtts=11)(steady(1.0, 0.05, srtt_ms=100.0), rates([]))
+    assert past_start_up(steady(1.0, 0.05, srtt_ms=100.0), min_rtts=MIN_WINDOW_RTTS)
+    assert not past_start_up(steady(1.0, 0.05, srtt_ms=100.0), min_rtts=11)
     no_rtt = steady(1.0, 0.05, srtt_ms=0.0)
-    assert no_rtt.window_rtts is None and not PastStartUp()(no_rtt, rates([]))
+    assert no_rtt.window_rtts is None and not past_start_up(no_rtt)

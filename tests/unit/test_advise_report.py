@@ -395,7 +395,7 @@ def test_warnings_are_data_that_present_words() -> None:
 
 
 def test_one_probe_with_a_capacity_is_advised_from_it_alone() -> None:
-    # advisor.capacity_first: the 10-stream probe and the link's capacity fix
+    # A single probe: the 10-stream probe and the link's capacity fix
     # (alpha n + beta)^2 alone: 200 of 300 Mbit/s at 10 streams puts m = 5
     # competing flows on it, as the 1- and 10-stream pair above does.
     link = 300.0 * 1514 / 1448  # the link rate whose TCP goodput is 300

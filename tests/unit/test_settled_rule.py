@@ -11,13 +11,10 @@ from tamebpf.advise.advisor import stop_rule
 from tamebpf.advise.estimate.steady import FlowPoint, Steady, steady
 from tamebpf.advise.settled import (
     BBR_WINDOW_RTTS,
-    BOUNDED_CAPACITY_WAIT_RTTS,
-    BOUNDED_FIRST_RSE,
     SETTLED,
     STEADY,
     BbrSettled,
     Settled,
-    loss_based_rule,
 )
 from tests.unit.test_adaptive_probe import link, rates
 from tests.unit.test_adaptive_probe import steady as window
@@ -65,25 +62,10 @@ def test_the_last_probe_also_waits_for_a_tight_capacity() -> None:
     assert Settled(capacity=True)(s, rates(link(100.0))) == SETTLED
 
 
-def test_a_capacity_that_stays_untrusted_holds_the_probe_only_so_many_rtts() -> None:
-    s = with_epochs(window(3.0, 0.05, srtt_ms=20.0, mbps=40.0), (8,))  # 175 RTTs
-    assert Settled(capacity=True, capacity_wait_rtts=200.0)(s, rates([])) is None
-    assert Settled(capacity=True, capacity_wait_rtts=150.0)(s, rates([])) == SETTLED
-    # Waiting ends only the capacity's hold: not the epochs', not the RTTs'.
-    assert Settled(capacity=True, capacity_wait_rtts=150.0)(
-        with_epochs(s, (3,)), rates([])) is None
-    bounded = stop_rule("cubic", last=True, profile="bounded")
-    assert bounded(s, rates([])) is None
-    assert bounded(with_epochs(window(4.0, 0.05, srtt_ms=20.0, mbps=40.0), (8,)),
-                   rates([])) == SETTLED  # 225 RTTs
-
-
 @pytest.mark.parametrize(("last", "capacity"), [(False, True), (True, True), (True, False)])
-def test_the_stop_profiles(last: bool, capacity: bool) -> None:
-    assert loss_based_rule(last, capacity) == Settled(capacity=last and capacity)
-    want = (Settled(capacity=True, capacity_wait_rtts=BOUNDED_CAPACITY_WAIT_RTTS)
-            if last and capacity else Settled(rse=BOUNDED_FIRST_RSE))
-    assert loss_based_rule(last, capacity, "bounded") == want
+def test_a_loss_based_probe_waits_for_the_capacity_only_when_it_estimates_it(
+        last: bool, capacity: bool) -> None:
+    assert stop_rule("cubic", last, capacity) == Settled(capacity=last and capacity)
 
 
 def test_alone_on_the_link_without_losses_ends_without_epochs() -> None:

@@ -197,7 +197,6 @@ def advice_record(result: AdviseResult, wall_s: float) -> dict[str, Any]:
         "refused": None if result.refused is None else refusal_text(result.refused),
         "curve": [[c.streams, c.throughput, c.impact] for c in result.prediction.curve],
         "probes": [probe_to_dict(p) for p in result.probes],
-        "rtt_check": None if result.rtt_check is None else asdict(result.rtt_check),
         "warnings": warning_texts(result),
         "capacity": None if result.capacity is None else asdict(result.capacity),
         "share_impact_vs_none": None if result.share is None else
@@ -217,9 +216,6 @@ def evaluate(case: Case, d: Draw) -> dict[str, Any]:
             rec["advice"][plan] = advice_record(result, wall)
             ran = ", ".join(f"{p.streams}x {p.duration_s:.1f} s {p.stopped or 'fixed'}"
                             for p in result.probes)
-            if result.rtt_check is not None:
-                ran = f"RTT {result.rtt_check.srtt_us / 1000:.0f} ms in " \
-                    f"{result.rtt_check.seconds:.1f} s, " + ran
             log(f"  {plan}: {result.prediction.advice.num_flows} streams in {wall:.1f} s ({ran})")
         ns = sorted(set(TRUTH_STREAMS) | {a["n"] for a in rec["advice"].values()})
         truth = measure(tb, ns, case.cc, case.cross, ROUNDS, reference, warmup_s=WARMUP_S,

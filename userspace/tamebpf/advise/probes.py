@@ -154,7 +154,7 @@ def probe_failure_hint(error: str, target: Target) -> str:
     return f"is 'iperf3 -s -p {target.port}' running there, reachable and idle?"
 
 
-def _traffic(target: Target, stages: Sequence[tuple[int, float]], fast_start: bool) -> Work:
+def _traffic(target: Target, stages: Sequence[tuple[int, float]]) -> Work:
     """What the child runs: the stages as one iperf3 test, a line as each
     stage begins and a last one with the test's report."""
 
@@ -165,8 +165,8 @@ def _traffic(target: Target, stages: Sequence[tuple[int, float]], fast_start: bo
         cc = None if target.congestion == "system" else target.congestion
         try:
             r = iperf3_client.run_stages(target.host, target.port, stages, cc,
-                                         CONNECT_TIMEOUT_MS / 1000, pipelined=fast_start,
-                                         stop=stop, on_stage=stage_begins)
+                                         CONNECT_TIMEOUT_MS / 1000, stop=stop,
+                                         on_stage=stage_begins)
         except iperf3_client.Iperf3Error as err:
             return {"error": str(err)}
         return {"received_mbps": r.received_mbps, "seconds": r.seconds,
@@ -177,12 +177,11 @@ def _traffic(target: Target, stages: Sequence[tuple[int, float]], fast_start: bo
 
 
 class _Stops:
-    """The stages' stop rules, asked at most every CHECK_INTERVAL_S once the
-    current stage has sent for its minimum; why each stage stopped."""
+    """The stages' stop rules, asked at most every CHECK_INTERVAL_S; why
+    each stage stopped."""
 
-    def __init__(self, rules: Sequence[StopRule | None], minimum: Sequence[float],
-                 ack_rates: _AckRates) -> None:
-        self.rules, self.minimum, self.ack_rates = rules, minimum, ack_rates
+    def __init__(self, rules: Sequence[StopRule | None], ack_rates: _AckRates) -> None:
+        self.rules, self.ack_rates = rules, ack_rates
         self.asked = -1  # the last stage asked to stop
         self.last_check = 0.0
         self.why: dict[int, str] = {}
@@ -193,8 +192,7 @@ class _Stops:
         """Whether stage k, the current one, has measured enough (-1: none
         has begun)."""
         rule = self.rules[k] if k >= 0 else None
-        if rule is None or self.asked >= k or now - self.last_check < CHECK_INTERVAL_S or \
-                now - stage.begin < self.minimum[k]:
+        if rule is None or self.asked >= k or now - self.last_check < CHECK_INTERVAL_S:
             return False
         self.last_check = now
         so_far = steady(stage.points(series), stage.streams)
@@ -226,33 +224,26 @@ def _sample(reader: FlowReader, series: dict[int, list[FlowPoint]]) -> None:
 
 def run_probe(target: Target, streams: int, seconds: float, index: int = 1, total: int = 1,
               on_progress: Callable[[Progress], None] | None = None,
-              srtt_us: int = 0, fast_start: bool = True,
-              enough: StopRule | None = None) -> ProbeResult:
+              srtt_us: int = 0, enough: StopRule | None = None) -> ProbeResult:
     """One probe of `streams` for `seconds` (run_probes with one stage).
     `index`/`total`: its place in the progress shown."""
-    return run_probes(target, [(streams, seconds)], on_progress, srtt_us, fast_start,
-                      [enough], index - 1, total)[0]
+    return run_probes(target, [(streams, seconds)], on_progress, srtt_us, [enough],
+                      index - 1, total)[0]
 
 
 def run_probes(target: Target, stages: Sequence[tuple[int, float]],
                on_progress: Callable[[Progress], None] | None = None,
-               srtt_us: int = 0, fast_start: bool = True,
-               enough: Sequence[StopRule | None] | None = None,
-               first_index: int = 0, total: int | None = None,
-               at_least: Sequence[float] | None = None) -> list[ProbeResult]:
+               srtt_us: int = 0, enough: Sequence[StopRule | None] | None = None,
+               first_index: int = 0, total: int | None = None) -> list[ProbeResult]:
     """Probes as the stages of one iperf3 test (iperf3_client.run_stages):
     (streams, seconds) each, stream counts rising; one ProbeResult per stage,
     measured on that stage's streams while it ran.
     `srtt_us`: the path's RTT from an earlier probe (0: unknown), so that the
     first SYN already gets the short timeout (kernel/synrto.py).
-    `fast_start=False` leaves SYN timeouts to the kernel and has the client
-    wait for each server state, as iperf3 does (for make eval PRESET=probetime only).
     `enough[k]`: end stage k before its `seconds` once it says the measurement
-    so far is tight enough (advise/estimate/adaptive.py); None: always `seconds`.
-    `at_least[k]`: seconds stage k sends before `enough[k]` is asked."""
+    so far is tight enough (advise/settled.py); None: always `seconds`."""
     plan = [_Stage(k == 0, n, d) for k, (n, d) in enumerate(stages)]
     rules = list(enough) if enough is not None else [None] * len(plan)
-    minimum = list(at_least) if at_least is not None else [0.0] * len(plan)
     total = len(plan) if total is None else total
     streams = plan[-1].streams
     series: dict[int, list[FlowPoint]] = {}
@@ -262,13 +253,12 @@ def run_probes(target: Target, stages: Sequence[tuple[int, float]],
         cg = stack.enter_context(probe_cgroup(streams))
         reader = stack.enter_context(FlowReader(
             cgroup=cg, netns=[target.netns] if target.netns else [], command="advise"))
-        syn_rto = stack.enter_context(SynRto(cg, srtt_us, FIRST_SYN_RTO_US)) \
-            if fast_start else None
+        syn_rto = stack.enter_context(SynRto(cg, srtt_us, FIRST_SYN_RTO_US))
         # Every ACK of the probe's connections, for the capacity estimate.
         ack_train = stack.enter_context(AckTrain(cg))
-        stops = _Stops(rules, minimum, _AckRates(ack_train))
+        stops = _Stops(rules, _AckRates(ack_train))
         t_start = time.monotonic()
-        child = spawn(_traffic(target, stages, fast_start), cg, target.netns)
+        child = spawn(_traffic(target, stages), cg, target.netns)
         finished = False
         try:
             deadline = t_start + sum(d for _, d in stages) + 2 * CONNECT_TIMEOUT_MS / 1000 + 2
@@ -311,7 +301,7 @@ def run_probes(target: Target, stages: Sequence[tuple[int, float]],
                 child.wait_for_line(SAMPLE_INTERVAL_S)
         finally:
             child.close(kill=not finished)  # interrupted or timed out: stop the traffic now
-        learned_srtt_us = syn_rto.state().srtt_us if syn_rto else 0
+        learned_srtt_us = syn_rto.state().srtt_us
         acks = ack_train.read()
     t_end = time.monotonic()
     if "error" in report or "received_mbps" not in report:

@@ -52,13 +52,6 @@ class Target:
 
 
 @dataclass(frozen=True)
-class PathRtt:
-    """The path's RTT measured before the probes (advise/pathrtt.py)."""
-    srtt_us: int  # 0: the handshake gave no sample (its SYN was resent)
-    seconds: float  # the check's wall time
-
-
-@dataclass(frozen=True)
 class ProbeResult:
     streams: int
     duration_s: float  # wall time of the probe
@@ -119,8 +112,6 @@ class AdviseResult:
     # The congestion control the advice is for, and where that came from
     # (the probes' sockets; "--congestion" or "the host's default").
     congestion: str | None = None
-    # The RTT check that chose the probes' order (advisor "by-rtt"), or None.
-    rtt_check: PathRtt | None = None
 
     @property
     def used(self) -> str:

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
 
 from tamebpf.advise.estimate.acktrain import estimate_capacity
 from tamebpf.advise.estimate.adaptive import MIN_SAMPLES, past_start_up_and_tight, tight_capacity
@@ -57,23 +56,6 @@ FLAT_TREND = 0.05
 # ... and at this share of the estimated capacity: the link is ours.
 ALONE_SHARE = 0.95
 
-# Stop profiles for loss-based senders (advisor.run_advice's `stop`):
-# - "settled": the rule above on both probes;
-# - "bounded": the 1-stream probe's goodput within BOUNDED_FIRST_RSE, and
-#   the capacity probe waits for a trusted estimate at most
-#   BOUNDED_CAPACITY_WAIT_RTTS smoothed RTTs (a few seconds on a short
-#   path, past the 15-s limit beyond 75 ms). On the short paths of draws
-#   4-6 it halved the median probing time (18.9 s to 9.1 s) with no loss of
-#   accuracy there (docs/results/short-design.md). Fresh draw 7 measured
-#   it beside "settled" and it was not kept: 8.8 s on its short paths, but
-#   over the impact limit in 5 of 18 cases against 3, and a mean throughput
-#   error of 0.251 against 0.180 (docs/results/run-fresh7.md). It stays
-#   for `make eval PRESET=fresh7` to re-measure; no command offers it.
-StopProfile = Literal["settled", "bounded"]
-DEFAULT_STOP: StopProfile = "settled"
-BOUNDED_FIRST_RSE = 0.10
-BOUNDED_CAPACITY_WAIT_RTTS = 200.0
-
 SETTLED = "settled"
 STEADY = "alone on the link"
 # BBR neither leaves slow start the way the kernel marks it (its ssthresh
@@ -92,23 +74,14 @@ class Settled:
     rse: float = 0.05
     capacity: bool = False  # this probe's ACKs must give a tight capacity estimate
     capacity_halfwidth: float = 0.05
-    # Optional: the window's halves must agree within this (None: not asked).
-    max_trend: float | None = None
-    # Optional: after this many smoothed RTTs of probe, a capacity estimate
-    # still not tight no longer holds the probe; the advice then takes the
-    # throughput fit, as it does when the probe reaches its limit.
-    capacity_wait_rtts: float | None = None
 
     def __call__(self, s: Steady, ack_rates: Callable[[], list[float]]) -> str | None:
         """Why the probe may stop now (SETTLED or STEADY), or None."""
         if not past_start_up_and_tight(s, self.rse):
             return None
         ran_rtts = s.end_s / (s.srtt_ms / 1000) if s.srtt_ms else 0.0
-        counted = s.median_epochs >= self.epochs and ran_rtts >= self.min_rtts and (
-            self.max_trend is None or (s.trend is not None and abs(s.trend) <= self.max_trend))
-        if counted:
-            waited = self.capacity_wait_rtts is not None and ran_rtts >= self.capacity_wait_rtts
-            if self.capacity and not waited and not tight_capacity(
+        if s.median_epochs >= self.epochs and ran_rtts >= self.min_rtts:
+            if self.capacity and not tight_capacity(
                     ack_rates(), s.goodput_mbps, self.capacity_halfwidth):
                 return None
             return SETTLED
@@ -126,16 +99,6 @@ class Settled:
         e = estimate_capacity(rates, s.goodput_mbps)
         alone = e.goodput_mbps is not None and s.goodput_mbps >= ALONE_SHARE * e.goodput_mbps
         return STEADY if alone else None
-
-
-def loss_based_rule(last: bool, capacity: bool, profile: StopProfile = DEFAULT_STOP) -> Settled:
-    """The stop rule of a CUBIC or Reno probe under `profile`. `last`: the
-    probe whose ACKs estimate the capacity, unless `capacity` is False."""
-    if profile == "bounded":
-        if last and capacity:
-            return Settled(capacity=True, capacity_wait_rtts=BOUNDED_CAPACITY_WAIT_RTTS)
-        return Settled(capacity=False, rse=BOUNDED_FIRST_RSE)
-    return Settled(capacity=last and capacity)
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ def _measurement(p: ProbeResult) -> dict[str, Any]:
         "finish_s": p.finish_s,
         "steady_window_s": [s.start_s, s.end_s],
         # Whether every stream had left slow start when the window began, and
-        # its length in smoothed RTTs (advise/estimate/adaptive.PastStartUp).
+        # its length in smoothed RTTs (advise/estimate/adaptive.past_start_up).
         "past_slow_start": s.after_slow_start,
         "steady_window_rtts": s.window_rtts,
         # Why the probe ended (its stop rule's reason, "time limit", or None

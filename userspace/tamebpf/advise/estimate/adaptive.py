@@ -3,14 +3,14 @@
 A probe of fixed length is too long where the path is steady and too short
 where it is not. With a time limit instead, a probe ends as soon as
 - its steady window is at least MIN_WINDOW_S long and past start-up
-  (PastStartUp below),
+  (past_start_up below),
 - its goodput's standard error (per-sample variation over the window's
   samples, model/confidence.py) is within `rse` of the goodput, and
 - when the capacity is to be estimated from this probe's ACKs, that estimate
   is trusted and its 90% interval within `capacity_halfwidth` either side,
 and otherwise runs to the limit.
 
-`PastStartUp`: a probe is past start-up when its steady window began after
+`past_start_up`: a probe is past start-up when its steady window began after
 every stream left slow start and spans enough RTTs. A fixed 2 s is 25 RTTs
 at 80 ms of queueing-free RTT but a dozen once a deep queue fills; there the
 streams were still in slow start, or just out of it, when the probe ended,
@@ -78,14 +78,3 @@ def past_start_up(s: Steady, min_rtts: float = MIN_WINDOW_RTTS) -> bool:
     `min_rtts` smoothed RTTs."""
     rtts = s.window_rtts
     return s.after_slow_start and rtts is not None and rtts >= min_rtts
-
-
-@dataclass(frozen=True)
-class PastStartUp:
-    """End a probe once it is past start-up (run_probes' `at_least` keeps it
-    to its set length first)."""
-
-    min_rtts: float = MIN_WINDOW_RTTS
-
-    def __call__(self, s: Steady, ack_rates: Callable[[], list[float]]) -> bool:
-        return past_start_up(s, self.min_rtts)

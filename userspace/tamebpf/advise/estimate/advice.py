@@ -103,7 +103,7 @@ def build(target: Target, probes: Sequence[ProbeResult], settings: Settings,
             warnings.append(AdviceWarning("capacity_not_used", {
                 "link_mbps": capacity_mbps, "goodput_mbps": anchor, "error": str(err)}))
     if prediction is None:
-        # One probe (advisor.capacity_first) fixes a fit only with a capacity.
+        # One probe fixes a fit only with a capacity.
         raise ModelInputError(f"one probe ({measured[0].streams} streams) and no trusted "
                               "capacity: a second probe is needed")
     loss_pred: Prediction | None = None
