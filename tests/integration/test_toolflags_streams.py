@@ -39,6 +39,32 @@ class Tool:
     client: Callable[[str, int, list[str]], list[str]]  # (dir, port, flags) -> argv
     file_size: int = 64 << 30  # sparse: reading it costs no disk
     files: int = 1  # big0.bin, big1.bin, ... (the client copies big0.bin or all)
+    # (dir, port, flags, files) -> argv copying big0.bin .. big{files-1}.bin
+    # at once (--concurrency), each to /dev/null or rate-limited; None: the
+    # tool has no such axis
+    concurrent_client: Callable[[str, int, list[str], int], list[str]] | None = None
+
+
+def sources(prefix: str, d: str, files: int) -> list[str]:
+    return [f"{prefix}{d}/src/big{i}.bin" for i in range(files)]
+
+
+def xrdcp_many(d: str, port: int, flags: list[str], files: int) -> list[str]:
+    """xrdcp copies several sources into a directory: there each target is
+    a link to /dev/null, so the copies cost no disk."""
+    for i in range(files):
+        os.symlink("/dev/null", os.path.join(d, "dst", f"big{i}.bin"))
+    return ["xrdcp", "-f", "--nopbar", *flags,
+            *sources(f"root://127.0.0.1:{port}/", d, files), os.path.join(d, "dst") + "/"]
+
+
+def globus_many(d: str, port: int, flags: list[str], files: int) -> list[str]:
+    """globus-url-copy -f: a file of source-destination pairs, each to /dev/null."""
+    listing = os.path.join(d, "pairs")
+    with open(listing, "w") as f:
+        f.writelines(f"{src} file:///dev/null\n"
+                     for src in sources(f"ftp://127.0.0.1:{port}", d, files))
+    return ["globus-url-copy", *flags, "-f", listing]
 
 
 def xrootd_server(d: str, port: int) -> list[str]:
@@ -64,12 +90,17 @@ TOOLS = [
                                  ":http:", os.path.join(d, "dst"), "--bwlimit", "60M", *flags],
          # rclone gives a stream a part of at least half its 250Mi cutoff;
          # two files, so that running them side by side would show.
-         file_size=STREAMS * (256 << 20), files=2),
+         file_size=STREAMS * (256 << 20), files=2,
+         # the whole directory: --transfers K files at once
+         concurrent_client=lambda d, port, flags, files: [
+             "rclone", "copy", "--http-url", f"http://127.0.0.1:{port}", ":http:",
+             os.path.join(d, "dst"), "--bwlimit", "60M", *flags]),
     Tool("xrdcp", "xrootd-client xrootd-server", ("xrdcp", "xrootd"), xrootd_server,
          # No --xrate: throttled, xrdcp 5.5 keeps one request in flight and
          # its data soon moves on one stream only (measured on loopback).
          lambda d, port, flags: ["xrdcp", "-f", "--nopbar", *flags,
-                                 f"root://127.0.0.1:{port}/{d}/src/big0.bin", "/dev/null"]),
+                                 f"root://127.0.0.1:{port}/{d}/src/big0.bin", "/dev/null"],
+         concurrent_client=xrdcp_many),
     Tool("globus-url-copy", "globus-gass-copy-progs globus-gridftp-server-progs",
          ("globus-url-copy", "globus-gridftp-server"),
          lambda d, port: ["globus-gridftp-server", "-aa", "-anonymous-user", "nobody",
@@ -79,7 +110,8 @@ TOOLS = [
          # globus-url-copy has no rate limit: the file is large enough to
          # outlast the two readings (it is stopped after them).
          lambda d, port, flags: ["globus-url-copy", *flags,
-                                 f"ftp://127.0.0.1:{port}{d}/src/big0.bin", "file:///dev/null"]),
+                                 f"ftp://127.0.0.1:{port}{d}/src/big0.bin", "file:///dev/null"],
+         concurrent_client=globus_many),
 ]
 
 
@@ -117,18 +149,24 @@ def moving_streams(cg: str) -> tuple[int, dict[int, int]]:
     return sum(1 for b in moved.values() if b >= MOVING_BYTES), moved
 
 
-@pytest.mark.parametrize("tool", TOOLS, ids=lambda t: t.name)
-def test_printed_flags_give_the_advised_streams(tool: Tool) -> None:
+def skip_unless_installed(tool: Tool) -> None:
     missing = [b for b in tool.binaries if shutil.which(b) is None]
     if missing:
         pytest.skip(f"{', '.join(missing)} not installed: apt-get install {tool.package} "
                     "(scripts/install-deps --test)")
-    flags = tool_flags(tool.name, STREAMS).split()
+
+
+def streams_moving(tool: Tool, client: Callable[[str, int], list[str]], files: int,
+                   expected: int) -> tuple[int, dict[int, int], str]:
+    """Starts tool's server with FILES sparse files and client(dir, port)
+    in cgroups of their own; the most connections seen moving data
+    together within 20 s (stops early at EXPECTED), bytes per connection,
+    and the client's command line."""
     port = free_port()
     with public_dir() as d, cgroup() as server_cg, cgroup() as client_cg:
         os.makedirs(os.path.join(d, "src"))
         os.makedirs(os.path.join(d, "dst"))
-        for i in range(tool.files):
+        for i in range(files):
             path = os.path.join(d, "src", f"big{i}.bin")
             with open(path, "wb") as f:
                 f.truncate(tool.file_size)
@@ -136,32 +174,66 @@ def test_printed_flags_give_the_advised_streams(tool: Tool) -> None:
         env = {**os.environ, "HOME": d}  # rclone's config, and nothing of root's
         server = spawn(tool.server(d, port), cgroup_path=server_cg, env=env,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=d)
-        client = None
+        proc = None
         try:
             wait_for(lambda: listening(port), 15, f"{tool.name}'s server to listen on {port}")
-            argv = tool.client(d, port, flags)
-            client = spawn(argv, cgroup_path=client_cg, env=env, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, cwd=d)
+            argv = client(d, port)
+            proc = spawn(argv, cgroup_path=client_cg, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, cwd=d)
             deadline = time.monotonic() + 20
             count, moved = 0, {}
             # The first reading may come before every stream has connected,
             # and xrdcp can leave one stream idle for a second: the most
             # streams seen moving together in any reading counts.
-            while time.monotonic() < deadline and client.poll() is None:
+            while time.monotonic() < deadline and proc.poll() is None:
                 now_count, now_moved = moving_streams(client_cg)
                 if now_count > count:
                     count, moved = now_count, now_moved
-                if count >= STREAMS:
+                if count >= expected:
                     break
-            if client.poll() is not None:
-                out = client.stdout.read().decode(errors="replace") if client.stdout else ""
-                pytest.fail(f"{' '.join(argv)} exited {client.returncode}: {out[-2000:]}")
-            print(f"{tool.name} {' '.join(flags)}: {count} connections moved data; bytes per "
-                  f"connection over {WINDOW_S:g} s: {sorted(moved.values())}")
-            assert count == STREAMS, (
-                f"{' '.join(argv)}: {count} connections moved data, expected {STREAMS} "
-                f"(bytes per connection over {WINDOW_S:g} s: {sorted(moved.values())})")
+            if proc.poll() is not None:
+                out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+                pytest.fail(f"{' '.join(argv)} exited {proc.returncode}: {out[-2000:]}")
+            return count, moved, " ".join(argv)
         finally:
-            if client is not None:
-                stop(client)
+            if proc is not None:
+                stop(proc)
             stop(server)
+
+
+@pytest.mark.parametrize("tool", TOOLS, ids=lambda t: t.name)
+def test_printed_flags_give_the_advised_streams(tool: Tool) -> None:
+    skip_unless_installed(tool)
+    flags = tool_flags(tool.name, STREAMS).split()
+    count, moved, argv = streams_moving(
+        tool, lambda d, port: tool.client(d, port, flags), tool.files, STREAMS)
+    print(f"{tool.name} {' '.join(flags)}: {count} connections moved data; bytes per "
+          f"connection over {WINDOW_S:g} s: {sorted(moved.values())}")
+    assert count == STREAMS, (
+        f"{argv}: {count} connections moved data, expected {STREAMS} "
+        f"(bytes per connection over {WINDOW_S:g} s: {sorted(moved.values())})")
+
+
+ADVICE, CONCURRENCY = 10, 4
+# What K transfers at once may open in all: the advice rounded down to a
+# multiple of K, except where the transfers share the tool's streams
+# (xrdcp's jobs to one server), which then carry the whole advice.
+EXPECTED_WITH_CONCURRENCY = {"globus-url-copy": 8, "rclone": 8, "xrdcp": ADVICE}
+
+
+@pytest.mark.parametrize("tool", [t for t in TOOLS if t.name in EXPECTED_WITH_CONCURRENCY],
+                         ids=lambda t: t.name)
+def test_concurrency_flags_keep_all_transfers_within_the_advice(tool: Tool) -> None:
+    skip_unless_installed(tool)
+    flags = tool_flags(tool.name, ADVICE, concurrency=CONCURRENCY).split()
+    expected = EXPECTED_WITH_CONCURRENCY[tool.name]
+    many = tool.concurrent_client
+    assert many is not None, f"{tool.name}: no client for several files at once"
+    count, moved, argv = streams_moving(
+        tool, lambda d, port: many(d, port, flags, CONCURRENCY), CONCURRENCY, expected)
+    print(f"{tool.name} {' '.join(flags)}: {count} connections moved data; bytes per "
+          f"connection over {WINDOW_S:g} s: {sorted(moved.values())}")
+    assert count == expected, (
+        f"{argv}: {count} connections moved data, expected {expected} for an advice of "
+        f"{ADVICE} in {CONCURRENCY} transfers at once (bytes per connection over "
+        f"{WINDOW_S:g} s: {sorted(moved.values())})")
