@@ -88,15 +88,21 @@ def prefix() -> Iterator[Path]:
         res = subprocess.run(["make", "-s", "-C", str(REPO), "install", f"PREFIX={d}"],
                              capture_output=True, text=True, timeout=300, check=False)
         assert res.returncode == 0, res.stderr
+        # The exporter's sandbox runs as nobody, who may not be able to read
+        # this checkout (a clone in a 0700 directory): it gets its own copy.
+        shutil.copy(SANDBOX, d / SANDBOX.name)
+        (d / SANDBOX.name).chmod(0o644)
         yield d
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
 
-def sandboxed(unit: str, workdir: Path, command: list[str]) -> list[str]:
+def sandboxed(unit: str, workdir: Path, command: list[str], script: Path = SANDBOX) -> list[str]:
+    """The command under the unit's limits, by `script` (unit_sandbox.py,
+    or a copy of it that the command's user can read)."""
     calls = workdir / f"{unit}.syscalls"
     calls.write_text("\n".join(sorted(expand_syscalls(directive(unit, "SystemCallFilter")))))
-    return [SYSTEM_PYTHON, str(SANDBOX), str(calls), families(unit), "--", *command]
+    return [SYSTEM_PYTHON, str(script), str(calls), families(unit), "--", *command]
 
 
 @contextlib.contextmanager
@@ -122,7 +128,8 @@ def test_exporter_works_under_its_units_limits(prefix: Path) -> None:
                 f"--inh-caps={caps}", f"--ambient-caps={caps}", f"--bounding-set=-all,{caps}",
                 *sandboxed(unit, logs, [str(prefix / "bin" / "tamebpf"), "--log-format", "json",
                                         "export", "--listen", f"127.0.0.1:{port}",
-                                        "--jsonl", str(jsonl), "--interval", "1"])]
+                                        "--jsonl", str(jsonl), "--interval", "1"],
+                            script=prefix / SANDBOX.name)]
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                 text=True, cwd="/", env={"PATH": "/usr/bin:/bin"})
         try:
