@@ -9,8 +9,10 @@
 #   make eval [PRESET=NAME]  one evaluation, by default the current method
 #               (make eval-list: the presets) -> docs/
 #   make install    DESTDIR/PREFIX-aware install of library and command (links nothing)
-#   make deb        the Debian package, build/tamebpf_VERSION_ARCH.deb
-#   make rpm        the RPM for EL9, build/rpm/RPMS/ARCH/tamebpf-VERSION-1.ARCH.rpm
+#   make install-system  ... and the units, site configuration, contrib/, man pages
+#   make deb        the Debian package (debian/, dpkg-buildpackage) -> build/deb/
+#   make srpm       the EL9 source RPM (packaging/rpm/tamebpf.spec) -> build/rpm/SRPMS/
+#   make rpm        the EL9 RPM, rebuilt from that SRPM -> build/rpm/RPMS/ARCH/
 #   make man        man pages and bash completion from the CLI -> build/man, build/completion
 
 .DELETE_ON_ERROR:
@@ -60,7 +62,7 @@ LIB_LDLIBS := -lbpf -lelf -lz
 
 .SECONDARY: $(BPF_OBJS)
 
-.PHONY: all compile deps test-deps run test lint unit bench eval eval-list cap-pace-eval cap-follow-eval testbed-accuracy install deb rpm clean cmd man
+.PHONY: all compile deps test-deps run test lint unit bench eval eval-list cap-pace-eval cap-follow-eval testbed-accuracy install install-system deb srpm rpm clean cmd man
 
 # `make` also links the command onto PATH; every other target only builds, so
 # running the tests or a benchmark leaves /usr/local/bin as it was.
@@ -98,9 +100,11 @@ $(BUILD)/%.skel.h: $(BUILD)/%.bpf.o
 	$(call msg,GEN-SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< > $@
 
+# CPPFLAGS and LDFLAGS are the packagers' (dpkg-buildflags, rpm's
+# %{build_ldflags}): hardening such as _FORTIFY_SOURCE and -z relro -z now.
 $(LIB): $(LIB_SRCS) $(LIB_HDRS) $(BPF_SKELS) $(BPF_HDRS)
 	$(call msg,LIB,$@)
-	$(Q)$(CC) $(LIB_CFLAGS) -shared -o $@ $(LIB_SRCS) $(LIB_LDLIBS)
+	$(Q)$(CC) $(CPPFLAGS) $(LIB_CFLAGS) $(LDFLAGS) -shared -o $@ $(LIB_SRCS) $(LIB_LDLIBS)
 
 $(BUILD)/%: userspace/c/tools/%.c | $(BUILD)
 	$(call msg,CC,$@)
@@ -167,29 +171,82 @@ testbed-accuracy:
 # (which needs python3-prometheus-client). Honours DESTDIR; links nothing.
 # The launcher tries SYS_PYTHON first, then any python3.11 or later on PATH.
 # PKGLIBDIR is /usr/lib64/tamebpf in the RPM (EL's place for 64-bit libraries).
+# The testbed (a program of its own, which the command never imports) is
+# not installed.
 SYS_PYTHON ?= /usr/bin/python3
 PKGLIBDIR  ?= $(PREFIX)/lib/tamebpf
-install: compile
+install: $(LIB)
 	install -d $(DESTDIR)$(PKGLIBDIR)/python $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(LIB) $(DESTDIR)$(PKGLIBDIR)/
-	tar -C userspace --exclude=__pycache__ -cf - tamebpf | tar -C $(DESTDIR)$(PKGLIBDIR)/python -xf -
+	tar -C userspace --exclude=__pycache__ --exclude=tamebpf/testbed -cf - tamebpf | \
+	  tar -C $(DESTDIR)$(PKGLIBDIR)/python -xf -
 	sed -e 's#@PYTHON@#$(SYS_PYTHON)#' -e 's#@LIBDIR@#$(PKGLIBDIR)#' \
 	  scripts/tamebpf.launcher > $(DESTDIR)$(PREFIX)/bin/tamebpf
 	chmod 0755 $(DESTDIR)$(PREFIX)/bin/tamebpf
 
-# The Debian package: build/tamebpf_VERSION_ARCH.deb (scripts/build-deb).
-deb: compile man
-	$(Q)BUILD=$(BUILD) scripts/build-deb
+# What the packages add to `make install` (debian/rules and the RPM spec call
+# it): the systemd units with the installed command's path and the site's
+# environment files' directory (ENVDIR: /etc/default on Debian,
+# /etc/sysconfig on EL), the site configuration, the dashboard, alert rules
+# and provisioning examples of contrib/ under DATADIR/tamebpf, the man pages
+# (uncompressed: the packagers compress) and the bash completion.
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+ENVDIR  ?= /etc/default
+DATADIR ?= $(PREFIX)/share
+install-system: install man
+	install -d $(DESTDIR)$(UNITDIR) $(DESTDIR)$(ENVDIR) $(DESTDIR)/etc/tamebpf \
+	  $(DESTDIR)$(DATADIR)/tamebpf $(DESTDIR)$(DATADIR)/man/man1 \
+	  $(DESTDIR)$(DATADIR)/bash-completion/completions
+	for unit in tamebpf-export.service tamebpf-caps.service; do \
+	  sed -e 's#/usr/local/bin/tamebpf#$(PREFIX)/bin/tamebpf#g' -e 's#/etc/default/#$(ENVDIR)/#g' \
+	    docs/$$unit > $(DESTDIR)$(UNITDIR)/$$unit && chmod 0644 $(DESTDIR)$(UNITDIR)/$$unit; done
+	install -m 0644 docs/tamebpf-export.default $(DESTDIR)$(ENVDIR)/tamebpf-export
+	sed 's#/etc/default/#$(ENVDIR)/#g' packaging/tamebpf.default > $(DESTDIR)$(ENVDIR)/tamebpf
+	chmod 0644 $(DESTDIR)$(ENVDIR)/tamebpf
+	install -m 0644 packaging/caps.toml $(DESTDIR)/etc/tamebpf/caps.toml
+	cp -R contrib/grafana contrib/prometheus $(DESTDIR)$(DATADIR)/tamebpf/
+	chmod -R u=rwX,go=rX $(DESTDIR)$(DATADIR)/tamebpf
+	install -m 0644 $(BUILD)/man/*.1 $(DESTDIR)$(DATADIR)/man/man1/
+	install -m 0644 $(BUILD)/completion/tamebpf $(DESTDIR)$(DATADIR)/bash-completion/completions/
 
-# The RPM for EL9: build/rpm/RPMS/ARCH/tamebpf-VERSION-1.ARCH.rpm, built with
-# rpmbuild from packaging/rpm/tamebpf.spec (scripts/build-rpm; docs/deploy.md
-# says what of it is verified here).
-rpm: compile man
-	$(Q)BUILD=$(BUILD) scripts/build-rpm
+# The Debian package, from debian/ (debhelper): dpkg-buildpackage writes
+# beside the source tree, so it builds in a copy of this checkout's files
+# under $(BUILD)/deb/src; the .deb, .buildinfo and .changes land in
+# $(BUILD)/deb/. The copy is the work tree's files (tracked and new, not
+# ignored ones, less docs/results and tests), so uncommitted changes are
+# built too.
+deb:
+	$(call msg,DEB,$(BUILD)/deb)
+	$(Q)rm -rf $(BUILD)/deb && mkdir -p $(BUILD)/deb/src
+	$(Q)git ls-files -z --cached --others --exclude-standard -- . ':!docs/results' ':!tests' | \
+	  xargs -0 sh -c 'for f; do [ -e "$$f" ] && printf "%s\0" "$$f"; done' sh | \
+	  tar --null -T - -cf - | tar -C $(BUILD)/deb/src -xf -
+	$(Q)cd $(BUILD)/deb/src && dpkg-buildpackage -us -uc -b $(if $(V),,>../build.log 2>&1) || \
+	  { tail -n 40 ../build.log >&2; exit 1; }
+	$(Q)ls $(BUILD)/deb/tamebpf_*.deb
+
+# The EL9 source RPM (scripts/build-srpm): Source0 is a `git archive` of
+# this checkout (with uncommitted changes to tracked files), Source1 the
+# prometheus_client sdist the exporter needs, vendored into the package (EL9
+# has no python3.11 build of it), downloaded once into $(BUILD)/sdist.
+RPMTOP := $(abspath $(BUILD))/rpm
+srpm:
+	$(call msg,SRPM,$(RPMTOP)/SRPMS)
+	$(Q)scripts/build-srpm "$(RPMTOP)" "$(PY)"
+
+# The EL9 RPM, rebuilt from the SRPM as a builder would (`rpmbuild
+# --rebuild`). --nodeps: the spec's BuildRequires are EL9's package names,
+# which Debian's rpm database does not know (the tools themselves are here).
+rpm: srpm
+	$(call msg,RPM,$(RPMTOP)/RPMS)
+	$(Q)rpmbuild --rebuild --nodeps --define "_topdir $(RPMTOP)" \
+	  $(RPMTOP)/SRPMS/tamebpf-*.src.rpm $(if $(V),,>$(RPMTOP)/build.log 2>&1) || \
+	  { tail -n 40 $(RPMTOP)/build.log >&2; exit 1; }
+	$(Q)ls $(RPMTOP)/RPMS/*/tamebpf-*.rpm
 
 # Man pages (section 1, one per command and sub-command) and the bash
 # completion file, generated from the argparse parser (scripts/gen_man.py).
-man:
+man: | $(BUILD)
 	$(call msg,MAN,$(BUILD)/man $(BUILD)/completion)
 	$(Q)PYTHONPATH=userspace $(PY) scripts/gen_man.py --man $(BUILD)/man \
 	  --completion $(BUILD)/completion >/dev/null

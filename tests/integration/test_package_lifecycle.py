@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from tests.integration.kernel_fixtures import cgroup, sh, spawn
+from tests.integration.packages import deb as build_deb
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
-REPO = Path(__file__).resolve().parents[2]
 PINS = "/sys/fs/bpf/tamebpf"
 STATE = "/var/lib/tamebpf"
 UNITS = {"tamebpf-export.service": 2.5, "tamebpf-caps.service": 5.0}
@@ -51,11 +51,7 @@ def deb() -> str:
         pytest.skip(f"{PINS} exists: caps in force that this test did not set")
     if os.path.exists(STATE):
         pytest.skip(f"{STATE} exists: not ours to remove")
-    res = run(["make", "-s", "-C", str(REPO), "deb"])
-    assert res.returncode == 0, res.stderr
-    debs = glob.glob(str(REPO / "build" / "tamebpf_*.deb"))
-    assert len(debs) == 1, debs
-    return debs[0]
+    return build_deb()
 
 
 @contextlib.contextmanager
@@ -129,6 +125,12 @@ def test_install_score_cap_remove_purge(deb: str) -> None:
         compiled = glob.glob(f"{PYLIB}/tamebpf/__pycache__/cli.cpython-*.pyc")
         assert compiled, "postinst did not byte-compile the Python package"
         assert os.path.isdir(STATE), f"postinst made no {STATE}"
+        assert Path(STATE).stat().st_mode & 0o777 == 0o750, oct(Path(STATE).stat().st_mode)
+        # The Prometheus example, as installed, finds its rule file.
+        if shutil.which("promtool"):
+            res = run(["promtool", "check", "config",
+                       "/usr/share/tamebpf/prometheus/prometheus-example.yml"])
+            assert res.returncode == 0, res.stdout + res.stderr
 
         analyze = shutil.which("systemd-analyze")
         if analyze:

@@ -1,11 +1,12 @@
-"""The EL9 RPM (`make rpm`), built here with Debian's rpm tools: rpmlint
+"""The EL9 source RPM and the RPM rebuilt from it (`make rpm`: `make srpm`,
+then `rpmbuild --rebuild`), built here with Debian's rpm tools: rpmlint
 clean, the files and dependencies an EL9 host needs, and a Python package
-that imports on Python 3.11. It is not installed: there is no EL9 user space
-on this machine (docs/deploy.md says what is and is not verified)."""
+(with its vendored prometheus_client) that imports on Python 3.11. It is not
+installed: there is no EL9 user space on this machine (docs/deploy.md says
+what is and is not verified)."""
 
 from __future__ import annotations
 
-import glob
 import os
 import re
 import shutil
@@ -16,28 +17,27 @@ from pathlib import Path
 import pytest
 
 from tests.integration.kernel_fixtures import cgroup, sh
+from tests.integration.packages import REPO, rpms, run
 
 pytestmark = pytest.mark.slow
-REPO = Path(__file__).resolve().parents[2]
 LIB = "/usr/lib64/tamebpf"
-
-
-def run(argv: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False,
-                          **kw)  # type: ignore[call-overload]
+SHARE = "/usr/share/tamebpf"
+SPEC = REPO / "packaging" / "rpm" / "tamebpf.spec"
 
 
 @pytest.fixture(scope="module")
-def rpm() -> str:
+def built() -> tuple[str, str]:
+    """(SRPM, RPM)."""
     for tool in ("rpmbuild", "rpmlint", "rpm2cpio", "cpio"):
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} not installed: apt-get install rpm rpmlint cpio "
                         "(scripts/install-deps --test)")
-    res = run(["make", "-s", "-C", str(REPO), "rpm"])
-    assert res.returncode == 0, res.stdout + res.stderr
-    built = glob.glob(str(REPO / "build" / "rpm" / "RPMS" / "*" / "tamebpf-*.rpm"))
-    assert len(built) == 1, built
-    return built[0]
+    return rpms()
+
+
+@pytest.fixture(scope="module")
+def rpm(built: tuple[str, str]) -> str:
+    return built[1]
 
 
 def query(rpm: str, *args: str) -> list[str]:
@@ -46,24 +46,44 @@ def query(rpm: str, *args: str) -> list[str]:
     return res.stdout.splitlines()
 
 
-def test_rpmlint_is_clean(rpm: str) -> None:
+def test_rpmlint_is_clean_on_the_spec_srpm_and_rpm(built: tuple[str, str]) -> None:
     res = run(["rpmlint", "-c", str(REPO / "packaging" / "rpm" / "rpmlint.toml"),
-               str(REPO / "packaging" / "rpm" / "tamebpf.spec"), rpm])
+               str(SPEC), *built])
     summary = res.stdout.strip().splitlines()[-1]
-    assert "0 errors, 0 warnings" in summary, res.stdout
+    assert "2 packages and 1 specfiles checked; 0 errors, 0 warnings" in summary, res.stdout
+
+
+def test_the_srpm_holds_the_sources_a_builder_needs(built: tuple[str, str]) -> None:
+    """Everything `rpmbuild --rebuild` used (make rpm ran it): the spec, the
+    checkout's tarball and the vendored dependency's sdist, nothing else."""
+    srpm = built[0]
+    version = run(["rpm", "-qp", "--qf", "%{VERSION}", srpm]).stdout
+    names = set(query(srpm, "-l"))
+    assert names == {"tamebpf.spec", f"tamebpf-{version}.tar.gz",
+                     next(n for n in names if n.startswith("prometheus_client-"))}, names
+    assert run(["rpm", "-qp", "--qf", "%{VERSION}", built[1]]).stdout == version
 
 
 def test_files_are_where_el9_looks(rpm: str) -> None:
     files = set(query(rpm, "-l"))
     for path in ("/usr/bin/tamebpf", f"{LIB}/libtamebpf.so", f"{LIB}/python/tamebpf/cli.py",
+                 f"{LIB}/python/prometheus_client/__init__.py",
                  "/usr/lib/systemd/system/tamebpf-export.service",
                  "/usr/lib/systemd/system/tamebpf-caps.service",
                  "/usr/share/man/man1/tamebpf.1.gz", "/usr/share/man/man1/tamebpf-advise.1.gz",
                  "/usr/share/bash-completion/completions/tamebpf",
-                 "/usr/share/doc/tamebpf/deploy.md"):
+                 f"{SHARE}/grafana/tamebpf-dashboard.json",
+                 f"{SHARE}/grafana/provisioning/dashboards/tamebpf.yaml",
+                 f"{SHARE}/prometheus/tamebpf-alerts.yml",
+                 f"{SHARE}/prometheus/prometheus-example.yml"):
         assert path in files, f"{path} not in the RPM"
-    assert [f for f in files if f.startswith("/usr/share/licenses/") and f.endswith("LICENSE")]
+    # EL9 names the doc and licence directories tamebpf, Debian's rpm tamebpf-VERSION.
+    assert [f for f in files if re.match(r"/usr/share/doc/tamebpf[^/]*/deploy\.md$", f)]
+    licences = [f for f in files if f.startswith("/usr/share/licenses/")]
+    assert {os.path.basename(f) for f in licences} >= {"LICENSE", "LICENSE.prometheus_client"}
     assert not [f for f in files if "/usr/local" in f or f.startswith("/etc/default")], files
+    testbed = [f for f in files if "/python/tamebpf/testbed" in f]
+    assert not testbed, f"the testbed is not part of the product: {testbed[:5]}"
     assert set(query(rpm, "--configfiles")) == {
         "/etc/tamebpf/caps.toml", "/etc/sysconfig/tamebpf", "/etc/sysconfig/tamebpf-export"}
     compiled = [f for f in files if f.endswith(".pyc")]
@@ -81,8 +101,13 @@ def test_dependencies_are_el9_names(rpm: str) -> None:
 
 
 def test_scriptlets_enable_nothing_and_lift_caps_on_erase(rpm: str) -> None:
+    """The units through systemd's helper (systemd-rpm-macros), no systemctl
+    of our own; the caps lifted on erase only."""
     scripts = "\n".join(query(rpm, "--scripts"))
-    assert "daemon-reload" in scripts and not re.search(r"systemctl\s+enable", scripts)
+    assert "systemctl" not in scripts, scripts
+    for action in ("install-system-units", "remove-system-units", "mark-restart-system-units"):
+        assert re.search(rf"systemd-update-helper {action} tamebpf-export.service", scripts), (
+            f"no {action}: {scripts}")
     preun = scripts.split("preuninstall scriptlet")[1].split("scriptlet (using")[0]
     assert 'if [ "$1" -eq 0 ]' in preun, "caps must be lifted on erase only, not on upgrade"
     assert "cap apply --prune /dev/null" in preun and "/etc/sysconfig/tamebpf" in preun
@@ -104,9 +129,13 @@ def test_payload_runs_on_python_3_11(rpm: str, tmp_path: Path) -> None:
     if py311 is None:
         pytest.skip("no python3.11 here to import the package with")
     pkg = tmp_path / LIB.lstrip("/") / "python"
-    res = run([py311, "-I", "-c", f"import sys; sys.path.insert(0, {str(pkg)!r}); "
-               "from tamebpf.cli import build_parser; build_parser()"])
+    # -S: not the site packages of this machine's Python; the vendored
+    # prometheus_client must be the one found.
+    res = run([py311, "-I", "-S", "-c", f"import sys; sys.path.insert(0, {str(pkg)!r}); "
+               "from tamebpf.cli import build_parser; build_parser(); "
+               "import prometheus_client; print(prometheus_client.__file__)"])
     assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == str(pkg / "prometheus_client" / "__init__.py"), res.stdout
     magic = run([py311, "-c", "import importlib.util, sys; "
                  "sys.stdout.write(importlib.util.MAGIC_NUMBER.hex())"]).stdout
     pyc = pkg / "tamebpf" / "__pycache__" / "cli.cpython-311.pyc"
