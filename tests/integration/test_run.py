@@ -22,7 +22,7 @@ from tamebpf.kernel.cap import CapTable
 from tamebpf.kernel.cgroups import cgroup2_mount, empty_and_remove
 from tamebpf.testbed import iperf
 from tests.integration import conftest_testbed as tbfix
-from tests.integration.kernel_fixtures import wait_for
+from tests.integration.kernel_fixtures import free_port, wait_for
 
 pytestmark = pytest.mark.root
 TAMEBPF = [sys.executable, "-m", "tamebpf"]
@@ -145,21 +145,18 @@ def test_cap_list_tidies_after_kill_9_of_run(pins: str) -> None:
 
 
 RATE, RTT, QUEUE = 20.0, 20.0, 25
+CAPACITY = RATE * 1448 / 1514  # TCP goodput the bottleneck allows
 
 
-def test_iperf3_under_run_teaches_path_memory(pins: str, tmp_path: Path) -> None:
-    """iperf3 -P 4 under run on the testbed, with path memory seeded by one
-    `advise --quick --capacity` (one stream count needs the capacity):
-    the summary counts 4 streams, and a passive entry is stored."""
+def test_iperf3_under_run_teaches_path_memory_and_advise_answers_from_it(
+        pins: str, tmp_path: Path) -> None:
+    """iperf3 -P 4 under run on the testbed, path memory empty: the first
+    seconds' ACKs give the capacity, the one stream count the curve; then,
+    with the server gone, advise answers from what was learned."""
     with tbfix.running_testbed(rate_mbit=RATE, rtt_ms=RTT, queue_pkts=QUEUE, cc="cubic") as tb:
         server = iperf.start_server(tb, 5201)
         with tbfix.killed_on_exit(server):
             dst, ns = tb.addresses["receiver"], tb.namespaces["sender"]
-            seeded = subprocess.run(
-                [*TAMEBPF, "advise", dst, "--quick", "--capacity", f"{RATE:g}M",
-                 "--max-impact", "10%", "--netns", ns, "--congestion", "cubic"],
-                capture_output=True, text=True, timeout=60)
-            assert seeded.returncode == 0, seeded.stderr
             summary = tmp_path / "summary.json"
             t0 = time.monotonic()
             # 10 Gbit/s: far above the path, so the cap never holds it back.
@@ -174,11 +171,32 @@ def test_iperf3_under_run_teaches_path_memory(pins: str, tmp_path: Path) -> None
             assert d["addr"] == dst and d["streams"] == 4, s
             assert 0.5 * RATE < d["goodput_mbps"] <= RATE * 1.05, s
             assert [x["dest"] for x in s["learned"]] == [dst], (
-                f"nothing learned in {took:.0f} s: {s['not_learned']}")
-            listed = subprocess.run([*TAMEBPF, "paths", "--json"], capture_output=True,
-                                    text=True, timeout=30)
-            assert listed.returncode == 0, listed.stderr
-            sources = [(e["source"], e["netns"]) for e in json.loads(listed.stdout)["paths"]
-                       if e["dest"] == f"{dst}/32"]
-            assert ("passive", ns) in sources, listed.stdout
+                f"nothing learned in {took:.0f} s: {s['not_learned']}; {s['notes']}")
+            learned = s["learned"][0]
+            assert learned["capacity_method"] == "ack-spacing (transfer)", s
+            assert abs(learned["capacity_mbps"] / CAPACITY - 1) <= 0.10, (
+                f"capacity from the ACKs {learned['capacity_mbps']:.2f} Mbit/s, the link "
+                f"gives {CAPACITY:.2f}")
+        # The server is gone: an answer now can only come from memory.
+        asked = subprocess.run([*TAMEBPF, "advise", dst, "--max-impact", "10%", "--netns", ns,
+                                "--congestion", "cubic", "--json"],
+                               capture_output=True, text=True, timeout=60)
+        assert asked.returncode == 0, asked.stderr
+        out = json.loads(asked.stdout)
+        assert out["from_memory"] is True and out["memory"]["source"] == "passive", out["memory"]
+        assert out["memory"]["transfers"] == 1, out["memory"]
+        text = subprocess.run([*TAMEBPF, "advise", dst, "--max-impact", "10%", "--netns", ns,
+                               "--congestion", "cubic"], capture_output=True, text=True,
+                              timeout=60)
+        assert "from memory: learned from 1 transfer over " in text.stdout, text.stdout
     assert CapTable("test").list() == [], "the run's caps are left"
+
+
+def test_advise_with_no_server_and_no_memory_names_both_ways() -> None:
+    res = subprocess.run([*TAMEBPF, "advise", f"127.0.0.1:{free_port()}", "--max-impact",
+                          "10%", "--congestion", "cubic"],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 3, f"exit {res.returncode}: {res.stderr}"
+    last = res.stderr.strip().splitlines()[-1]
+    assert "no iperf3 server answers" in last and "iperf3 -s" in last and \
+        "tamebpf run" in last and "tamebpf export" in last, last

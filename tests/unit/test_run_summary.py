@@ -15,7 +15,8 @@ def summary(**kw: object) -> Summary:
         "command": "iperf3", "exit_status": 0, "seconds": 8.0,
         "destinations": (Destination("198.18.0.2", 20_000_000, 0, 4, 0.075, 1),),
         "cap_start_mbps": 100.0, "cap_start_from": "--rate", "cap_end_mbps": 100.0,
-        "learning": True, "learned": (Learned("198.18.0.2", "cubic", 1, 18.7),)}
+        "learning": True,
+        "learned": (Learned("198.18.0.2", "cubic", 1, 18.7, 19.1, "ack-spacing (transfer)"),)}
     base.update(kw)
     return Summary(**base)  # type: ignore[arg-type]
 
@@ -24,8 +25,8 @@ def test_the_line_says_bytes_goodput_streams_impact_and_what_was_learned() -> No
     line = render(summary())
     assert line == ("tamebpf run: iperf3 exited 0 after 8.0 s: 20.00 MB to 198.18.0.2 at "
                     "20.0 Mbit/s over 4 streams (estimated impact 7.5%; advised 1); paced "
-                    "from 100.0 Mbit/s (--rate); learned: 198.18.0.2 (cubic) 1 stream at "
-                    "18.7 Mbit/s"), line
+                    "from 100.0 Mbit/s (--rate); learned: 198.18.0.2 (cubic) advise 1 stream at "
+                    "18.7 Mbit/s, capacity 19.1 Mbit/s (ack-spacing (transfer))"), line
     assert "\n" not in line
 
 

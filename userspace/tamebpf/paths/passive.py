@@ -4,7 +4,8 @@ is a point, as a probe would be, and no probe traffic is sent.
 
 - Two stream counts or more: the group's passive fit (groups.passive_fit,
   the model `advise` uses) becomes a 'passive' entry.
-- One count, with the path's capacity known from an earlier entry: the
+- One count, with the path's capacity known from an earlier entry or
+  measured on the transfer's own ACKs (`tamebpf run`: runner/acks.py): the
   capacity fit (model/capacity.fit_capacity) on that one point gives the
   competing flows, and so a curve.
 - A settled point outside the newest entry's interval (its predicted
@@ -19,7 +20,9 @@ path per STORE_EVERY_S unless the points changed (PathLearner._due).
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from tamebpf.groups.group import Group
 from tamebpf.groups.passive_fit import LOSS_BASED, Observation
@@ -51,6 +54,17 @@ UNBOUND_SHARE = 0.8
 
 
 @dataclass(frozen=True)
+class MeasuredCapacity:
+    """The bottleneck's capacity (TCP goodput, Mbit/s) that a transfer's own
+    ACK spacing gave (a trusted estimate: advise/estimate/acktrain.py)."""
+
+    mbps: float
+    low_mbps: float | None
+    high_mbps: float | None
+    method: str = "ack-spacing (transfer)"
+
+
+@dataclass(frozen=True)
 class Learned:
     """What one group taught about its path: a new entry, a changed mark
     (with why), or neither."""
@@ -58,6 +72,32 @@ class Learned:
     key: PathKey
     entry: PathEntry | None = None
     changed: str | None = None
+
+
+class Capacity(NamedTuple):
+    """The capacity a new entry rests on, from an entry or measured."""
+
+    mbps: float
+    low_mbps: float | None
+    high_mbps: float | None
+    method: str | None
+    link_mbps: float | None
+
+
+# A transfer writes its path's entry at least every STORE_EVERY_S while it
+# teaches: entries further apart than this came from different transfers.
+TRANSFER_GAP_S = 2 * STORE_EVERY_S
+
+
+def transfers(times: Sequence[float]) -> tuple[int, float]:
+    """(how many transfers, over how many seconds) stored the passive
+    entries made at `times` (oldest first): runs of entries no more than
+    TRANSFER_GAP_S apart count as one transfer (two back to back count as
+    one)."""
+    if not times:
+        return 0, 0.0
+    n = 1 + sum(1 for a, b in zip(times, times[1:], strict=False) if b - a > TRANSFER_GAP_S)
+    return n, times[-1] - times[0]
 
 
 def group_key(group: Group, netns: str) -> PathKey | None:
@@ -89,7 +129,10 @@ def outside(known: PathEntry, obs: Observation, settings: Settings) -> str | Non
 
 
 def learn(group: Group, netns: str, now: float, settings: Settings,
-          known: PathEntry | None) -> Learned | None:
+          known: PathEntry | None, measured: MeasuredCapacity | None = None
+          ) -> Learned | None:
+    """What the group teaches; `measured`: the capacity its own ACKs gave,
+    used when no entry holds one (one stream count then makes a curve)."""
     key = group_key(group, netns)
     obs = group.observed
     if key is None or not obs or PROBE_CGROUP in (group.cgroup or ""):
@@ -120,18 +163,25 @@ def learn(group: Group, netns: str, now: float, settings: Settings,
         f = pred.fit
         fit = FitData("throughput", tuple((p.streams, p.throughput) for p in f.probes),
                       f.model, f.coeffs, f.evidence_limit, f.capacity)
-        capacity = None
-    elif known is not None and known.capacity_mbps is not None:
+        capacity: Capacity | None = None
+    elif (known is not None and known.capacity_mbps is not None) or measured is not None:
+        if known is not None and known.capacity_mbps is not None:
+            capacity = Capacity(known.capacity_mbps, known.capacity_low_mbps,
+                                known.capacity_high_mbps, known.capacity_method,
+                                known.link_mbps)
+        else:
+            assert measured is not None
+            capacity = Capacity(measured.mbps, measured.low_mbps, measured.high_mbps,
+                                measured.method, None)
         o = obs[0]
         try:
             pred = predict(fit_capacity([Probe(o.streams, o.goodput_mbps)],
-                                        known.capacity_mbps), settings)
+                                        capacity.mbps), settings)
         except ModelInputError:
             return Learned(key)
         f = pred.fit
         fit = FitData("capacity", ((o.streams, o.goodput_mbps),), f.model, f.coeffs,
                       f.evidence_limit, f.capacity)
-        capacity = known
     else:
         return Learned(key)
     a = pred.advice
@@ -139,10 +189,10 @@ def learn(group: Group, netns: str, now: float, settings: Settings,
         **base, fit=fit, advised_streams=a.num_flows,  # type: ignore[arg-type]
         advised_mbps=a.max_nondisruptive_thru, advised_impact=a.cross_traffic_impact,
         max_impact=settings.max_impact,
-        capacity_mbps=None if capacity is None else capacity.capacity_mbps,
-        capacity_low_mbps=None if capacity is None else capacity.capacity_low_mbps,
-        capacity_high_mbps=None if capacity is None else capacity.capacity_high_mbps,
-        capacity_method=None if capacity is None else capacity.capacity_method,
+        capacity_mbps=None if capacity is None else capacity.mbps,
+        capacity_low_mbps=None if capacity is None else capacity.low_mbps,
+        capacity_high_mbps=None if capacity is None else capacity.high_mbps,
+        capacity_method=None if capacity is None else capacity.method,
         link_mbps=None if capacity is None else capacity.link_mbps,
         competing_flows=competing_flows(pred.fit) if capacity is not None else None)
     return Learned(key, entry=entry)
@@ -160,7 +210,9 @@ class PathLearner:
         self.entries = 0
         self.changed = 0
 
-    def observe(self, groups: list[Group], now: float) -> None:
+    def observe(self, groups: list[Group], now: float,
+                measured: Mapping[str, MeasuredCapacity] | None = None) -> None:
+        """`measured`: capacities the transfers' own ACKs gave, by address."""
         seen = [g for g in groups if g.observed]
         if not seen:
             return
@@ -170,7 +222,8 @@ class PathLearner:
             if key is None:
                 continue
             known = newest.get(key)
-            got = learn(g, self.netns, now, self.settings, known)
+            got = learn(g, self.netns, now, self.settings, known,
+                        (measured or {}).get(g.remote_addr))
             if got is None:
                 continue
             if got.changed is not None:

@@ -50,14 +50,15 @@ from tamebpf.logs import log
 from tamebpf.model import ModelInputError, Settings
 from tamebpf.paths.entry import PathEntry, PathKey
 from tamebpf.paths.follows import FollowBook, FollowSpec
-from tamebpf.paths.passive import PathLearner, group_key
+from tamebpf.paths.passive import UNBOUND_SHARE, MeasuredCapacity, PathLearner, group_key
 from tamebpf.paths.recall import recall, usable
 from tamebpf.paths.store import PathStore, state_dir
 from tamebpf.paths.where import netns_id
 from tamebpf.records import Cap, Flow
+from tamebpf.runner.acks import FirstAcks, measured
 from tamebpf.runner.child import WAITED, shell_status, start
 from tamebpf.runner.summary import Destination, Learned, Summary
-from tamebpf.units import pace_bytes_per_s
+from tamebpf.units import mbps_over, pace_bytes_per_s
 
 DEFAULT_RATE_MBPS = 100.0  # conservative: a share of most research links, not all of one
 WIDE = ("0.0.0.0/0", "::/0")
@@ -140,6 +141,8 @@ class Session:
         self.notes: list[str] = []
         self.started_wall = time.time()
         self._followed_at = 0.0
+        self.acks: FirstAcks | None = None
+        self.measured: dict[str, MeasuredCapacity] = {}
         self._broken: str | None = None
 
     def run(self) -> tuple[int, Summary]:
@@ -154,6 +157,8 @@ class Session:
                             verbose=self.opts.verbose, command="run") as reader, \
                     signals_waited():
                 t0 = time.monotonic()
+                if self.opts.learn:
+                    self._open_acks(cg.path, t0)
                 child = start(self.opts.argv, cg.path, self.opts.netns)
                 try:
                     status = self._wait(child, reader)
@@ -163,6 +168,8 @@ class Session:
                 seconds = time.monotonic() - t0
                 self._safely(lambda: self._step(reader))  # what the last reading missed
         finally:
+            if self.acks is not None:
+                self.acks.close()
             self._tidy(cg)
         return status, self._summary(seconds, status)
 
@@ -200,8 +207,10 @@ class Session:
             self._choose_path(refresh.groups)
         else:
             self._start_following()
+        if self.acks is not None and self.acks.due(time.monotonic(), self.path is not None):
+            self._read_acks(flows)
         if self.learner is not None:
-            self.learner.observe(refresh.groups, time.time())
+            self.learner.observe(refresh.groups, time.time(), self.measured)
         now = time.monotonic()
         if self.book.specs() and now - self._followed_at >= SAMPLE_EVERY_S * 0.99:
             self._followed_at = now
@@ -209,6 +218,38 @@ class Session:
             spec = self.book.specs()[0]
             if spec.target_mbps is not None:
                 self.target_mbps = spec.target_mbps
+
+    def _open_acks(self, cgroup: str, now: float) -> None:
+        try:
+            self.acks = FirstAcks(cgroup, now)
+        except TamebpfError as err:
+            self.notes.append(f"no capacity from the ACKs: {err}")
+
+    def _read_acks(self, flows: Sequence[Flow]) -> None:
+        """The capacity from the first seconds' ACKs to the followed
+        destination: trusted only if the pace cap did not hold those
+        streams (their ACKs would be spaced at our own rate)."""
+        assert self.acks is not None
+        if self.path is None:
+            self.acks.close()
+            return
+        addr = self._host or self.path.dest.split("/")[0]
+        mine = [f for f in flows if f.remote_addr == addr]
+        seconds = max(time.monotonic() - self.acks.opened, 1e-3)
+        goodput = mbps_over(sum(self.moved[addr].sent.values()) if addr in self.moved else 0,
+                            seconds)
+        e = self.acks.read([f.cookie for f in mine], goodput,
+                           max((f.mss for f in mine), default=0))
+        why = e.reason
+        if goodput >= UNBOUND_SHARE * self.target_mbps:
+            why = ("the pace cap held the streams, so their ACKs are spaced at our own "
+                   "rate (give --rate above the path)")
+        got = measured(e) if why is None else None
+        if got is not None:
+            self.measured[addr] = got
+            log.info("run: capacity %.1f Mbit/s from the ACKs to %s", got.mbps, addr)
+        elif self.store.newest(self.path, with_capacity=True) is None:
+            self.notes.append(f"no capacity from the ACKs to {addr}: {why}")
 
     def _follows(self, cap: Cap) -> bool:
         return any(s.dest == cap.dest for s in self.book.specs())
@@ -325,7 +366,8 @@ class Session:
             if entry is not None and entry.source == "passive" and \
                     entry.when >= self.started_wall and self.opts.learn:
                 learned.append(Learned(addr, entry.key.congestion, entry.advised_streams,
-                                       entry.advised_mbps))
+                                       entry.advised_mbps, entry.capacity_mbps,
+                                       entry.capacity_method))
         return Summary(
             command=os.path.basename(self.opts.argv[0]), exit_status=status, seconds=seconds,
             destinations=tuple(dests), cap_start_mbps=self.start_mbps,

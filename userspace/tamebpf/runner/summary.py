@@ -30,6 +30,8 @@ class Learned:
     congestion: str
     advised_streams: int
     advised_mbps: float
+    capacity_mbps: float | None = None  # the capacity it rests on
+    capacity_method: str | None = None  # e.g. 'ack-spacing (transfer)': this run's ACKs
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,14 @@ def dest_text(d: Destination, seconds: float) -> str:
     return text
 
 
+def learned_text(x: Learned) -> str:
+    text = (f"{x.dest} ({x.congestion}) advise {count(x.advised_streams, 'stream')} at "
+            f"{x.advised_mbps:.1f} Mbit/s")
+    if x.capacity_mbps is not None:
+        text += f", capacity {x.capacity_mbps:.1f} Mbit/s ({x.capacity_method or '-'})"
+    return text
+
+
 def render(s: Summary) -> str:
     """The one line (no newline)."""
     parts = [f"tamebpf run: {s.command} exited {s.exit_status} after {s.seconds:.1f} s"]
@@ -92,9 +102,7 @@ def render(s: Summary) -> str:
     if not s.learning:
         parts.append("not learning (--no-learn)")
     elif s.learned:
-        parts.append("learned: " + ", ".join(
-            f"{x.dest} ({x.congestion}) {count(x.advised_streams, 'stream')} at "
-            f"{x.advised_mbps:.1f} Mbit/s" for x in s.learned))
+        parts.append("learned: " + ", ".join(learned_text(x) for x in s.learned))
     else:
         parts.append(f"nothing learned ({s.not_learned or 'no steady transfer'})")
     return ": ".join(parts[:2]) + "; " + "; ".join(parts[2:] + list(s.notes))

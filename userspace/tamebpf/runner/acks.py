@@ -1,0 +1,72 @@
+"""The path's capacity from the run's own ACKs (issue 45, item 1).
+
+The advisor's ACK log (kernel/acktrain.py) marks the connections opened
+from a cgroup and logs the arrival of every ACK that advances them, host
+wide, while it is attached. The run attaches it to its cgroup before CMD
+starts (it marks connections when they are established) and detaches it
+after WINDOW_S: the transfer's first seconds, slow start included, and
+nothing per packet after that.
+
+The estimate (advise/estimate/acktrain.py, the advisor's with its trust
+rule) reads only the pairs at or above the transfer's own goodput, so
+segments the pace cap spaced (each stream's share, below the group's
+goodput when it has 2 streams or more) do not count: what is left is the
+bottleneck's spacing of segments sent faster than it, which needs a cap
+above the path (`--rate`) or a stream the cap does not pace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tamebpf.advise.estimate.acktrain import CapacityEstimate, estimate_capacity, pair_rates
+from tamebpf.kernel.acktrain import AckTrain
+from tamebpf.paths.passive import MeasuredCapacity
+
+WINDOW_S = 5.0  # the ACKs of the transfer's first seconds
+# A destination not known by then (CMD started slowly): wait this much longer at most.
+WAIT_FOR_DEST_S = 10.0
+
+
+class FirstAcks:
+    """The ACK log of the run's first WINDOW_S, read once."""
+
+    def __init__(self, cgroup: str, now: float) -> None:
+        self.train: AckTrain | None = AckTrain(cgroup)
+        self.opened = now
+        self.estimate: CapacityEstimate | None = None
+
+    def due(self, now: float, have_dest: bool) -> bool:
+        """Whether to read now (or give up: no destination in time)."""
+        if self.train is None:
+            return False
+        waited = now - self.opened
+        return waited >= WINDOW_S and (have_dest or waited >= WINDOW_S + WAIT_FOR_DEST_S)
+
+    def read(self, cookies: Sequence[int], goodput_mbps: float, mss: int) -> CapacityEstimate:
+        """The estimate from the ACKs of these connections (the destination's)
+        above their goodput; the log is detached."""
+        assert self.train is not None
+        try:
+            log = self.train.read()
+        finally:
+            self.close()
+        mine = log.only(cookies) if cookies else log
+        if cookies and not mine.flows:
+            self.estimate = CapacityEstimate(None, None, None, 0, 0, False,
+                                             "no ACK logged for the destination's streams")
+        else:
+            self.estimate = estimate_capacity(pair_rates(mine, mss), goodput_mbps)
+        return self.estimate
+
+    def close(self) -> None:
+        if self.train is not None:
+            self.train.close()
+            self.train = None
+
+
+def measured(e: CapacityEstimate | None) -> MeasuredCapacity | None:
+    """A trusted estimate as path memory takes it."""
+    if e is None or not e.trusted or e.goodput_mbps is None:
+        return None
+    return MeasuredCapacity(e.goodput_mbps, e.low_mbps, e.high_mbps)
