@@ -144,3 +144,26 @@ def test_a_pace_cap_that_did_not_bind_lets_the_group_teach() -> None:
     assert got.entry.advised_streams == free.entry.advised_streams
     held = learn(replace(g, paced_bps=share(4) * 1e6), "tb-snd", 2000.0, SETTINGS, probed())
     assert held is not None and held.entry is None, "a cap at the goodput taught the path"
+
+
+def test_transfers_are_runs_of_entries_close_together() -> None:
+    from tamebpf.paths.passive import TRANSFER_GAP_S, transfers
+
+    assert transfers([]) == (0, 0.0)
+    one = [100.0, 104.0, 130.0, 190.0]  # one transfer: entries at most STORE_EVERY_S apart
+    assert transfers(one) == (1, 90.0)
+    later = [190.0 + TRANSFER_GAP_S + 1, 190.0 + TRANSFER_GAP_S + 30]
+    assert transfers(one + later) == (2, later[-1] - 100.0)
+
+
+def test_one_count_with_the_capacity_its_own_acks_gave_makes_an_entry() -> None:
+    from tamebpf.paths.passive import MeasuredCapacity
+
+    alone = learn(group(4), "tb-snd", 2000.0, SETTINGS, None)
+    assert alone is not None and alone.entry is None, "one count and no capacity taught"
+    got = learn(group(4), "tb-snd", 2000.0, SETTINGS, None, MeasuredCapacity(C, 98.0, 102.0))
+    assert got is not None and got.entry is not None
+    e = got.entry
+    assert (e.source, e.capacity_mbps, e.capacity_method) == ("passive", C,
+                                                              "ack-spacing (transfer)")
+    assert e.competing_flows == pytest.approx(M, rel=0.05)

@@ -52,3 +52,13 @@ def test_paths_table_and_json() -> None:
     j = json.loads(json.dumps(entry_json(e, 1060.0), allow_nan=False))
     assert j["age_s"] == 60.0 and j["fit"]["estimator"] == "capacity"
     assert j["advice"]["num_flows"] == e.advised_streams
+
+
+def test_a_passive_answer_says_how_many_transfers_taught_it_over_how_long() -> None:
+    e = replace(an_entry(1000.0), source="passive", probe_kind="none")
+    r = replace(recall(e, Settings()), transfers=(3, 750.0))
+    text = render_recalled(r, TARGET, 1125.0)
+    assert "from memory: learned from 3 transfers over 12 min, the last 2 min 5 s ago" in text
+    out = recalled_json(r, TARGET, 1125.0)
+    assert out["from_memory"] is True and out["memory"]["source"] == "passive"
+    assert (out["memory"]["transfers"], out["memory"]["learned_over_s"]) == (3, 750.0)

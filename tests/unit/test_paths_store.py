@@ -199,3 +199,15 @@ def test_forget_by_prefix_and_all_from_the_command_line(tmp_path: Path) -> None:
     assert res.returncode == 2 and "--all" in res.stderr
     res = run_cli(tmp_path / "s", "forget", "--all")
     assert res.returncode == 0 and "forgot 1 entry" in res.stdout and store.count() == 0
+
+
+def test_passive_times_are_those_since_the_last_probed_entry(tmp_path: Path) -> None:
+    store = PathStore(str(tmp_path))
+    now = time.time()  # rows older than the retention are expired on write
+    e = an_entry(now - 300)
+    store.put(replace(e, when=now - 400, source="passive", probe_kind="none"))
+    store.put(e)  # probed: the transfers before it no longer count
+    for t in (now - 200, now - 170):
+        store.put(replace(e, when=t, source="passive", probe_kind="none"))
+    assert store.passive_times(e.key) == [now - 200, now - 170]
+    assert PathStore(str(tmp_path / "none")).passive_times(e.key) == []

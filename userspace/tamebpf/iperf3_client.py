@@ -50,6 +50,7 @@ BLOCK = 128 * 1024  # iperf3's default TCP block
 MULTISEND = 10
 MAX_JSON = 1 << 20
 UNRESOLVED = "cannot resolve"  # the error's start: advise/probes.py words its hint by it
+NO_SERVER = "cannot connect to"  # ... and tells "no server answers" by this one
 SO_COOKIE = getattr(socket, "SO_COOKIE", 57)  # Linux's value; older Pythons lack the name
 
 
@@ -210,7 +211,7 @@ class Iperf3Client:
         try:
             self.control.connect(addr)
         except OSError as err:
-            raise Iperf3Error(f"cannot connect to {self.host}:{self.port}: "
+            raise Iperf3Error(f"{NO_SERVER} {self.host}:{self.port}: "
                               f"{err.strerror or err}") from None
         # "time" is whole seconds on the wire; the server only uses it for
         # a watchdog, we end the test ourselves.

@@ -18,6 +18,7 @@ from tamebpf.logs import log
 from tamebpf.model import ModelInputError, Settings
 from tamebpf.paths import remote
 from tamebpf.paths.entry import ProbeKind
+from tamebpf.paths.passive import transfers
 from tamebpf.paths.recall import Recalled, entry_from_advice, recall, usable
 from tamebpf.paths.statedir import StateFileRefused
 from tamebpf.paths.store import PathStore, state_dir
@@ -118,10 +119,16 @@ class AdviceMemory:
             log.debug("path memory has no answer for %s: %s", key, why)
             return None
         try:
-            return recall(entry, settings)
+            got = recall(entry, settings)
         except (ModelInputError, ValueError) as err:
             log.debug("the stored fit for %s does not make a curve: %s", key, err)
             return None
+        if entry.source == "passive":
+            try:
+                got = replace(got, transfers=transfers(self.store.passive_times(key)))
+            except (sqlite3.Error, OSError) as err:
+                log.debug("path memory's passive entries for %s: %s", key, err)
+        return got
 
     def remember(self, result: AdviseResult, congestion: str, kind: ProbeKind) -> None:
         """Store a probed advice (a refusal is not stored)."""

@@ -144,6 +144,11 @@ def probe_congestion(target: Target) -> tuple[str, str]:
     return cc, f"the default of {where}; --congestion to choose"
 
 
+class NoServer(TamebpfError):
+    """The probe's connection was refused or timed out: no iperf3 server
+    answers at the target (`advise` then says how else to get advice)."""
+
+
 def probe_failure_hint(error: str, target: Target) -> str:
     """What to do about a failed probe: a name that does not resolve is a
     typo or a DNS matter, not a server to start."""
@@ -306,7 +311,8 @@ def run_probes(target: Target, stages: Sequence[tuple[int, float]],
     t_end = time.monotonic()
     if "error" in report or "received_mbps" not in report:
         error = report.get("error", "no report from the probe")
-        raise TamebpfError(
+        failed = NoServer if str(error).startswith(iperf3_client.NO_SERVER) else TamebpfError
+        raise failed(
             f"iperf3 probe to {target.host}:{target.port} failed: {error}",
             probe_failure_hint(error, target))
     return _results(target, plan, series, report, acks, learned_srtt_us, (t_start, t_end),

@@ -21,6 +21,7 @@ from tamebpf.advise.advisor import (
     run_advice,
 )
 from tamebpf.advise.memory import DEFAULT_MAX_AGE_S, AdviceMemory
+from tamebpf.advise.probes import NoServer
 from tamebpf.capfile import CONGESTION
 from tamebpf.errors import NoAdviceError, UsageError
 from tamebpf.kernel import preflight
@@ -260,6 +261,13 @@ def run(args: argparse.Namespace) -> int:
             result = run_advice(target, settings, (n1, n2), durations, args.model,
                                 on_progress=progress, capacity_mbps=capacity,
                                 max_probe_s=max_probe)
+    except NoServer as err:
+        raise NoAdviceError(
+            f"no advice for {host}:{port}: no iperf3 server answers ({err.message})"
+            + ("" if probe_options else ", and path memory has no fresh entry for that path"),
+            f"either start 'iperf3 -s -p {port}' there, or run a transfer to it under "
+            "'tamebpf run -- CMD' (or while 'tamebpf export' runs): path memory learns "
+            "from it and advise then answers sending nothing (docs/paths.md)") from None
     finally:
         progress.clear()
     if not result.refused:

@@ -30,6 +30,8 @@ class Recalled:
     model: str
     # The node whose exported entry this is (advise --paths-from), None: ours.
     node: str | None = None
+    # A passive entry of ours: (transfers that taught the path, over seconds).
+    transfers: tuple[int, float] | None = None
 
 
 def entry_from_advice(result: AdviseResult, key: PathKey, when: float, kind: ProbeKind,

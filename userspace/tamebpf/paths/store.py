@@ -102,6 +102,21 @@ class PathStore:
                 (key.dest, key.netns, key.congestion)).fetchone()
         return None if row is None else _entry(row)
 
+    def passive_times(self, key: PathKey) -> list[float]:
+        """When the path's passive entries since its last probed one were
+        stored (not those marked changed), oldest first: what transfers
+        taught it (paths/passive.transfers counts them)."""
+        with self._connection(create=False) as db:
+            if db is None:
+                return []
+            rows = db.execute(
+                "SELECT created FROM paths WHERE dest = ? AND netns = ? AND congestion = ? "
+                "AND source = 'passive' AND changed = 0 AND created > COALESCE((SELECT "
+                "max(created) FROM paths WHERE dest = ? AND netns = ? AND congestion = ? "
+                "AND source != 'passive'), 0) ORDER BY created",
+                (key.dest, key.netns, key.congestion) * 2).fetchall()
+        return [float(r[0]) for r in rows]
+
     def latest(self) -> list[PathEntry]:
         """The most recent entry of every path, newest first."""
         with self._connection(create=False) as db:

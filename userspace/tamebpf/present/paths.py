@@ -48,13 +48,25 @@ def entry_json(e: PathEntry, now: float) -> dict[str, Any]:
     }
 
 
-def _how(e: PathEntry) -> str:
-    """How the entry was made, in words."""
+def _how(e: PathEntry, taught: tuple[int, float] | None = None) -> str:
+    """How the entry was made, in words; `taught`: (transfers, over seconds)."""
     if e.source == "passive":
-        return "learned from transfers"
+        if taught is None or taught[0] == 0:
+            return "learned from transfers"
+        return (f"learned from {count(taught[0], 'transfer')} over {minutes(taught[1])}, "
+                "the last")
     kind = "" if e.probe_kind == "none" else f"{e.probe_kind} probes"
     return ("probed with --capacity" if e.source == "--capacity" else "probed") + (
         f" ({kind})" if kind else "")
+
+
+def minutes(seconds: float) -> str:
+    """'0.3 min', '12 min', '3.5 h'."""
+    if seconds < 600:
+        return f"{seconds / 60:.1f} min"
+    if seconds < 3 * 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def _opt(x: float | None, fmt: str) -> str:
@@ -87,7 +99,7 @@ def recalled_json(r: Recalled, target: Target, now: float) -> dict[str, Any]:
     a, s = r.advice, r.settings
     return {
         "from_memory": True,
-        "memory": {**entry_json(r.entry, now), "node": r.node},
+        "memory": {**entry_json(r.entry, now), "node": r.node, **taught_json(r.transfers)},
         "model": r.model,
         "params": r.params,
         "curve": [{"streams": c.streams, "throughput_mbps": c.throughput, "impact": c.impact}
@@ -107,12 +119,19 @@ def recalled_json(r: Recalled, target: Target, now: float) -> dict[str, Any]:
     }
 
 
+def taught_json(taught: tuple[int, float] | None) -> dict[str, Any]:
+    """How many transfers taught a passive entry, over how long (None: not
+    one of ours that transfers taught)."""
+    return {"transfers": None if taught is None else taught[0],
+            "learned_over_s": None if taught is None else round(taught[1], 3)}
+
+
 def render_recalled(r: Recalled, target: Target, now: float) -> str:
     e, a = r.entry, r.advice
     lines = [f"advice for {target.host}:{target.port}"
              + (f" (from netns {target.netns})" if target.netns else ""),
              f"from memory{'' if r.node is None else f' of node {r.node} (--paths-from)'}: "
-             f"{_how(e)} {age_text(e.age_s(now))} ago, path {e.key.dest} "
+             f"{_how(e, r.transfers)} {age_text(e.age_s(now))} ago, path {e.key.dest} "
              f"netns {e.key.netns}; nothing was sent (--fresh probes again)",
              f"advice for senders running {e.key.congestion}"]
     if e.capacity_mbps is not None:
