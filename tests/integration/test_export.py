@@ -71,20 +71,23 @@ def exporter(*args: str) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
             stop(proc)  # type: ignore[arg-type]
 
 
-def prometheus_config(target: str, rule_files: Sequence[str] = ()) -> str:
+def prometheus_config(target: str, rule_files: Sequence[str] = (), job_extra: str = "") -> str:
     text = ("global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
             "scrape_configs:\n"
-            f"  - job_name: tamebpf\n    static_configs: [{{targets: ['{target}']}}]\n")
+            f"  - job_name: tamebpf\n    static_configs: [{{targets: ['{target}']}}]\n"
+            + job_extra)
     if rule_files:
         text += "rule_files:\n" + "".join(f"  - '{os.path.abspath(r)}'\n" for r in rule_files)
     return text
 
 
 @contextlib.contextmanager
-def prometheus(target: str, rule_files: Sequence[str] = ()) -> Iterator[str]:
+def prometheus(target: str, rule_files: Sequence[str] = (), job_extra: str = ""
+               ) -> Iterator[str]:
     """A Prometheus server on a free loopback port with its own storage,
-    scraping target every second (job "tamebpf") and evaluating rule_files
-    every second; yields its base URL."""
+    scraping target every second (job "tamebpf", with job_extra's settings:
+    YAML lines indented 4) and evaluating rule_files every second; yields
+    its base URL."""
     binary = shutil.which("prometheus")
     if binary is None:
         pytest.skip("Debian package 'prometheus' not installed")
@@ -92,7 +95,7 @@ def prometheus(target: str, rule_files: Sequence[str] = ()) -> Iterator[str]:
     with tempfile.TemporaryDirectory(prefix="tamebpf-prom-") as tmp:
         config = os.path.join(tmp, "prometheus.yml")
         with open(config, "w") as f:
-            f.write(prometheus_config(target, rule_files))
+            f.write(prometheus_config(target, rule_files, job_extra))
         proc = subprocess.Popen(
             [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp}/data",
              f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],

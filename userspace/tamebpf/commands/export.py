@@ -33,6 +33,7 @@ from tamebpf.paths.store import PathStore, state_dir
 from tamebpf.paths.where import netns_id
 from tamebpf.present.export_jsonl import reading_to_jsonl
 from tamebpf.values import parse_count, parse_duration, parse_host_port
+from tamebpf.webconfig import WebConfig, handshake, load_web_config, tls_socket
 
 if TYPE_CHECKING:
     from tamebpf.present.prometheus import TamebpfCollector
@@ -45,6 +46,7 @@ examples:
   tamebpf export                         metrics on http://{DEFAULT_LISTEN}/metrics
   tamebpf export --listen 0.0.0.0:9477   every interface (mind who can read them)
   tamebpf export --listen off --jsonl /var/log/tamebpf/flows.jsonl --interval 10
+  tamebpf export --listen 0.0.0.0:9477 --web-config /etc/tamebpf/web.yml   TLS, basic auth
 
 Every metric, its unit and labels: docs/metrics.md.  Series are per group
 (process or cgroup, and destination); --per-flow adds one series per flow.
@@ -69,6 +71,10 @@ def register(sub: Any) -> None:
     p.add_argument("--listen", default=DEFAULT_LISTEN, metavar="ADDR:PORT",
                    help=f"where to serve /metrics (default {DEFAULT_LISTEN}, loopback only; "
                    "port 0 picks a free one; 'off' serves nothing)")
+    p.add_argument("--web-config", metavar="FILE",
+                   help="TLS and basic auth for /metrics, in the Prometheus exporter "
+                   "toolkit's web config format (tls_server_config: cert_file, key_file; "
+                   "basic_auth_users: bcrypt hashes; docs/metrics.md)")
     p.add_argument("--jsonl", metavar="FILE",
                    help="also append one JSON object per group every --interval to FILE "
                    "('-' for standard output)")
@@ -104,6 +110,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("nothing to do: --listen off and no --jsonl FILE")
     interval = parse_duration(args.interval, "--interval", MIN_INTERVAL_S, MAX_INTERVAL_S)
     max_groups = parse_count(args.max_groups, "--max-groups", 1)
+    web = None if args.web_config is None else load_web_config(args.web_config)
+    if web is not None and listen is None:
+        raise UsageError("--web-config with --listen off: nothing is served")
     agg = Aggregator(args.group_by, settings_from(args), max_groups=max_groups)
     TamebpfCollector = prometheus_collector()
     try:
@@ -115,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
                                          paths=PathStore(state_dir(args.state_dir)).latest,
                                          follows=book.specs)
             learner = None if args.no_learn else path_learner(args)
-            with serving(collector, listen), sink(args.jsonl) as out, \
+            with serving(collector, listen, web), sink(args.jsonl) as out, \
                     learning(collector, learner, interval), following(collector, args):
                 if out is None:
                     threading.Event().wait()
@@ -232,7 +241,8 @@ def prometheus_collector() -> type[TamebpfCollector]:
 
 
 @contextlib.contextmanager
-def serving(collector: TamebpfCollector, listen: tuple[str, int] | None) -> Iterator[None]:
+def serving(collector: TamebpfCollector, listen: tuple[str, int] | None,
+            web: WebConfig | None = None) -> Iterator[None]:
     if listen is None:
         yield
         return
@@ -240,13 +250,15 @@ def serving(collector: TamebpfCollector, listen: tuple[str, int] | None) -> Iter
 
     host, port = listen
     try:
-        server, thread = start_metrics_server(host, port, make_registry(collector))
+        server, thread = start_metrics_server(host, port, make_registry(collector), web)
     except OSError as err:
         raise TamebpfError(f"cannot listen on {host}:{port}: {err.strerror}",
                            "pick another --listen ADDR:PORT") from None
     addr, bound_port = str(server.server_address[0]), server.server_address[1]
     shown = f"[{addr}]" if ":" in addr else addr
-    log.info("serving metrics on http://%s:%d/metrics", shown, bound_port,
+    scheme = "http" if web is None else web.scheme
+    log.info("serving metrics on %s://%s:%d/metrics%s", scheme, shown, bound_port,
+             " (basic auth)" if web is not None and web.users else "",
              extra={"event": "listening", "port": bound_port})
     try:
         yield
@@ -261,12 +273,14 @@ class QuietHandler(WSGIRequestHandler):
         pass  # a scrape is not news; stderr is the service's log
 
 
-def start_metrics_server(host: str, port: int,
-                         registry: Any) -> tuple[WSGIServer, threading.Thread]:
+def start_metrics_server(host: str, port: int, registry: Any,
+                         web: WebConfig | None = None) -> tuple[WSGIServer, threading.Thread]:
     """prometheus_client's WSGI app on a threaded server of our own, rather
     than its start_http_server: that returns the server (needed to stop
     cleanly and to say which port was bound) only from prometheus_client
-    0.17 on, and Debian 12, whose package tamebpf's depends on, has 0.16."""
+    0.17 on, and Debian 12, whose package tamebpf's depends on, has 0.16.
+    With a web config, connections are TLS and requests need basic auth
+    (tamebpf.webconfig)."""
     from prometheus_client import make_wsgi_app
 
     family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
@@ -275,7 +289,19 @@ def start_metrics_server(host: str, port: int,
         daemon_threads = True
         address_family = family
 
-    server = make_server(host, port, make_wsgi_app(registry), Server,
+        def get_request(self) -> tuple[socket.socket, Any]:
+            sock, addr = super().get_request()
+            return (sock if web is None else tls_socket(web, sock)), addr
+
+        def finish_request(self, request: Any, client_address: Any) -> None:
+            if handshake(request):  # in the connection's own thread
+                super().finish_request(request, client_address)
+
+        def handle_error(self, request: Any, client_address: Any) -> None:
+            pass  # a client gone mid-request (or mid-TLS) is not the exporter's failure
+
+    app = make_wsgi_app(registry)
+    server = make_server(host, port, app if web is None else web.guard(app), Server,
                          handler_class=QuietHandler)
     thread = threading.Thread(target=server.serve_forever, name="metrics", daemon=True)
     thread.start()
