@@ -14,7 +14,7 @@ from tamebpf.groups.group import Group, GroupKey
 from tamebpf.groups.passive_fit import Observation, passive_fit
 from tamebpf.model import Probe, Settings, fit_capacity, fit_throughput, predict
 from tamebpf.paths.entry import FitData, PathEntry, PathKey
-from tamebpf.paths.passive import CHANGE_TOLERANCE, PathLearner, learn
+from tamebpf.paths.passive import PathLearner, change_tolerance, learn
 from tamebpf.paths.recall import recall
 from tamebpf.paths.store import PathStore
 
@@ -70,12 +70,15 @@ def test_one_count_with_a_known_capacity_gives_the_competing_flows() -> None:
     assert got is not None and got.entry is None and got.changed is None
 
 
-@pytest.mark.parametrize("scale", [1 - 2 * CHANGE_TOLERANCE, 1 + 2 * CHANGE_TOLERANCE])
+TOLERANCE = change_tolerance(probed())
+
+
+@pytest.mark.parametrize("scale", [1 / (1 + 2 * TOLERANCE), 1 + 2 * TOLERANCE])
 def test_goodput_outside_the_interval_marks_the_path_changed(scale: float) -> None:
     got = learn(group(6, scale=scale), "tb-snd", 2000.0, SETTINGS, probed())
     assert got is not None and got.changed and got.entry is None, got
     assert "6 streams" in got.changed
-    inside = learn(group(6, scale=1 + CHANGE_TOLERANCE / 2), "tb-snd", 2000.0, SETTINGS,
+    inside = learn(group(6, scale=1 + TOLERANCE / 2), "tb-snd", 2000.0, SETTINGS,
                    probed())
     assert inside is not None and inside.changed is None
     # Once changed, nothing is learned until an advise has probed again.

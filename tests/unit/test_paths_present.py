@@ -9,6 +9,7 @@ from dataclasses import replace
 from tamebpf.advise.record import Target
 from tamebpf.model import Settings
 from tamebpf.paths.recall import recall
+from tamebpf.present.advice import range_text
 from tamebpf.present.paths import age_text, entry_json, recalled_json, render_paths, render_recalled
 from tests.unit.test_paths_store import an_entry
 
@@ -28,6 +29,7 @@ def test_the_answer_from_memory_says_so_and_keeps_the_advice_line() -> None:
     assert "nothing was sent" in text
     adv = [ln for ln in text.splitlines() if ln.startswith("ADVICE:")]
     assert adv == [f"ADVICE: {r.advice.num_flows} stream{'s' if r.advice.num_flows > 1 else ''}"
+                   f"{range_text(r.streams_range)}"
                    f", {r.advice.max_nondisruptive_thru:.2f} Mbit/s, impact on cross traffic "
                    f"{r.advice.cross_traffic_impact:.1%} (capacity fit, from memory)"]
     passive = render_recalled(recall(replace(e, source="passive", probe_kind="none"),

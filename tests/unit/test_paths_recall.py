@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tamebpf.advise.estimate.advice import build
+from tamebpf.advise.estimate.advice import build, streams_range
 from tamebpf.advise.record import AdviseResult
 from tamebpf.model import Settings
 from tamebpf.paths.entry import FitData, PathEntry, PathKey
@@ -108,3 +108,23 @@ def test_cap_auto_advice_is_remembered_too(monkeypatch: pytest.MonkeyPatch,
     assert [(e.key.dest, e.key.congestion, e.advised_streams) for e in stored] == [
         ("198.18.3.2/32", "cubic", n)]
     assert stored[0].advised_mbps == mbps
+
+
+@pytest.mark.parametrize("estimator", ["throughput", "capacity", "share"])
+def test_the_count_range_is_stored_and_recalled_for_any_limits(estimator: str) -> None:
+    probed = results(Settings(max_impact=0.10))[estimator]
+    assert probed.streams_range is not None
+    low, high = probed.streams_range
+    assert low <= probed.prediction.advice.num_flows <= high
+    stored = entry_from_advice(probed, KEY, 1000.0, "settled")
+    assert stored is not None and (stored.streams_low, stored.streams_high) == (low, high)
+    assert stored.spread is not None and stored.spread > 0
+    # The same limits: the stored range; others: the stored spread rerun.
+    assert recall(stored, Settings(max_impact=0.10)).streams_range == (low, high)
+    for s in SETTINGS:
+        r = recall(stored, s)
+        assert r.streams_range == streams_range(results(s)[estimator], s, spread=stored.spread)
+    # An entry from before ranges (schema 1) still answers with one.
+    old = replace(stored, streams_low=None, streams_high=None, spread=None)
+    got = recall(old, Settings(max_impact=0.10)).streams_range
+    assert got[0] <= probed.prediction.advice.num_flows <= got[1]

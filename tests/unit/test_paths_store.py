@@ -211,3 +211,27 @@ def test_passive_times_are_those_since_the_last_probed_entry(tmp_path: Path) -> 
         store.put(replace(e, when=t, source="passive", probe_kind="none"))
     assert store.passive_times(e.key) == [now - 200, now - 170]
     assert PathStore(str(tmp_path / "none")).passive_times(e.key) == []
+
+
+def test_a_schema_1_file_reads_and_gets_the_range_columns_at_its_first_write(
+        tmp_path: Path) -> None:
+    store = PathStore(str(tmp_path))
+    store.put(an_entry())
+    # Make it a version-1 file, as tamebpf before the count range left it.
+    db = sqlite3.connect(tmp_path / DB_NAME)
+    for column in ("streams_low", "streams_high", "spread"):
+        db.execute(f"ALTER TABLE paths DROP COLUMN {column}")
+    db.execute("PRAGMA user_version = 1")
+    db.commit()
+    db.close()
+    old = store.newest(KEY)
+    assert old is not None and old.advised_streams == an_entry().advised_streams
+    assert (old.streams_low, old.streams_high, old.spread) == (None, None, None)
+    new = an_entry(advised_streams=7)
+    assert new.streams_low is not None and new.spread is not None
+    store.put(new)
+    got = store.newest(KEY)
+    assert got == replace(new, id=got.id if got else None)
+    db = sqlite3.connect(tmp_path / DB_NAME)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+    db.close()

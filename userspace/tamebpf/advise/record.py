@@ -112,6 +112,9 @@ class AdviseResult:
     # The congestion control the advice is for, and where that came from
     # (the probes' sockets; "--congestion" or "the host's default").
     congestion: str | None = None
+    # The counts the advice could have been on this path's round-to-round
+    # spread, [low, high] around the advised count (estimate/spread.py).
+    streams_range: tuple[int, int] | None = None
 
     @property
     def used(self) -> str:

@@ -101,6 +101,12 @@ class PathEntry:
     impact_high: float | None = None
     host: str = ""  # as the user named it (the key holds the address)
     changed: bool = False
+    # The advised count's range on the path's variation, and the relative
+    # round-to-round spread it was made with (advise/estimate/spread.py);
+    # None in entries stored before ranges were.
+    streams_low: int | None = None
+    streams_high: int | None = None
+    spread: float | None = None
     id: int | None = None  # the store's row id
 
     def age_s(self, now: float) -> float:

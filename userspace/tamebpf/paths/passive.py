@@ -9,7 +9,8 @@ is a point, as a probe would be, and no probe traffic is sent.
   capacity fit (model/capacity.fit_capacity) on that one point gives the
   competing flows, and so a curve.
 - A settled point outside the newest entry's interval (its predicted
-  goodput at that count, +-CHANGE_TOLERANCE) marks the path changed: the
+  goodput at that count, times or over 1 + the path's round-to-round
+  spread, change_tolerance) marks the path changed: the
   next `advise` probes again (DualPats' re-probe rule), and nothing more is
   learned for the path until it has.
 
@@ -24,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from tamebpf.advise.estimate.spread import SETTLED, path_class, spread_for
 from tamebpf.groups.group import Group
 from tamebpf.groups.passive_fit import LOSS_BASED, Observation
 from tamebpf.model import (
@@ -35,14 +37,9 @@ from tamebpf.model import (
     predict,
 )
 from tamebpf.paths.entry import FitData, PathEntry, PathKey
-from tamebpf.paths.recall import recall
+from tamebpf.paths.recall import entry_spread, recall
 from tamebpf.paths.store import PathStore
 
-# A transfer's goodput this far (relative) from what the entry predicts at
-# its stream count means the path changed. The testbed's settled probes
-# erred by a median 0.06-0.11 of the throughput (docs/accuracy.md): 0.25 is
-# well outside that noise.
-CHANGE_TOLERANCE = 0.25
 STORE_EVERY_S = 60.0
 # advise's probes run in cgroups named so (kernel/probe.py): their start-up
 # is no transfer's goodput, and their advice is stored by advise itself.
@@ -113,6 +110,15 @@ def group_key(group: Group, netns: str) -> PathKey | None:
     return PathKey(dest, netns, cc)
 
 
+def change_tolerance(known: PathEntry) -> float:
+    """How far (relative) a transfer's goodput may lie from what the entry
+    predicts at its count before the path counts as changed: the path's
+    round-to-round spread, the one its count range was made with
+    (advise/estimate/spread.py, docs/results/range-design.md). A goodput
+    that moves less than that is what the same path gives on another round."""
+    return entry_spread(known)
+
+
 def outside(known: PathEntry, obs: Observation, settings: Settings) -> str | None:
     """Why this point lies outside the entry's interval (None: inside)."""
     try:
@@ -121,8 +127,10 @@ def outside(known: PathEntry, obs: Observation, settings: Settings) -> str | Non
     except (ModelInputError, ValueError):
         return None
     expected = curve.curve[obs.streams - 1].throughput
-    off = obs.goodput_mbps / expected - 1.0
-    if abs(off) > CHANGE_TOLERANCE:
+    ratio = obs.goodput_mbps / expected
+    off = ratio - 1.0
+    tolerance = 1.0 + change_tolerance(known)
+    if not 1.0 / tolerance <= ratio <= tolerance:
         return (f"a transfer at {obs.streams} streams got {obs.goodput_mbps:.2f} Mbit/s, "
                 f"{off:+.0%} from the {expected:.2f} the entry predicts")
     return None
@@ -157,7 +165,9 @@ def learn(group: Group, netns: str, now: float, settings: Settings,
     rtts = [o.srtt_s for o in obs if o.srtt_s is not None]
     rtt_ms = min(rtts) * 1000 if rtts else None
     base = {"key": key, "when": now, "source": "passive", "probe_kind": "none",
-            "rtt_ms": rtt_ms, "host": group.remote_addr}
+            "rtt_ms": rtt_ms, "host": group.remote_addr,
+            # A transfer's points are long steady windows: the settled class.
+            "spread": spread_for(path_class([rtt_ms or 0.0], [SETTLED]))}
     if group.passive is not None and len(obs) >= 2:
         pred = group.passive.prediction
         f = pred.fit

@@ -9,10 +9,23 @@ made it would have.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from tamebpf.advise.record import AdviseResult
-from tamebpf.model import Advice, CurvePoint, Fit, Probe, Settings, predict
+from tamebpf.advise.estimate.spread import count_range, path_class, spread_for
+from tamebpf.advise.record import TIME_LIMIT, AdviseResult
+from tamebpf.model import (
+    DEFAULT_MODEL,
+    MODEL_LABELS,
+    Advice,
+    CurvePoint,
+    Fit,
+    Probe,
+    Settings,
+    fit_capacity,
+    fit_throughput,
+    predict,
+)
 from tamebpf.model.share import as_curve, share_advice
 from tamebpf.paths.entry import Estimator, FitData, PathEntry, PathKey, ProbeKind, Source
 
@@ -32,6 +45,8 @@ class Recalled:
     node: str | None = None
     # A passive entry of ours: (transfers that taught the path, over seconds).
     transfers: tuple[int, float] | None = None
+    # The advised count's range on the path's variation (estimate/spread.py).
+    streams_range: tuple[int, int] = (0, 0)
 
 
 def entry_from_advice(result: AdviseResult, key: PathKey, when: float, kind: ProbeKind,
@@ -56,6 +71,7 @@ def entry_from_advice(result: AdviseResult, key: PathKey, when: float, kind: Pro
     trusted = e is not None and e.trusted
     source: Source = "--capacity" if c is not None and c.link_mbps is not None else "probe"
     first = result.probes[0].steady if result.probes else None
+    streams = result.streams_range
     return PathEntry(
         key=key, when=when, source=source, probe_kind=kind, fit=fit,
         advised_streams=adv.num_flows, advised_mbps=adv.max_nondisruptive_thru,
@@ -68,7 +84,22 @@ def entry_from_advice(result: AdviseResult, key: PathKey, when: float, kind: Pro
         competing_flows=c.competing_flows if c is not None else None,
         rtt_ms=first.srtt_ms if first is not None else None,
         impact_low=rng.low if rng else None, impact_high=rng.high if rng else None,
-        host=result.target.host)
+        host=result.target.host, streams_low=streams[0] if streams else None,
+        streams_high=streams[1] if streams else None, spread=_spread(result))
+
+
+def _spread(result: AdviseResult) -> float:
+    return spread_for(path_class(
+        [p.path_srtt_us / 1000 or p.steady.srtt_ms or 0.0 for p in result.probes],
+        [p.stopped for p in result.probes]))
+
+
+def entry_spread(entry: PathEntry) -> float:
+    """The spread the entry's range was made with; for an entry stored
+    before ranges were (schema 1), its RTT class's, taken as unsettled."""
+    if entry.spread is not None:
+        return entry.spread
+    return spread_for(path_class([entry.rtt_ms or 0.0], [TIME_LIMIT]))
 
 
 def recall(entry: PathEntry, settings: Settings) -> Recalled:
@@ -79,14 +110,45 @@ def recall(entry: PathEntry, settings: Settings) -> Recalled:
     if f.estimator == "share":
         if f.capacity is None:
             raise ValueError("a share entry without its capacity")
-        share = share_advice(probes, f.capacity, settings)
+        cap = f.capacity
+        share = share_advice(probes, cap, settings)
+
+        def count(ps: Sequence[Probe]) -> int:
+            return share_advice(ps, cap, settings).advice.num_flows
         return Recalled(entry, settings, as_curve(share), share.advice,
-                        {"capacity": f.capacity}, "capacity share (BBR)")
+                        {"capacity": f.capacity}, "capacity share (BBR)",
+                        streams_range=_recalled_range(entry, settings, share.advice, count))
     if f.model is None or f.coeffs is None:
         raise ValueError("a fit entry without its model")
     pred = predict(Fit(f.model, f.coeffs, probes, evidence_limit=f.evidence_limit,
                        capacity=f.capacity), settings)
-    return Recalled(entry, settings, pred.curve, pred.advice, pred.params, f.model)
+    return Recalled(entry, settings, pred.curve, pred.advice, pred.params, f.model,
+                    streams_range=_recalled_range(entry, settings, pred.advice,
+                                                  _refit_count(entry, settings)))
+
+
+def _refit_count(entry: PathEntry, settings: Settings) -> Callable[[Sequence[Probe]], int]:
+    """The advised count from moved probes, refitted as the entry was made."""
+    f = entry.fit
+    model = next((m for m, label in MODEL_LABELS.items() if label == f.model), DEFAULT_MODEL)
+
+    def count(ps: Sequence[Probe]) -> int:
+        if f.estimator == "capacity" and f.capacity is not None:
+            return predict(fit_capacity(ps, f.capacity), settings).advice.num_flows
+        return predict(fit_throughput(ps, model), settings).advice.num_flows
+    return count
+
+
+def _recalled_range(entry: PathEntry, settings: Settings, advice: Advice,
+                    count: Callable[[Sequence[Probe]], int]) -> tuple[int, int]:
+    """The stored range where the advice is the stored one; else (other
+    limits, or an entry from before ranges) the same spread rerun."""
+    if entry.streams_low is not None and entry.streams_high is not None and \
+            advice.num_flows == entry.advised_streams and \
+            settings.max_impact == entry.max_impact:
+        return entry.streams_low, entry.streams_high
+    probes = [Probe(n, g) for n, g in entry.fit.probes]
+    return count_range(count, probes, advice.num_flows, entry_spread(entry))
 
 
 def usable(entry: PathEntry, now: float, max_age_s: float, quick: bool,

@@ -40,7 +40,11 @@ DB_NAME = "paths.db"
 # 'tame' in the SQLite header's application_id field: tells our file from
 # any other SQLite database placed at the same name.
 APPLICATION_ID = 0x74616D65
-SCHEMA_VERSION = 1
+# 2: streams_low, streams_high, spread (the advised count's range). A
+# version-1 file is read as it is (the missing columns read as NULL) and
+# gets the columns at its first write.
+SCHEMA_VERSION = 2
+_ADDED_IN_2 = (("streams_low", "INTEGER"), ("streams_high", "INTEGER"), ("spread", "REAL"))
 DEFAULT_RETENTION_S = 7 * 24 * 3600.0
 DEFAULT_MAX_ROWS = 10_000
 BUSY_TIMEOUT_S = 10.0  # another writer holds the lock: wait this long
@@ -53,7 +57,7 @@ _COLUMNS = ("dest", "netns", "congestion", "host", "created", "source", "probe_k
             "changed", "estimator", "fit", "advised_streams", "advised_mbps",
             "advised_impact", "max_impact", "impact_low", "impact_high", "capacity_mbps",
             "capacity_low_mbps", "capacity_high_mbps", "capacity_method", "link_mbps",
-            "competing_flows", "rtt_ms")
+            "competing_flows", "rtt_ms", "streams_low", "streams_high", "spread")
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS paths (
     id INTEGER PRIMARY KEY,
@@ -64,7 +68,7 @@ CREATE TABLE IF NOT EXISTS paths (
     advised_impact REAL NOT NULL, max_impact REAL NOT NULL,
     impact_low REAL, impact_high REAL, capacity_mbps REAL, capacity_low_mbps REAL,
     capacity_high_mbps REAL, capacity_method TEXT, link_mbps REAL,
-    competing_flows REAL, rtt_ms REAL);
+    competing_flows REAL, rtt_ms REAL, streams_low INTEGER, streams_high INTEGER, spread REAL);
 CREATE INDEX IF NOT EXISTS paths_by_key ON paths (dest, netns, congestion, created);
 CREATE INDEX IF NOT EXISTS paths_by_age ON paths (created);
 PRAGMA application_id = {APPLICATION_ID};
@@ -95,7 +99,7 @@ class PathStore:
             if db is None:
                 return None
             row = db.execute(
-                f"SELECT id, {', '.join(_COLUMNS)} FROM paths WHERE dest = ? AND netns = ? "
+                f"SELECT id, {_selected(db)} FROM paths WHERE dest = ? AND netns = ? "
                 "AND congestion = ? "
                 + ("AND capacity_mbps IS NOT NULL " if with_capacity else "")
                 + "ORDER BY created DESC, id DESC LIMIT 1",
@@ -123,7 +127,7 @@ class PathStore:
             if db is None:
                 return []
             rows = db.execute(
-                f"SELECT id, {', '.join(_COLUMNS)} FROM (SELECT *, row_number() OVER ("
+                f"SELECT id, {_selected(db)} FROM (SELECT *, row_number() OVER ("
                 "PARTITION BY dest, netns, congestion ORDER BY created DESC, id DESC) AS nth "
                 "FROM paths) WHERE nth = 1 ORDER BY created DESC, id DESC").fetchall()
         return [_entry(r) for r in rows]
@@ -273,7 +277,7 @@ class PathStore:
                 db.close()
                 return None  # an empty file holds nothing to read
             version = db.execute("PRAGMA user_version").fetchone()[0]
-            if not fresh and version != SCHEMA_VERSION:
+            if not fresh and version not in (1, SCHEMA_VERSION):
                 raise NotOurs(f"schema version {version}, this tamebpf reads "
                               f"{SCHEMA_VERSION}")
             if not fresh and db.execute("PRAGMA quick_check(1)").fetchone()[0] != "ok":
@@ -283,6 +287,8 @@ class PathStore:
             db.execute("PRAGMA synchronous = NORMAL")
             if fresh:
                 db.executescript(_SCHEMA)
+            elif version < SCHEMA_VERSION and create:
+                _upgrade(db)
         except BaseException:
             db.close()
             raise
@@ -352,12 +358,31 @@ def _immediate(db: sqlite3.Connection) -> Iterator[None]:
     db.execute("COMMIT")
 
 
+def _selected(db: sqlite3.Connection) -> str:
+    """_COLUMNS as a SELECT list; a column a version-1 file lacks reads NULL."""
+    have = {r[1] for r in db.execute("PRAGMA table_info(paths)")}
+    return ", ".join(c if c in have else f"NULL AS {c}" for c in _COLUMNS)
+
+
+def _upgrade(db: sqlite3.Connection) -> None:
+    """A version-1 file gets version 2's columns, once (another writer may
+    have done it while this one waited for the lock)."""
+    with _immediate(db):
+        if db.execute("PRAGMA user_version").fetchone()[0] >= SCHEMA_VERSION:
+            return
+        have = {r[1] for r in db.execute("PRAGMA table_info(paths)")}
+        for name, kind in _ADDED_IN_2:
+            if name not in have:
+                db.execute(f"ALTER TABLE paths ADD COLUMN {name} {kind}")
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
 def _row(e: PathEntry) -> tuple[object, ...]:
     return (e.key.dest, e.key.netns, e.key.congestion, e.host, e.when, e.source, e.probe_kind,
             int(e.changed), e.fit.estimator, e.fit.to_json(), e.advised_streams,
             e.advised_mbps, e.advised_impact, e.max_impact, e.impact_low, e.impact_high,
             e.capacity_mbps, e.capacity_low_mbps, e.capacity_high_mbps, e.capacity_method,
-            e.link_mbps, e.competing_flows, e.rtt_ms)
+            e.link_mbps, e.competing_flows, e.rtt_ms, e.streams_low, e.streams_high, e.spread)
 
 
 def _entry(row: tuple[object, ...]) -> PathEntry:

@@ -77,6 +77,8 @@ def to_json(result: AdviseResult) -> dict[str, Any]:
     out["refused"] = None if result.refused is None else refusal_text(result.refused)
     out["congestion"] = result.congestion
     out["share"] = None if result.share is None else _share_json(result)
+    if out.get("advice") is not None and result.streams_range is not None:
+        out["advice"]["streams_range"] = list(result.streams_range)
     if result.refused:
         # No second answer: the fit's numbers stay under "estimators" only.
         out["advice"] = None
@@ -148,6 +150,15 @@ def _estimate_lines(result: AdviseResult) -> list[str]:
     elif result.capacity is not None and result.capacity.link_mbps is not None:
         line += " (check)"
     return [line]
+
+
+def range_text(streams_range: tuple[int, int] | None) -> str:
+    """' (3-6 on this path's variation)' beside the advised count."""
+    if streams_range is None:
+        return ""
+    low, high = streams_range
+    return f" ({low}-{high} on this path's variation)" if low != high else \
+        " (no other count on this path's variation)"
 
 
 def render_refusal(reason: str) -> str:
@@ -233,7 +244,8 @@ def render(result: AdviseResult) -> str:
             + (f"stream counts whose range holds the {limit:.0%} limit: "
                f"{', '.join(map(str, straddle))}" if straddle
                else f"no stream count's range holds the {limit:.0%} limit"))
-    lines.append(f"ADVICE: {count(a.num_flows, 'stream')}, {a.max_nondisruptive_thru:.2f} Mbit/s, "
+    lines.append(f"ADVICE: {count(a.num_flows, 'stream')}{range_text(result.streams_range)}, "
+                 f"{a.max_nondisruptive_thru:.2f} Mbit/s, "
                  f"impact on cross traffic {a.cross_traffic_impact:.1%} ({how})")
     for w in warning_texts(result):
         lines.append(f"warning: {w}")

@@ -9,6 +9,7 @@ from typing import Any
 from tamebpf.advise.record import Target
 from tamebpf.paths.entry import PathEntry
 from tamebpf.paths.recall import Recalled
+from tamebpf.present.advice import range_text
 from tamebpf.units import percent
 from tamebpf.words import count
 
@@ -44,7 +45,9 @@ def entry_json(e: PathEntry, now: float) -> dict[str, Any]:
                 "evidence_limit": f.evidence_limit, "capacity_mbps": f.capacity},
         "advice": {"num_flows": e.advised_streams, "throughput_mbps": e.advised_mbps,
                    "impact": e.advised_impact, "max_impact": e.max_impact,
-                   "impact_low": e.impact_low, "impact_high": e.impact_high},
+                   "impact_low": e.impact_low, "impact_high": e.impact_high,
+                   "streams_range": None if e.streams_low is None or e.streams_high is None
+                   else [e.streams_low, e.streams_high], "spread": e.spread},
     }
 
 
@@ -106,7 +109,7 @@ def recalled_json(r: Recalled, target: Target, now: float) -> dict[str, Any]:
                   for c in r.curve],
         "advice": {"num_flows": a.num_flows, "max_nondisruptive_thru_mbps":
                    a.max_nondisruptive_thru, "cross_traffic_impact": a.cross_traffic_impact,
-                   "limited_by": a.limited_by},
+                   "limited_by": a.limited_by, "streams_range": list(r.streams_range)},
         "warnings": list(a.warnings),
         "settings": {"max_impact": s.max_impact, "gain_threshold": s.gain_threshold,
                      "max_streams": s.max_streams, "impact_baseline": s.baseline},
@@ -152,7 +155,8 @@ def render_recalled(r: Recalled, target: Target, now: float) -> str:
         lines.append(f"{c.streams:>7}  {c.throughput:>10.2f}  {percent(c.impact):>6.2f}%  "
                      f"{' '.join(marks)}".rstrip())
     lines.append("")
-    lines.append(f"ADVICE: {count(a.num_flows, 'stream')}, {a.max_nondisruptive_thru:.2f} "
+    lines.append(f"ADVICE: {count(a.num_flows, 'stream')}{range_text(r.streams_range)}, "
+                 f"{a.max_nondisruptive_thru:.2f} "
                  f"Mbit/s, impact on cross traffic {a.cross_traffic_impact:.1%} "
                  f"({_ESTIMATOR_TEXT[e.fit.estimator]}, from memory)")
     for w in a.warnings:

@@ -20,6 +20,7 @@ from dataclasses import replace
 from tamebpf.advise.estimate.acktrain import estimate_capacity
 from tamebpf.advise.estimate.adaptive import past_start_up
 from tamebpf.advise.estimate.capacity import tcp_goodput_mbps
+from tamebpf.advise.estimate.spread import count_range, path_class, spread_for
 from tamebpf.advise.estimate.steady import window_samples
 from tamebpf.advise.record import (
     TIME_LIMIT,
@@ -140,7 +141,34 @@ def build(target: Target, probes: Sequence[ProbeResult], settings: Settings,
         [c.streams for c in prediction.curve], baseline=settings.baseline)
     result = AdviseResult(target, tuple(probes), prediction, loss_pred, loss_error,
                           tuple(warnings), free, capacity, estimate, tuple(confidence), None)
-    return _by_share(result, settings, goodput) if probes_run_bbr(probes) else result
+    if probes_run_bbr(probes):
+        result = _by_share(result, settings, goodput)
+    return replace(result, streams_range=streams_range(result, settings, model))
+
+
+def streams_range(result: AdviseResult, settings: Settings, model: ModelName = "square",
+                  spread: float | None = None) -> tuple[int, int] | None:
+    """The advised count's range: the advice's own fit and rules rerun with
+    the probes' goodputs moved by the path's round-to-round spread
+    (estimate/spread.py; `spread` overrides it). None without advice."""
+    if result.refused is not None:
+        return None
+    measured = [Probe(p.streams, p.steady.goodput_mbps) for p in result.probes]
+    cap = result.capacity
+    if result.used == "share" and cap is not None:
+        def count(ps: Sequence[Probe]) -> int:
+            return share_advice(ps, cap.goodput_mbps, settings).advice.num_flows
+    elif result.used == "capacity" and cap is not None:
+        def count(ps: Sequence[Probe]) -> int:
+            return predict(fit_capacity(ps, cap.goodput_mbps), settings).advice.num_flows
+    else:
+        def count(ps: Sequence[Probe]) -> int:
+            return predict(fit_throughput(ps, model), settings).advice.num_flows
+    if spread is None:
+        spread = spread_for(path_class(
+            [p.path_srtt_us / 1000 or p.steady.srtt_ms or 0.0 for p in result.probes],
+            [p.stopped for p in result.probes]))
+    return count_range(count, measured, result.prediction.advice.num_flows, spread)
 
 
 def probes_run_bbr(probes: Sequence[ProbeResult]) -> bool:
