@@ -140,3 +140,36 @@ def test_a_bad_web_config_is_one_line_exit_2(text: str, named: str) -> None:
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and bad in lines[0] and named in lines[0], (
         f"{text!r}: expected one line naming {bad} and {named!r}, got {res.stderr!r}")
+
+
+def test_client_certificates_when_required() -> None:
+    """client_auth_type RequireAndVerifyClientCert: a client without a
+    certificate signed by client_ca_file fails the handshake."""
+    with web_config() as (path, cert):
+        d = os.path.dirname(path)
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
+                        "-keyout", os.path.join(d, "client-key.pem"), "-out",
+                        os.path.join(d, "client.pem"), "-days", "1", "-subj", "/CN=scraper"],
+                       check=True, capture_output=True, timeout=60)
+        with open(path) as f:
+            text = f.read()
+        text = text.replace(
+            "  key_file: key.pem\n", "  key_file: key.pem\n  client_ca_file: client.pem\n"
+            "  client_auth_type: RequireAndVerifyClientCert\n")
+        with open(path, "w") as f:
+            f.write(text)
+        with exporter("--web-config", path) as (_, url):
+            netloc = urllib.parse.urlparse(url).netloc
+            host, port = netloc.rsplit(":", 1)
+            ctx = ssl.create_default_context(cafile=cert)
+            with pytest.raises((ssl.SSLError, ConnectionResetError)), \
+                    socket.create_connection((host, int(port)), timeout=10) as raw, \
+                    ctx.wrap_socket(raw, server_hostname=host) as s:
+                s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+                s.recv(1)  # TLS 1.3 reports the missing certificate here
+            ctx.load_cert_chain(os.path.join(d, "client.pem"), os.path.join(d, "client-key.pem"))
+            conn = http.client.HTTPSConnection(netloc, context=ctx, timeout=10)
+            conn.request("GET", "/metrics", headers={"Authorization": "Basic " + base64.b64encode(
+                f"{USER}:{PASSWORD}".encode()).decode()})
+            r = conn.getresponse()
+            assert r.status == 200, f"with the client certificate: {r.status}"
