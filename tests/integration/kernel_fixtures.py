@@ -21,8 +21,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tamebpf.capfile import parse_dest
-from tamebpf.kernel.cap import CapTable
+from tamebpf.cap.spec import parse_dest
+from tamebpf.cap.table import CapTable
 from tamebpf.kernel.cgroups import cgroup2_mount, empty_and_remove
 from tamebpf.records import Cap
 from tamebpf.testbed.iperf import wait_for as wait_for  # the tree's one polling helper

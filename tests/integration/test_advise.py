@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from tamebpf.advise.record import TIME_LIMIT
-from tamebpf.advise.settled import DEFAULT_MAX_PROBE_S, SETTLED, SETTLED_EPOCHS
+from tamebpf.estimate.record import TIME_LIMIT
+from tamebpf.estimate.settled import DEFAULT_MAX_PROBE_S, SETTLED, SETTLED_EPOCHS
 from tamebpf.kernel.cgroups import cgroup2_mount
 from tamebpf.testbed import Testbed, iperf
 from tests.integration import conftest_testbed as tbfix
@@ -213,7 +213,7 @@ DEEP_QUEUE = int(2 * DEEP_RATE * 1e6 * DEEP_RTT / 1000 / (1514 * 8))
 
 def test_probes_that_end_in_start_up_say_so() -> None:
     """On a long path with a deep queue, the default 2-s probes end before
-    the 1-stream probe is past start-up (advise/estimate/adaptive.past_start_up): the
+    the 1-stream probe is past start-up (estimate/adaptive.past_start_up): the
     JSON says so and the advice carries a warning naming the probe, and only
     for probes that were not past it. --max-probe-time waits for start-up
     to pass: a probe that ends before its limit was past it."""

@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from tamebpf.capfile import parse_dest
-from tamebpf.kernel.cap import CapTable
+from tamebpf.cap.spec import parse_dest
+from tamebpf.cap.table import CapTable
 from tests.integration.kernel_fixtures import (
     CLOSED_PORT,
     HOLE,

@@ -16,8 +16,8 @@ import time
 
 import pytest
 
-from tamebpf.capfile import parse_dest
-from tamebpf.kernel.cap import CapTable
+from tamebpf.cap.spec import parse_dest
+from tamebpf.cap.table import CapTable
 from tamebpf.kernel.cgroups import require_cgroup2
 from tests.integration import kernel_fixtures as kf
 from tests.integration.kernel_fixtures import Net, cgroup, read_line, sh, spawn, stop

@@ -16,10 +16,10 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from tamebpf.capfile import parse_dest
+from tamebpf.cap.spec import parse_dest
+from tamebpf.cap.table import PACE_NO_LIMIT, Add, CapTable
 from tamebpf.errors import TamebpfError
 from tamebpf.kernel.abi import TbCapFollow
-from tamebpf.kernel.cap import PACE_NO_LIMIT, Add, CapTable
 from tests.integration.kernel_fixtures import OTHER_PORT, PORT, Net, read_line, spawn, stop, the_cap
 
 pytestmark = pytest.mark.root

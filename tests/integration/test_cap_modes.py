@@ -14,8 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tamebpf.capfile import parse_dest
-from tamebpf.kernel.cap import PACE_NO_LIMIT, CapTable
+from tamebpf.cap.spec import parse_dest
+from tamebpf.cap.table import PACE_NO_LIMIT, CapTable
 from tests.integration.kernel_fixtures import (
     CLOSED_PORT,
     OTHER_PORT,

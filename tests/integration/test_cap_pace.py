@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from tamebpf.capfile import parse_dest
-from tamebpf.kernel.cap import PACE_NO_LIMIT, CapTable
+from tamebpf.cap.spec import parse_dest
+from tamebpf.cap.table import PACE_NO_LIMIT, CapTable
 from tests.integration.kernel_fixtures import PORT, Net, free_port, read_line, spawn, stop, the_cap
 
 pytestmark = pytest.mark.root

@@ -19,12 +19,12 @@ from contextlib import contextmanager
 
 import pytest
 
-from tamebpf.advise.estimate.capacity import tcp_goodput_mbps
-from tamebpf.capfile import parse_dest
-from tamebpf.kernel.cap import PACE_NO_LIMIT, CapTable
+from tamebpf.cap.book import FollowBook, FollowSpec
+from tamebpf.cap.spec import parse_dest
+from tamebpf.cap.table import PACE_NO_LIMIT, CapTable
+from tamebpf.estimate.capacity import tcp_goodput_mbps
 from tamebpf.model import Probe, Settings, fit_capacity, predict
 from tamebpf.paths.entry import FitData, PathEntry
-from tamebpf.paths.follows import FollowBook, FollowSpec
 from tamebpf.paths.store import STATE_DIR_ENV, PathStore
 from tamebpf.paths.where import path_key
 from tamebpf.testbed import Testbed, iperf

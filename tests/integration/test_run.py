@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tamebpf.kernel.cap import CapTable
+from tamebpf.cap.table import CapTable
 from tamebpf.kernel.cgroups import cgroup2_mount, empty_and_remove
 from tamebpf.testbed import iperf
 from tests.integration import conftest_testbed as tbfix

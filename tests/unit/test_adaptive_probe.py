@@ -1,4 +1,4 @@
-"""When a probe that may end early has measured enough (advise/estimate/adaptive.py)."""
+"""When a probe that may end early has measured enough (estimate/adaptive.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 import pytest
 
-from tamebpf.advise.estimate.adaptive import MIN_WINDOW_RTTS, Enough, past_start_up
-from tamebpf.advise.estimate.steady import Steady
+from tamebpf.estimate.adaptive import MIN_WINDOW_RTTS, Enough, past_start_up
+from tamebpf.estimate.steady import Steady
 
 
 def steady(window_s: float, noise: float | None, mbps: float = 50.0, start_s: float = 0.5,

@@ -7,12 +7,12 @@ from dataclasses import replace
 
 import pytest
 
-from tamebpf.advise.estimate.advice import build
-from tamebpf.advise.estimate.capacity import tcp_goodput_mbps
-from tamebpf.advise.estimate.steady import FlowSteady, Steady
-from tamebpf.advise.record import AdviceWarning, ProbeResult, Target
 from tamebpf.commands.advise import parse_capacity, parse_dest, parse_durations, parse_probes
 from tamebpf.errors import UsageError
+from tamebpf.estimate.advice import build
+from tamebpf.estimate.capacity import tcp_goodput_mbps
+from tamebpf.estimate.record import AdviceWarning, ProbeResult, Target
+from tamebpf.estimate.steady import FlowSteady, Steady
 from tamebpf.model import Settings
 from tamebpf.present.advice import refusal_text, render, to_json, warning_text, warning_texts
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tamebpf.advise.estimate.steady import FlowPoint, only_data_flows, steady
+from tamebpf.estimate.steady import FlowPoint, only_data_flows, steady
 
 MSS = 1448
 

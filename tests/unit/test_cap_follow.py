@@ -1,4 +1,4 @@
-"""The follower's logic (cap_follow.py) on a simulated fair-share path: a
+"""The follower's logic (cap/follow.py) on a simulated fair-share path: a
 pace cap of 8 streams, m competing flows that change, the capacity from
 path memory. The kernel's cap table is a recording stand-in (the real one
 is exercised in tests/integration/test_cap_follow.py)."""
@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from tamebpf.cap_follow import MIN_CHANGE, SETTLE_S, SHORT_S, WINDOW_S, Follower
+from tamebpf.cap.book import FollowBook, FollowSpec
+from tamebpf.cap.follow import MIN_CHANGE, SETTLE_S, SHORT_S, WINDOW_S, Follower
 from tamebpf.model import Probe, Settings, fit_capacity, predict
 from tamebpf.paths.entry import FitData, PathEntry, PathKey
-from tamebpf.paths.follows import FollowBook, FollowSpec
 from tamebpf.paths.store import PathStore
 from tamebpf.records import Cap, Flow
 

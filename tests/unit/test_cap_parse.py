@@ -12,10 +12,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tamebpf.advise import advisor
-from tamebpf.capfile import Dest, check_max_streams, parse_capfile, parse_dest
+from tamebpf.cap.load import parse_capfile
+from tamebpf.cap.spec import Dest, check_max_streams, parse_dest
+from tamebpf.cap.table import dest_of, rule_for
 from tamebpf.commands import cap as cap_cmd
-from tamebpf.errors import UsageError
-from tamebpf.kernel.cap import dest_of, rule_for
+from tamebpf.errors import TamebpfError, UsageError
+from tamebpf.estimate.record import AdviceRefusal
+from tamebpf.present.advice import refusal_text
 from tests.unit.test_groups_fakes import cap_record
 
 
@@ -199,6 +202,15 @@ def test_auto_uses_the_advisors_target(monkeypatch: pytest.MonkeyPatch) -> None:
     fake_advisor(monkeypatch, 0, 1.0)
     with pytest.raises(UsageError):
         cap_cmd.auto_target("dtn2", "5%")
+
+
+def test_a_refused_advice_reaches_cap_auto_as_data_and_is_worded_there(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    refusal = AdviceRefusal("bbr_share_failed", {"error": "no curve"})
+    monkeypatch.setattr(advisor, "advise_target", lambda *a, **k: refusal)
+    with pytest.raises(TamebpfError) as err:
+        cap_cmd.auto_target("dtn2", "5%")
+    assert str(err.value) == f"the advisor gave no advice for dtn2:5201: {refusal_text(refusal)}"
 
 
 def test_auto_probes_with_the_congestion_control_asked_for(

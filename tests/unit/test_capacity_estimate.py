@@ -1,4 +1,4 @@
-"""The ACK-spacing capacity estimate (advise/estimate/acktrain.py) on synthetic ACK
+"""The ACK-spacing capacity estimate (estimate/acktrain.py) on synthetic ACK
 logs: a link-rate peak among pairs spread by cross traffic, the floor, the
 cases it must refuse, and sequence wrap."""
 
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tamebpf.advise.estimate import acktrain
-from tamebpf.advise.estimate.acktrain import (
+from tamebpf.estimate import acktrain
+from tamebpf.estimate.acktrain import (
     LARGE_BAND,
     MIN_PAIRS,
     MIN_SHARE,

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from tamebpf.advise.record import AdviceRefusal
 from tamebpf.cli import build_parser, main, subcommand_parsers
 from tamebpf.commands import advise
 from tamebpf.errors import EXIT_STATUS, NoAdviceError, TamebpfError, UsageError
+from tamebpf.estimate.record import AdviceRefusal
 from tamebpf.present.advice import refusal_text
 
 
@@ -78,7 +78,7 @@ def test_no_advice_is_said_once(monkeypatch: pytest.MonkeyPatch,
                                 tmp_path: Path) -> None:
     """The reason goes into the report on stdout; stderr's one line points
     at it instead of printing it a second time (issue 30)."""
-    from tamebpf.advise.estimate.advice import build
+    from tamebpf.estimate.advice import build
     from tamebpf.model import Settings
     from tests.unit.test_advise_report import TARGET, probe
 

@@ -4,8 +4,8 @@ case gets, and what probing it costs."""
 
 from __future__ import annotations
 
-from tamebpf.advise.estimate.steady import FlowSteady, Steady
-from tamebpf.advise.record import ProbeResult
+from tamebpf.estimate.record import ProbeResult
+from tamebpf.estimate.steady import FlowSteady, Steady
 from tamebpf_eval.competing import advice_by_plan, fallback, fallback_lines
 from tamebpf_eval.score import OURS, estimators, probe_to_dict
 

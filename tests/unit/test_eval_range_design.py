@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tamebpf.advise.estimate.spread import SPREAD
+from tamebpf.estimate.spread import SPREAD
 from tamebpf_eval import range_design
 
 RESULTS = str(Path(__file__).resolve().parents[2] / "docs" / "results")

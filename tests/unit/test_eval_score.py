@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tamebpf.advise.estimate.steady import FlowSteady, Steady
-from tamebpf.advise.record import ProbeResult
+from tamebpf.estimate.record import ProbeResult
+from tamebpf.estimate.steady import FlowSteady, Steady
 from tamebpf_eval.score import (
     CAPACITY,
     FAIR_SHARE,

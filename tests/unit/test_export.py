@@ -13,6 +13,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tamebpf import logs
+from tamebpf.cap.book import FollowChange, FollowSpec
 from tamebpf.commands.export import parse_listen, write_jsonl
 from tamebpf.errors import UsageError
 from tamebpf.groups.aggregate import Aggregator
@@ -20,7 +21,6 @@ from tamebpf.groups.caps import CapLimit
 from tamebpf.kernel.flows import Flow, ReaderStats
 from tamebpf.model import Settings
 from tamebpf.paths.entry import PathKey
-from tamebpf.paths.follows import FollowChange, FollowSpec
 from tamebpf.present.prometheus import TamebpfCollector, make_registry
 from tamebpf.records import Cap
 from tests.unit.test_groups import predict_advice

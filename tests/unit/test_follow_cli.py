@@ -8,12 +8,12 @@ import argparse
 
 import pytest
 
-from tamebpf.capfile import parse_capfile
+from tamebpf.cap.book import FollowChange, FollowSpec
+from tamebpf.cap.load import parse_capfile
+from tamebpf.cap.show import follow_line, render_table
 from tamebpf.commands.cap import spec_from_args
 from tamebpf.errors import UsageError
 from tamebpf.paths.entry import PathKey
-from tamebpf.paths.follows import FollowChange, FollowSpec
-from tamebpf.present.caps import follow_line, render_table
 from tests.unit.test_groups_fakes import cap_record
 
 AUTO = '''

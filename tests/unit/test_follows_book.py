@@ -1,4 +1,4 @@
-"""The follow book (paths/follows.py): which caps follow, written at once
+"""The follow book (cap/book.py): which caps follow, written at once
 by the CLI and the agent, and a damaged file."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tamebpf.cap.book import MAX_CHANGES, FollowBook, FollowChange, FollowSpec
 from tamebpf.paths.entry import PathKey
-from tamebpf.paths.follows import MAX_CHANGES, FollowBook, FollowChange, FollowSpec
 
 KEY = PathKey("198.18.3.2/32", "tb-snd", "cubic")
 

@@ -13,7 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tamebpf.capfile import check_cgroup_text, parse_capfile, parse_dest
+from tamebpf.cap.load import parse_capfile
+from tamebpf.cap.spec import check_cgroup_text, parse_dest
 from tamebpf.commands import advise, export, predict
 from tamebpf.errors import UsageError
 from tamebpf.values import (

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from tamebpf.advise.record import Target
+from tamebpf.estimate.record import Target
 from tamebpf.model import Settings
 from tamebpf.paths.recall import recall
 from tamebpf.present.advice import range_text

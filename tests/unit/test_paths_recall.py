@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tamebpf.advise.estimate.advice import build, streams_range
-from tamebpf.advise.record import AdviseResult
+from tamebpf.estimate.advice import build, streams_range
+from tamebpf.estimate.record import AdviseResult
 from tamebpf.model import Settings
 from tamebpf.paths.entry import FitData, PathEntry, PathKey
 from tamebpf.paths.recall import entry_from_advice, recall, usable
@@ -103,7 +103,9 @@ def test_cap_auto_advice_is_remembered_too(monkeypatch: pytest.MonkeyPatch,
     r = results(Settings(max_impact=0.10))["capacity"]
     monkeypatch.setattr(advise, "run_advice", lambda *a, **k: r)
     monkeypatch.setattr(advise, "probe_congestion", lambda t: ("cubic", "--congestion"))
-    n, mbps = advise.advise_target("198.18.3.2", 0.10, congestion="cubic")
+    advised = advise.advise_target("198.18.3.2", 0.10, congestion="cubic")
+    assert isinstance(advised, tuple), advised
+    n, mbps = advised
     stored = PathStore(str(tmp_path)).latest()
     assert [(e.key.dest, e.key.congestion, e.advised_streams) for e in stored] == [
         ("198.18.3.2/32", "cubic", n)]

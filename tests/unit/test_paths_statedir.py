@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tamebpf.cap.book import FOLLOWS_NAME, FollowBook
 from tamebpf.errors import UsageError
-from tamebpf.paths.follows import FOLLOWS_NAME, FollowBook
 from tamebpf.paths.statedir import STATE_DIR_ENV, StateFileRefused, state_dir
 from tamebpf.paths.store import DB_NAME, PathStore
 from tests.unit.test_paths_store import KEY, an_entry

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tamebpf.advise.probes import probe_failure_hint
-from tamebpf.advise.record import Target
+from tamebpf.estimate.record import Target
 from tamebpf.iperf3_client import UNRESOLVED
 
 

@@ -1,4 +1,4 @@
-"""The scout's reading of a paced transfer's path (paths/scout.py): on a
+"""The scout's reading of a paced transfer's path (cap/scout.py): on a
 link shared fairly, it stands for the 1-stream probe advise would take."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tamebpf.cap.scout import MIN_LEFT, ScoutReading, follow_target, one_stream_share
 from tamebpf.model import Probe, Settings, fit_capacity, predict
-from tamebpf.paths.scout import MIN_LEFT, ScoutReading, follow_target, one_stream_share
 
 
 def fair(capacity: float, m: float, paced: float) -> ScoutReading:

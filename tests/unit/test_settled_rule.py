@@ -1,4 +1,4 @@
-"""The default stop rule (advise/settled.py): a probe ends early only after
+"""The default stop rule (estimate/settled.py): a probe ends early only after
 its streams' congestion epochs, or when it has the link to itself."""
 
 from __future__ import annotations
@@ -8,14 +8,14 @@ from dataclasses import replace
 import pytest
 
 from tamebpf.advise.advisor import stop_rule
-from tamebpf.advise.estimate.steady import FlowPoint, Steady, steady
-from tamebpf.advise.settled import (
+from tamebpf.estimate.settled import (
     BBR_WINDOW_RTTS,
     SETTLED,
     STEADY,
     BbrSettled,
     Settled,
 )
+from tamebpf.estimate.steady import FlowPoint, Steady, steady
 from tests.unit.test_adaptive_probe import link, rates
 from tests.unit.test_adaptive_probe import steady as window
 

@@ -1,11 +1,11 @@
-"""The advised count's range (advise/estimate/spread.py): which class a path
+"""The advised count's range (estimate/spread.py): which class a path
 is in, and the counts the moved probes give."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tamebpf.advise.estimate.spread import (
+from tamebpf.estimate.spread import (
     SPREAD,
     count_range,
     holds,

@@ -11,7 +11,8 @@ import subprocess
 
 import pytest
 
-from tamebpf.capfile import check_cgroup_text, parse_capfile, parse_dest
+from tamebpf.cap.load import parse_capfile
+from tamebpf.cap.spec import check_cgroup_text, parse_dest
 from tamebpf.cli import main
 from tamebpf.commands.cap import read_capfile, spec_from_args
 from tamebpf.errors import UsageError

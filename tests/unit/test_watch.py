@@ -9,11 +9,11 @@ from dataclasses import replace
 
 import pytest
 
+from tamebpf.cap.view import read_caps
 from tamebpf.commands.watch import Loop
 from tamebpf.groups.aggregate import Aggregator
 from tamebpf.groups.caps import CapLimit
 from tamebpf.groups.group import Group, GroupKey
-from tamebpf.kernel.caps_view import read_caps
 from tamebpf.kernel.flows import Flow, ReaderStats
 from tamebpf.present.watch import (
     KEY_BACKSPACE,
@@ -240,9 +240,9 @@ def test_loop_does_not_fall_behind() -> None:
 def test_caps_hook_without_and_with_a_cap_module(monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
-    from tamebpf.kernel import caps_view as watch
+    from tamebpf.cap import view as watch
 
-    monkeypatch.setitem(sys.modules, "tamebpf.kernel.cap", None)  # import fails
+    monkeypatch.setitem(sys.modules, "tamebpf.cap.table", None)  # import fails
     watch._cap_table.cache_clear()
     try:
         assert watch.cap_table() == [] and read_caps() == [], "no cap module must mean no caps"

@@ -154,7 +154,7 @@ class Progress:
 class AckLog:
     """ACKs that advanced each connection: cookie -> [(t_ns, ack_seq)], in
     arrival order; `lost`: ACKs seen after the log was full
-    (kernel/acktrain.py reads it; advise/estimate/acktrain.py estimates the
+    (kernel/acktrain.py reads it; estimate/acktrain.py estimates the
     capacity from it)."""
 
     flows: Mapping[int, Sequence[tuple[int, int]]]

@@ -45,8 +45,8 @@ import sys
 import time
 from collections.abc import Iterator
 
-from tamebpf.capfile import parse_dest
-from tamebpf.kernel.cap import CapTable
+from tamebpf.cap.spec import parse_dest
+from tamebpf.cap.table import CapTable
 from tamebpf.kernel.cgroups import require_cgroup2
 from tamebpf_eval.docsection import markers, write_section
 

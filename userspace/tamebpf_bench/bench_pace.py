@@ -25,8 +25,8 @@ import subprocess
 import sys
 import time
 
-from tamebpf.capfile import parse_dest
-from tamebpf.kernel.cap import PACE_NO_LIMIT, CapTable
+from tamebpf.cap.spec import parse_dest
+from tamebpf.cap.table import PACE_NO_LIMIT, CapTable
 from tamebpf_bench.bench_cap import bench_cgroup, bpf_run_stats, pin_dir, prog_costs
 from tamebpf_eval.docsection import markers, write_section
 

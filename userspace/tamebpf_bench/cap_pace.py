@@ -24,8 +24,8 @@ import time
 from typing import Any
 
 from tamebpf.advise.advisor import Target, run_advice
-from tamebpf.capfile import parse_dest
-from tamebpf.kernel.cap import CapTable
+from tamebpf.cap.spec import parse_dest
+from tamebpf.cap.table import CapTable
 from tamebpf.model import Settings
 from tamebpf.testbed import Testbed, iperf, teardown
 from tamebpf.words import count

@@ -37,10 +37,10 @@ from typing import Any
 
 from tamebpf.advise.advisor import Target, run_advice
 from tamebpf.advise.memory import AdviceMemory
-from tamebpf.capfile import parse_dest
-from tamebpf.kernel.cap import PACE_NO_LIMIT, CapTable
+from tamebpf.cap.book import FollowBook, FollowSpec
+from tamebpf.cap.spec import parse_dest
+from tamebpf.cap.table import PACE_NO_LIMIT, CapTable
 from tamebpf.model import Settings
-from tamebpf.paths.follows import FollowBook, FollowSpec
 from tamebpf.paths.store import STATE_DIR_ENV
 from tamebpf.paths.where import path_key
 from tamebpf.testbed import Testbed, iperf, teardown

@@ -30,10 +30,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from tamebpf.advise.estimate.adaptive import past_start_up
-from tamebpf.advise.estimate.steady import Steady
 from tamebpf.advise.probes import run_probe, run_probes
-from tamebpf.advise.record import Target
+from tamebpf.estimate.adaptive import past_start_up
+from tamebpf.estimate.record import Target
+from tamebpf.estimate.steady import Steady
 from tamebpf.testbed import Testbed, iperf, teardown
 from tamebpf_eval.docsection import write_section
 from tamebpf_eval.records import gz_name, read_json, write_json

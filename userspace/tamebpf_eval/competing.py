@@ -5,7 +5,7 @@ With the bottleneck's TCP goodput C known, a probe of n streams that got T
 implies m = n (C / T - 1) competing flows (model/capacity.py), and so does
 a ground-truth point. A probe whose streams are still in start-up reads a
 share far from their long-run one, and its m with it: the table shows each
-probe's m beside whether its steady window was past start-up (advise/estimate/
+probe's m beside whether its steady window was past start-up (estimate/
 adaptive.PastStartUp) and how many RTTs it spanned.
 
 It also shows a lead checked on the same probes: competing flows from how
@@ -22,8 +22,8 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from tamebpf.advise.estimate.adaptive import MIN_WINDOW_RTTS, past_start_up
-from tamebpf.advise.estimate.capacity import tcp_goodput_mbps
+from tamebpf.estimate.adaptive import MIN_WINDOW_RTTS, past_start_up
+from tamebpf.estimate.capacity import tcp_goodput_mbps
 from tamebpf.model.linalg import least_squares
 from tamebpf_eval.score import (
     OURS,

@@ -25,8 +25,8 @@ import sys
 from dataclasses import asdict
 from typing import Any
 
-from tamebpf.advise.estimate.capacity import tcp_goodput_mbps
 from tamebpf.advise.probes import run_probe
+from tamebpf.estimate.capacity import tcp_goodput_mbps
 from tamebpf_eval.advise import case_path, cases, load, log, save
 from tamebpf_eval.competing import implied_m
 from tamebpf_eval.docsection import write_section

@@ -42,11 +42,11 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from tamebpf.advise.advisor import DEFAULT_PROBES, QUICK_DURATIONS_S, run_advice
-from tamebpf.advise.estimate.advice import build
-from tamebpf.advise.estimate.steady import Steady
 from tamebpf.advise.probes import StopRule, probe_congestion, run_probes
-from tamebpf.advise.record import TIME_LIMIT, AdviseResult, Target
-from tamebpf.advise.settled import DEFAULT_MAX_PROBE_S, Settled
+from tamebpf.estimate.advice import build
+from tamebpf.estimate.record import TIME_LIMIT, AdviseResult, Target
+from tamebpf.estimate.settled import DEFAULT_MAX_PROBE_S, Settled
+from tamebpf.estimate.steady import Steady
 from tamebpf.model import DEFAULT_MODEL, Settings
 from tamebpf.present.advice import refusal_text, warning_texts
 from tamebpf_eval.advise import FRAME_BYTES, Case, case_path, load, log, save
@@ -82,7 +82,7 @@ DRAWS = {d.name: d for d in (
     # (docs/results/run-fresh3.md says why).
     Draw("fresh3", 291125, "the settled default and --quick"),
     # Drawn on 2026-11-25 (os.urandom) for the large-band trust rule
-    # (advise/estimate/acktrain.LARGE_BAND), before any of its cases ran.
+    # (estimate/acktrain.LARGE_BAND), before any of its cases ran.
     Draw("fresh4", 9654106, "the settled default and --quick, large-band capacity trust"),
     # Drawn on 2026-11-26 (os.urandom) for the capacity-first default
     # (advisor.capacity_first), before any of its cases ran; "both" is the

@@ -27,10 +27,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from tamebpf.advise.estimate.advice import build, streams_range
-from tamebpf.advise.estimate.spread import PathClass, path_class
-from tamebpf.advise.estimate.steady import window_samples
-from tamebpf.advise.record import AdviseResult, Target
+from tamebpf.estimate.advice import build, streams_range
+from tamebpf.estimate.record import AdviseResult, Target
+from tamebpf.estimate.spread import PathClass, path_class
+from tamebpf.estimate.steady import window_samples
 from tamebpf.model import ModelInputError, Settings
 from tamebpf.model.confidence import relative_standard_error
 from tamebpf_eval.advise import load

@@ -151,7 +151,7 @@ def tables(records: list[dict[str, Any]], limit: float, section: str = SECTION,
                                              r["case"]["name"]))
     scored = [estimators(r, limit) for r in records]
     labels = list(dict.fromkeys(label for s in scored for label in s))
-    # advise gives no advice on BBR probes (advise/estimate/advice.py, cannot_advise):
+    # advise gives no advice on BBR probes (estimate/advice.py, cannot_advise):
     # the targets are over the loss-based cases, BBR is reported beside them.
     loss_based = [s for r, s in zip(records, scored, strict=True) if r["case"]["cc"] != "bbr"]
     bbr = [s for r, s in zip(records, scored, strict=True) if r["case"]["cc"] == "bbr"]

@@ -12,11 +12,11 @@ import statistics
 from dataclasses import asdict
 from typing import Any, cast
 
-from tamebpf.advise.estimate.acktrain import estimate_capacity
-from tamebpf.advise.estimate.advice import build
-from tamebpf.advise.estimate.capacity import tcp_goodput_mbps
-from tamebpf.advise.estimate.steady import FlowSteady, Steady
-from tamebpf.advise.record import ProbeResult, Target
+from tamebpf.estimate.acktrain import estimate_capacity
+from tamebpf.estimate.advice import build
+from tamebpf.estimate.capacity import tcp_goodput_mbps
+from tamebpf.estimate.record import ProbeResult, Target
+from tamebpf.estimate.steady import FlowSteady, Steady
 from tamebpf.model import (
     ModelInputError,
     Probe,

@@ -5,12 +5,9 @@
   the first two leave a BBR answer open), and path memory's part in it
   (`memory.py`);
 - `probes.py`: the probes as stages of one iperf3 test, sampled in the
-  kernel while they run, each ended by its stop rule (`settled.py`);
-- `estimate/`: the probes' measurements made into the model's inputs and
-  the advice (pure: no I/O, no kernel);
-- `record.py`: the records they pass: the target, each probe's result and
-  the advice.
+  kernel while they run, each ended by its stop rule (estimate/settled.py).
 
-Nothing is imported here, so that the pure parts can be imported without
-the kernel layer the probes need.
+What the probes measured becomes the advice in tamebpf/estimate/ (pure:
+no I/O, no kernel), below this package. Nothing is imported here, so that
+importing one module does not load the kernel layer the probes need.
 """

@@ -4,7 +4,7 @@
 paper); `advise_target` is the short form `tamebpf cap --auto` uses.
 
 By default each probe runs until its share of the path has settled, at most
-DEFAULT_MAX_PROBE_S (advise/settled.py); `quick` runs the two 2-s probes
+DEFAULT_MAX_PROBE_S (estimate/settled.py); `quick` runs the two 2-s probes
 that were the default before (the fixed `durations_s` of QUICK_DURATIONS_S).
 
 The settled probes run as the stages of one test, 1 stream then 10. The
@@ -22,14 +22,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from tamebpf.advise.estimate.advice import build
 from tamebpf.advise.memory import AdviceMemory
 from tamebpf.advise.probes import StopRule, probe_congestion, run_probe, run_probes
-from tamebpf.advise.record import AdviceWarning, AdviseResult, Target
-from tamebpf.advise.settled import DEFAULT_MAX_PROBE_S, BbrSettled, Settled
-from tamebpf.errors import TamebpfError
+from tamebpf.estimate.advice import build
+from tamebpf.estimate.record import AdviceRefusal, AdviceWarning, AdviseResult, Target
+from tamebpf.estimate.settled import DEFAULT_MAX_PROBE_S, BbrSettled, Settled
 from tamebpf.model import DEFAULT_MODEL, ModelName, Settings
-from tamebpf.present.advice import refusal_text
 from tamebpf.records import Progress
 from tamebpf.values import IPERF3_PORT
 
@@ -93,16 +91,17 @@ def stop_rule(cc: str, last: bool, capacity: bool = True) -> StopRule:
 
 def advise_target(host: str, max_impact: float, port: int = IPERF3_PORT,
                   congestion: str = "system",
-                  on_progress: Callable[[Progress], None] | None = None) -> tuple[int, float]:
+                  on_progress: Callable[[Progress], None] | None = None
+                  ) -> tuple[int, float] | AdviceRefusal:
     """(advised stream count, its predicted throughput in Mbit/s): the N of a
-    refuse cap and the target rate of a pace cap."""
+    refuse cap and the target rate of a pace cap; or why there is no advice,
+    for the caller to word (present/advice.refusal_text)."""
     result = run_advice(Target(host, port, congestion=congestion),
                         Settings(max_impact=max_impact), on_progress=on_progress)
     # Every probed advice goes to path memory (docs/paths.md), cap --auto's too.
     AdviceMemory().remember(result, probe_congestion(result.target)[0], "settled")
     if result.refused:
-        raise TamebpfError(f"the advisor gave no advice for {host}:{port}: "
-                           f"{refusal_text(result.refused)}")
+        return result.refused
     advice = result.prediction.advice
     return advice.num_flows, advice.max_nondisruptive_thru
 

@@ -12,8 +12,8 @@ import time
 from dataclasses import replace
 
 from tamebpf.advise.probes import probe_congestion
-from tamebpf.advise.record import AdviseResult, Target
 from tamebpf.errors import TamebpfError
+from tamebpf.estimate.record import AdviseResult, Target
 from tamebpf.logs import log
 from tamebpf.model import ModelInputError, Settings
 from tamebpf.paths import remote

@@ -5,7 +5,7 @@ The probes are the stages of one iperf3 test (iperf3_client.run_stages),
 sent by a forked child in a cgroup of its own (kernel/probe.py), so the
 flow telemetry attributes exactly the probe's flows (`FlowReader(cgroup=...)`
 filters in the kernel). Here they are sampled, their stop rules asked
-(advise/settled.py) and each stage's measurement made a ProbeResult. The
+(estimate/settled.py) and each stage's measurement made a ProbeResult. The
 cgroup and the child are removed on every way out, including Ctrl-C and
 SIGTERM (the commands make SIGTERM unwind: lifecycle.py).
 """
@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from tamebpf import iperf3_client
-from tamebpf.advise.estimate.acktrain import pair_rates
-from tamebpf.advise.estimate.steady import FlowPoint, Steady, only_data_flows, steady
-from tamebpf.advise.record import TIME_LIMIT, ProbeResult, Target
 from tamebpf.errors import TamebpfError
+from tamebpf.estimate.acktrain import pair_rates
+from tamebpf.estimate.record import TIME_LIMIT, ProbeResult, Target
+from tamebpf.estimate.steady import FlowPoint, Steady, only_data_flows, steady
 from tamebpf.kernel.acktrain import AckTrain
 from tamebpf.kernel.flows import Flow, FlowReader
 from tamebpf.kernel.netns import default_congestion_control
@@ -246,7 +246,7 @@ def run_probes(target: Target, stages: Sequence[tuple[int, float]],
     `srtt_us`: the path's RTT from an earlier probe (0: unknown), so that the
     first SYN already gets the short timeout (kernel/synrto.py).
     `enough[k]`: end stage k before its `seconds` once it says the measurement
-    so far is tight enough (advise/settled.py); None: always `seconds`."""
+    so far is tight enough (estimate/settled.py); None: always `seconds`."""
     plan = [_Stage(k == 0, n, d) for k, (n, d) in enumerate(stages)]
     rules = list(enough) if enough is not None else [None] * len(plan)
     total = len(plan) if total is None else total

@@ -22,7 +22,7 @@ from tamebpf.advise.advisor import (
 )
 from tamebpf.advise.memory import DEFAULT_MAX_AGE_S, AdviceMemory
 from tamebpf.advise.probes import NoServer
-from tamebpf.capfile import CONGESTION
+from tamebpf.cap.spec import CONGESTION
 from tamebpf.errors import NoAdviceError, UsageError
 from tamebpf.kernel import preflight
 from tamebpf.kernel.netns import check_netns

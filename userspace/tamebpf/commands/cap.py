@@ -9,7 +9,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from tamebpf.cap_plan import (
+from tamebpf.cap.book import FollowBook, normal_cgroup
+from tamebpf.cap.load import parse_capfile
+from tamebpf.cap.plan import (
     Plan,
     auto_target,
     changes_of,
@@ -18,25 +20,7 @@ from tamebpf.cap_plan import (
     resolve_spec,
     sync_follows,
 )
-from tamebpf.capfile import (
-    CONGESTION,
-    CapSpec,
-    check_cgroup_text,
-    check_follow,
-    check_max_streams,
-    parse_capfile,
-    parse_dest,
-)
-from tamebpf.errors import UsageError
-from tamebpf.kernel.cap import CapChangeError, CapTable, netns_paths, resolve_cgroup
-from tamebpf.kernel.caps_view import limit_of
-from tamebpf.kernel.flows import FlowReader
-from tamebpf.lifecycle import terminate_as_interrupt
-from tamebpf.logs import log
-from tamebpf.options import ExamplesFormatter, dump_json, parse_fraction
-from tamebpf.paths.follows import FollowBook, normal_cgroup
-from tamebpf.paths.store import state_dir
-from tamebpf.present.caps import (
+from tamebpf.cap.show import (
     UNCHANGED,
     checked_line,
     describe,
@@ -45,6 +29,22 @@ from tamebpf.present.caps import (
     render_table,
     set_json,
 )
+from tamebpf.cap.spec import (
+    CONGESTION,
+    CapSpec,
+    check_cgroup_text,
+    check_follow,
+    check_max_streams,
+    parse_dest,
+)
+from tamebpf.cap.table import CapChangeError, CapTable, netns_paths, resolve_cgroup
+from tamebpf.cap.view import limit_of
+from tamebpf.errors import UsageError
+from tamebpf.kernel.flows import FlowReader
+from tamebpf.lifecycle import terminate_as_interrupt
+from tamebpf.logs import log
+from tamebpf.options import ExamplesFormatter, dump_json, parse_fraction
+from tamebpf.paths.store import state_dir
 from tamebpf.records import Cap
 from tamebpf.units import mbps_over
 from tamebpf.values import IPERF3_PORT, parse_duration, parse_host_port, rate_bytes_per_s

@@ -19,15 +19,15 @@ from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from tamebpf.cap_follow import Follower
+from tamebpf.cap.book import FollowBook
+from tamebpf.cap.follow import Follower
+from tamebpf.cap.view import cap_kernel, cap_table, read_caps
 from tamebpf.errors import TamebpfError, UsageError
 from tamebpf.groups.aggregate import Aggregator
-from tamebpf.kernel.caps_view import cap_kernel, cap_table, read_caps
 from tamebpf.kernel.flows import FlowReader
 from tamebpf.lifecycle import terminate_as_exit
 from tamebpf.logs import log
 from tamebpf.options import add_reader_arguments, add_state_dir_option, settings_from
-from tamebpf.paths.follows import FollowBook
 from tamebpf.paths.passive import PathLearner
 from tamebpf.paths.store import PathStore, state_dir
 from tamebpf.paths.where import netns_id
@@ -195,7 +195,7 @@ def learning(collector: TamebpfCollector, learner: PathLearner | None,
         yield
 
 
-FOLLOW_STEP_S = 2.0  # the follow caps' agent reads flows this often (cap_follow.py)
+FOLLOW_STEP_S = 2.0  # the follow caps' agent reads flows this often (cap/follow.py)
 
 
 @contextlib.contextmanager

@@ -19,9 +19,9 @@ import time
 from collections.abc import Callable
 from typing import IO, Any
 
+from tamebpf.cap.view import read_caps
 from tamebpf.groups.aggregate import Aggregator
 from tamebpf.groups.group import Group
-from tamebpf.kernel.caps_view import read_caps
 from tamebpf.kernel.flows import FlowReader
 from tamebpf.lifecycle import terminate_as_exit
 from tamebpf.options import add_reader_arguments, settings_from

@@ -50,7 +50,7 @@ class CapMarks(NamedTuple):
     cap: int | None  # the tightest matching stream cap, in streams
     over_cap: bool  # a matching cap counts more streams than it allows
     paced_bps: float | None  # the tightest matching pace cap's target, bit/s
-    paced_follows: bool  # ... and that cap follows the path (cap_follow.py)
+    paced_follows: bool  # ... and that cap follows the path (cap/follow.py)
 
 
 def cap_marks(caps: Sequence[CapLimit], cgroups: Collection[str | None], remote_addr: str,

@@ -39,7 +39,7 @@ class Group:
     observed: tuple[Observation, ...] = ()  # stream counts seen often enough to fit
     over_cap: bool = False  # a matching cap counts more streams than it allows
     paced_bps: float | None = None  # the tightest matching pace cap's target, bit/s
-    paced_follows: bool = False  # ... and that cap follows the path (cap_follow.py)
+    paced_follows: bool = False  # ... and that cap follows the path (cap/follow.py)
 
     @property
     def advice(self) -> Advice | None:

@@ -2,7 +2,7 @@
 
 Attached to the advisor's probe cgroup while a probe runs: every ACK that
 advances one of its connections is logged with its arrival time, which is
-what the capacity estimate (advise/estimate/acktrain.py) reads. Closing detaches
+what the capacity estimate (estimate/acktrain.py) reads. Closing detaches
 both programs; nothing is pinned.
 """
 

@@ -21,7 +21,7 @@ SOURCES: tuple[Source, ...] = ("probe", "--capacity", "passive")
 # only from settled (or passive) entries: a quick look is not the answer
 # the user asked to wait for.
 ProbeKind = Literal["settled", "quick", "fixed", "none"]
-# Which estimator the stored advice used (advise/record.AdviseResult.used).
+# Which estimator the stored advice used (estimate/record.AdviseResult.used).
 Estimator = Literal["capacity", "throughput", "share"]
 
 
@@ -102,7 +102,7 @@ class PathEntry:
     host: str = ""  # as the user named it (the key holds the address)
     changed: bool = False
     # The advised count's range on the path's variation, and the relative
-    # round-to-round spread it was made with (advise/estimate/spread.py);
+    # round-to-round spread it was made with (estimate/spread.py);
     # None in entries stored before ranges were.
     streams_low: int | None = None
     streams_high: int | None = None

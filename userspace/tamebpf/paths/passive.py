@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from tamebpf.advise.estimate.spread import SETTLED, path_class, spread_for
+from tamebpf.estimate.spread import SETTLED, path_class, spread_for
 from tamebpf.groups.group import Group
 from tamebpf.groups.passive_fit import LOSS_BASED, Observation
 from tamebpf.model import (
@@ -53,7 +53,7 @@ UNBOUND_SHARE = 0.8
 @dataclass(frozen=True)
 class MeasuredCapacity:
     """The bottleneck's capacity (TCP goodput, Mbit/s) that a transfer's own
-    ACK spacing gave (a trusted estimate: advise/estimate/acktrain.py)."""
+    ACK spacing gave (a trusted estimate: estimate/acktrain.py)."""
 
     mbps: float
     low_mbps: float | None
@@ -114,7 +114,7 @@ def change_tolerance(known: PathEntry) -> float:
     """How far (relative) a transfer's goodput may lie from what the entry
     predicts at its count before the path counts as changed: the path's
     round-to-round spread, the one its count range was made with
-    (advise/estimate/spread.py, docs/results/range-design.md). A goodput
+    (estimate/spread.py, docs/results/range-design.md). A goodput
     that moves less than that is what the same path gives on another round."""
     return entry_spread(known)
 
@@ -149,7 +149,7 @@ def learn(group: Group, netns: str, now: float, settings: Settings,
             o.goodput_mbps * 1e6 >= UNBOUND_SHARE * group.paced_bps for o in obs):
         # A pace cap holds the group to its target: its goodput is what we
         # chose, not what the path gives (a following cap reads the path
-        # from its scout instead: cap_follow.py).
+        # from its scout instead: cap/follow.py).
         return Learned(key)
     if known is not None and known.changed:
         # Marked changed: the next advise probes; until then a fit that

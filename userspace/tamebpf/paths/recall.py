@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from tamebpf.advise.estimate.spread import count_range, path_class, spread_for
-from tamebpf.advise.record import TIME_LIMIT, AdviseResult
+from tamebpf.estimate.record import TIME_LIMIT, AdviseResult
+from tamebpf.estimate.spread import count_range, path_class, spread_for
 from tamebpf.model import (
     DEFAULT_MODEL,
     MODEL_LABELS,

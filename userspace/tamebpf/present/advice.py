@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tamebpf.advise.record import AdviceRefusal, AdviceWarning, AdviseResult, ProbeResult, Target
+from tamebpf.estimate.record import AdviceRefusal, AdviceWarning, AdviseResult, ProbeResult, Target
 from tamebpf.model.confidence import Z_90, ImpactRange
 from tamebpf.present.prediction import prediction_to_json, render_prediction_table
 from tamebpf.units import percent
@@ -27,7 +27,7 @@ def _measurement(p: ProbeResult) -> dict[str, Any]:
         "finish_s": p.finish_s,
         "steady_window_s": [s.start_s, s.end_s],
         # Whether every stream had left slow start when the window began, and
-        # its length in smoothed RTTs (advise/estimate/adaptive.past_start_up).
+        # its length in smoothed RTTs (estimate/adaptive.past_start_up).
         "past_slow_start": s.after_slow_start,
         "steady_window_rtts": s.window_rtts,
         # Why the probe ended (its stop rule's reason, "time limit", or None
@@ -288,7 +288,7 @@ def warning_texts(result: AdviseResult) -> list[str]:
 
 
 def warning_text(w: AdviceWarning) -> str:
-    """One warning of the advisor (advise/estimate/advice.py) in words."""
+    """One warning of the advisor (estimate/advice.py) in words."""
     c = w.code
     if c == "capacity_disagrees":
         return (f"--capacity {w['link_mbps']:g} Mbit/s carries {w['goodput_mbps']:.2f} Mbit/s "

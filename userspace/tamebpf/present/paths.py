@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tamebpf.advise.record import Target
+from tamebpf.estimate.record import Target
 from tamebpf.paths.entry import PathEntry
 from tamebpf.paths.recall import Recalled
 from tamebpf.present.advice import range_text

@@ -10,7 +10,7 @@ from tamebpf.units import percent
 from tamebpf.words import count
 
 if TYPE_CHECKING:
-    from tamebpf.advise.record import AdviseResult
+    from tamebpf.estimate.record import AdviseResult
 
 FORMATS = (".png", ".svg")
 

@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import CollectorRegistry
@@ -29,7 +29,6 @@ from tamebpf.groups.caps import CapLimit
 from tamebpf.groups.group import Group
 from tamebpf.logs import log
 from tamebpf.paths.entry import PathEntry
-from tamebpf.paths.follows import FollowSpec
 from tamebpf.records import Cap as CapRecord
 from tamebpf.records import Flow, FlowSource, ReaderStats
 from tamebpf.refresh import refresh_groups
@@ -78,6 +77,24 @@ FLOW_COUNTERS: tuple[tuple[str, str, str], ...] = (
 FLOW_LABELS = ("cookie", "comm", "cgroup", "local_port", "remote_addr", "remote_port")
 
 
+class FollowedCap(Protocol):
+    """What the cap-follow metrics read of a cap that follows its path: the
+    follow book's entries (cap/book.FollowSpec) are passed in from above."""
+
+    @property
+    def cgroup(self) -> str: ...
+    @property
+    def dest(self) -> str: ...
+    @property
+    def target_mbps(self) -> float | None: ...
+    @property
+    def change_count(self) -> int: ...
+    @property
+    def competing_flows(self) -> float | None: ...
+    @property
+    def updated(self) -> float | None: ...
+
+
 class TamebpfCollector:
     """Reads the flow source at scrape time; safe to scrape from several
     threads (one reading at a time).
@@ -86,7 +103,8 @@ class TamebpfCollector:
     it explicitly).  caps: returns the caps in force (tamebpf cap).
     cap_table: returns the kernel's cap records (for the cap metrics).
     paths: returns path memory's newest entry per path (docs/paths.md).
-    follows: returns the caps that follow their path (paths/follows.py)."""
+    follows: returns the caps that follow their path (cap/book.py's
+    FollowSpec, as a FollowedCap)."""
 
     def __init__(
         self,
@@ -98,7 +116,7 @@ class TamebpfCollector:
         cap_table: Callable[[], Sequence[CapRecord]] = list,
         programs: Sequence[str] = FLOW_PROGRAMS,
         paths: Callable[[], Sequence[PathEntry]] = list,
-        follows: Callable[[], Sequence[FollowSpec]] = list,
+        follows: Callable[[], Sequence[FollowedCap]] = list,
     ) -> None:
         self.source, self.agg, self.per_flow = source, agg, per_flow
         self.caps, self.cap_table, self.programs = caps, cap_table, tuple(programs)
@@ -116,7 +134,7 @@ class TamebpfCollector:
 
     def open_flows(self) -> list[Flow]:
         """Every open flow now, read under the lock the scrapes take (the
-        follow caps' agent: cap_follow.py)."""
+        follow caps' agent: cap/follow.py)."""
         with self._lock:
             return [f for f in self.source.snapshot() if not f.closed]
 

@@ -7,7 +7,7 @@ starts (it marks connections when they are established) and detaches it
 after WINDOW_S: the transfer's first seconds, slow start included, and
 nothing per packet after that.
 
-The estimate (advise/estimate/acktrain.py, the advisor's with its trust
+The estimate (estimate/acktrain.py, the advisor's with its trust
 rule) reads only the pairs at or above the transfer's own goodput, so
 segments the pace cap spaced (each stream's share, below the group's
 goodput when it has 2 streams or more) do not count: what is left is the
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tamebpf.advise.estimate.acktrain import CapacityEstimate, estimate_capacity, pair_rates
+from tamebpf.estimate.acktrain import CapacityEstimate, estimate_capacity, pair_rates
 from tamebpf.kernel.acktrain import AckTrain
 from tamebpf.paths.passive import MeasuredCapacity
 

@@ -35,21 +35,21 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tamebpf.cap_follow import SAMPLE_EVERY_S, SETTLE_S, WINDOW_S, Follower
-from tamebpf.capfile import parse_dest
+from tamebpf.cap.book import FollowBook, FollowSpec
+from tamebpf.cap.follow import SAMPLE_EVERY_S, SETTLE_S, WINDOW_S, Follower
+from tamebpf.cap.spec import parse_dest
+from tamebpf.cap.table import PACE_NO_LIMIT, Add, CapTable
+from tamebpf.cap.view import limit_of
 from tamebpf.errors import TamebpfError
 from tamebpf.groups.aggregate import Aggregator
 from tamebpf.groups.group import Group
 from tamebpf.groups.passive_fit import LOSS_BASED
 from tamebpf.kernel import run_cgroups
-from tamebpf.kernel.cap import PACE_NO_LIMIT, Add, CapTable
-from tamebpf.kernel.caps_view import limit_of
 from tamebpf.kernel.cgroups import empty_and_remove
 from tamebpf.kernel.flows import FlowReader
 from tamebpf.logs import log
 from tamebpf.model import ModelInputError, Settings
 from tamebpf.paths.entry import PathEntry, PathKey
-from tamebpf.paths.follows import FollowBook, FollowSpec
 from tamebpf.paths.passive import UNBOUND_SHARE, MeasuredCapacity, PathLearner, group_key
 from tamebpf.paths.recall import recall, usable
 from tamebpf.paths.store import PathStore, state_dir
@@ -83,7 +83,7 @@ class RunOptions:
 
 
 class MemoryBook(FollowBook):
-    """The run's follow spec, in this process only (paths/follows.py keeps
+    """The run's follow spec, in this process only (cap/book.py keeps
     the file that `export`'s follower steps)."""
 
     def __init__(self) -> None:
@@ -298,7 +298,7 @@ class Session:
                 self.table.set_follow(cap.id, 0, pace_bytes_per_s(advised))
         if key.congestion not in LOSS_BASED:
             # The scout is one unpaced stream: one BBR stream takes most of
-            # a shared link (cap_plan.follow_path refuses the same).
+            # a shared link (cap/plan.follow_path refuses the same).
             self.notes.append(f"held at the target: {key.congestion} is not loss-based, so "
                               "the cap does not follow the path")
             return

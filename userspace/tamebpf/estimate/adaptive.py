@@ -17,7 +17,7 @@ streams were still in slow start, or just out of it, when the probe ended,
 and the competing flows came out between a 37th of and 4 times the settled
 truth's count (each probe against the truth's point nearest its stream
 count). The advice warns when a probe ended before that
-(advise/estimate/advice.py). Running the default probes on until past start-up
+(estimate/advice.py). Running the default probes on until past start-up
 (make eval's 'S1:S10~L' plans) was not clearly more accurate, and slower
 (docs/results/run-fresh-settled.md, "Probes that end in start-up").
 """
@@ -27,8 +27,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tamebpf.advise.estimate.acktrain import estimate_capacity
-from tamebpf.advise.estimate.steady import Steady, window_samples
+from tamebpf.estimate.acktrain import estimate_capacity
+from tamebpf.estimate.steady import Steady, window_samples
 from tamebpf.model.confidence import relative_standard_error
 
 MIN_WINDOW_S = 0.75
@@ -68,7 +68,7 @@ def tight_capacity(rates: list[float], goodput_mbps: float, halfwidth: float) ->
 
 
 # The steady window starts half-way from the end of slow start to the probe's
-# end (advise/estimate/steady.py), so a window of this many RTTs has the flows about
+# end (estimate/steady.py), so a window of this many RTTs has the flows about
 # twice as long in congestion avoidance: a few rounds of loss and recovery.
 MIN_WINDOW_RTTS = 10.0
 

@@ -19,7 +19,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tamebpf.advise.estimate.capacity import DEFAULT_MSS
+from tamebpf.estimate.capacity import DEFAULT_MSS
 from tamebpf.records import AckLog
 
 SEQ_MOD = 1 << 32

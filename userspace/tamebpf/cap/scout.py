@@ -11,7 +11,7 @@ ours would get with our transfer absent is then C / (m + 1), the reading a
 fit on that one point is the fit `advise` would make from a 1-stream probe,
 and its advice at the cap's limit is the new target.
 
-Pure: the agent (cap_follow.py) measures, this computes.
+Pure: the agent (cap/follow.py) measures, this computes.
 """
 
 from __future__ import annotations

@@ -93,7 +93,7 @@ class Steady:
     slow_start_end_s: float | None = None
     # Per data flow, the window reductions since it left slow start, up to
     # the window's end: the congestion epochs in which loss-based flows move
-    # toward their share (advise/settled.py).
+    # toward their share (estimate/settled.py).
     epochs: tuple[int, ...] = ()
     # The window's second half's goodput less its first half's, over the
     # window's goodput: still rising (> 0) or falling toward the share.

@@ -1,7 +1,7 @@
 """From measured probes to advice: both estimators, warnings, confidence.
 
 Pure: the probes are run by advise/probes.py, the records are
-advise/record.py's, and the result is shown by present/advice.py.
+estimate/record.py's, and the result is shown by present/advice.py.
 
 Estimators (docs/model.md section 3):
 - throughput fit: Eq 13/14 on the probes' steady kernel goodput. The advice
@@ -17,12 +17,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from tamebpf.advise.estimate.acktrain import estimate_capacity
-from tamebpf.advise.estimate.adaptive import past_start_up
-from tamebpf.advise.estimate.capacity import tcp_goodput_mbps
-from tamebpf.advise.estimate.spread import count_range, path_class, spread_for
-from tamebpf.advise.estimate.steady import window_samples
-from tamebpf.advise.record import (
+from tamebpf.estimate.acktrain import estimate_capacity
+from tamebpf.estimate.adaptive import past_start_up
+from tamebpf.estimate.capacity import tcp_goodput_mbps
+from tamebpf.estimate.record import (
     TIME_LIMIT,
     AdviceRefusal,
     AdviceWarning,
@@ -31,6 +29,8 @@ from tamebpf.advise.record import (
     ProbeResult,
     Target,
 )
+from tamebpf.estimate.spread import count_range, path_class, spread_for
+from tamebpf.estimate.steady import window_samples
 from tamebpf.model import (
     Fit,
     LossSample,

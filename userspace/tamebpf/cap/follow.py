@@ -1,13 +1,13 @@
 """Pace caps that follow their path (docs/paths.md, "Caps that follow the
 path"): the agent's side.
 
-For each cap in the follow book (paths/follows.py), every step:
+For each cap in the follow book (cap/book.py), every step:
 1. the cap's streams are the open flows it matches; one sending stream is
    its scout, left unpaced by the kernel (bpf/cap_pace.bpf.h), the others
    share the follow rate;
 2. over the last WINDOW_S (after SETTLE_S of the scout's own start), the
    scout's goodput and the whole cap's give the path's reading
-   (paths/scout.py) and, with the capacity path memory holds, the target
+   (cap/scout.py) and, with the capacity path memory holds, the target
    `advise` would give now at the cap's limit;
 3. the paced streams get the target less what the scout takes, so the
    cap's streams together stay on the target; a target that moved by more
@@ -25,9 +25,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from tamebpf.capfile import parse_dest
+from tamebpf.cap.book import FollowBook, FollowChange, FollowSpec, normal_cgroup
+from tamebpf.cap.scout import FollowAnswer, ScoutReading, follow_target
+from tamebpf.cap.spec import parse_dest
+from tamebpf.cap.table import Add
 from tamebpf.groups.caps import CapLimit
-from tamebpf.kernel.cap import Add
 from tamebpf.logs import log
 from tamebpf.model import (
     ModelInputError,
@@ -38,8 +40,6 @@ from tamebpf.model import (
     predict,
 )
 from tamebpf.paths.entry import FitData, PathEntry
-from tamebpf.paths.follows import FollowBook, FollowChange, FollowSpec, normal_cgroup
-from tamebpf.paths.scout import FollowAnswer, ScoutReading, follow_target
 from tamebpf.paths.store import PathStore
 from tamebpf.records import Cap, Flow
 from tamebpf.units import mbps, mbps_over, pace_bytes_per_s
@@ -224,7 +224,7 @@ class Follower:
              now_wall: float | None = None, specs: Sequence[FollowSpec] | None = None) -> None:
         """One reading of every following cap; `specs`: the follow book as
         the caller just read it (read here when not given)."""
-        from tamebpf.kernel.caps_view import limit_of
+        from tamebpf.cap.view import limit_of
 
         now = time.monotonic() if now is None else now
         now_wall = time.time() if now_wall is None else now_wall

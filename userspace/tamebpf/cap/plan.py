@@ -11,16 +11,17 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from tamebpf.advise import advisor
-from tamebpf.advise.record import Target
-from tamebpf.capfile import CapSpec, check_max_streams
+from tamebpf.cap.book import FollowBook, FollowSpec
+from tamebpf.cap.spec import CapSpec, check_max_streams
+from tamebpf.cap.table import PACE_NO_LIMIT, Add, CapTable, resolve_cgroup
 from tamebpf.errors import TamebpfError, UsageError
+from tamebpf.estimate.record import AdviceRefusal, Target
 from tamebpf.groups.passive_fit import LOSS_BASED
 from tamebpf.kernel.abi import TB_CAP_CGROUPS_MAX, TB_CAP_RULES_MAX
-from tamebpf.kernel.cap import PACE_NO_LIMIT, Add, CapTable, resolve_cgroup
 from tamebpf.paths.entry import PathKey
-from tamebpf.paths.follows import FollowBook, FollowSpec
 from tamebpf.paths.store import PathStore, state_dir
 from tamebpf.paths.where import path_key
+from tamebpf.present.advice import refusal_text
 from tamebpf.present.progress import ProgressLine
 from tamebpf.records import Cap
 from tamebpf.units import pace_bytes_per_s
@@ -34,9 +35,13 @@ def auto_target(host: str, max_impact: str, congestion: str = "system") -> tuple
     # The default probes run until settled, up to about 30 s: show them.
     progress = ProgressLine()
     try:
-        n, mbit = advisor.advise_target(name, impact, port, congestion, on_progress=progress)
+        advised = advisor.advise_target(name, impact, port, congestion, on_progress=progress)
     finally:
         progress.clear()
+    if isinstance(advised, AdviceRefusal):
+        raise TamebpfError(f"the advisor gave no advice for {name}:{port}: "
+                           f"{refusal_text(advised)}")
+    n, mbit = advised
     return check_max_streams(int(n), "advised stream count"), float(mbit)
 
 

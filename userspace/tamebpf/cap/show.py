@@ -7,7 +7,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from tamebpf.paths.follows import FollowSpec, normal_cgroup
+from tamebpf.cap.book import FollowSpec, normal_cgroup
 from tamebpf.records import Cap
 from tamebpf.units import mbps
 from tamebpf.words import count
@@ -17,7 +17,7 @@ UNCHANGED = "caps already as in the file"
 
 
 class HowSet(Protocol):
-    """How a cap's limit was found (cap_plan.Resolved): the advisor's
+    """How a cap's limit was found (cap/plan.Resolved): the advisor's
     (N, Mbit/s) for an auto cap, or why its fallback is used."""
 
     @property

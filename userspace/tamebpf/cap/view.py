@@ -1,5 +1,5 @@
 """The caps in force as watch and export see them: the kernel's cap table
-(tamebpf.kernel.cap) turned into the core's plain cap limits (groups.caps.CapLimit).
+(tamebpf.cap.table) turned into the core's plain cap limits (groups.caps.CapLimit).
 
 The one place where watch and export learn about caps: empty when the cap
 module is absent, no caps are set or they cannot be read, so both work
@@ -10,17 +10,17 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from tamebpf.capfile import parse_dest
+from tamebpf.cap.book import FollowBook, normal_cgroup
+from tamebpf.cap.spec import parse_dest
 from tamebpf.errors import TamebpfError, UsageError
 from tamebpf.groups.caps import CapLimit
-from tamebpf.paths.follows import FollowBook, normal_cgroup
 from tamebpf.paths.store import state_dir
 from tamebpf.records import Cap
 
 
 def read_caps() -> list[CapLimit]:
     """Caps in force (`tamebpf cap`), as groups mark them; a cap that
-    follows its path at the target the agent set (paths/follows.py)."""
+    follows its path at the target the agent set (cap/book.py)."""
     caps = cap_table()
     follows = {s.ident: s for s in FollowBook(state_dir()).specs()} if caps else {}
     out = []
@@ -66,7 +66,7 @@ def cap_kernel() -> Any:
 @functools.cache
 def _cap_table() -> Any:
     try:
-        from tamebpf.kernel.cap import CapTable
+        from tamebpf.cap.table import CapTable
     except ImportError:
         return None
     try:

@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tamebpf.capfile import Dest, check_cgroup_text, parse_dest
+from tamebpf.cap.spec import Dest, check_cgroup_text, parse_dest
 from tamebpf.errors import TamebpfError, UsageError
 from tamebpf.kernel import native, preflight, run_cgroups
 from tamebpf.kernel.abi import (

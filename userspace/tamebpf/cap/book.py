@@ -2,7 +2,7 @@
 "Caps that follow the path").
 
 `cap set --follow` and caps-file entries with `follow = true` write a
-FollowSpec here; the agent (`tamebpf export`, cap_follow.py) reads them,
+FollowSpec here; the agent (`tamebpf export`, cap/follow.py) reads them,
 recomputes each cap's target and writes back what it did; `cap list`,
 `watch` and the metrics read it. One small JSON file in the state
 directory, beside path memory but not in it: path memory is a cache that a

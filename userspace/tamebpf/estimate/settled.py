@@ -9,7 +9,7 @@ long path with full queues one can take seconds, and a probe of fixed
 length ended there far from the long-run share
 (docs/results/fixed-probes-earlier-draws.md). So a
 probe ends early only when
-- it is past start-up (advise/estimate/adaptive.past_start_up),
+- it is past start-up (estimate/adaptive.past_start_up),
 - our streams have each been through `epochs` window reductions since they
   left slow start (the kernel counts them: bpf/flows.bpf.c, on_cong_state;
   the median stream, so that one stream that lost less does not hold up
@@ -22,7 +22,7 @@ probe ends early only when
 - the goodput over the window is measured tightly (relative standard
   error within `rse`), and
 - when the capacity is to be estimated from this probe, that estimate is
-  trusted and tight (as advise/estimate/adaptive.Enough);
+  trusted and tight (as estimate/adaptive.Enough);
 or, for the probe whose ACKs estimate the capacity, when it saw no loss and
 its goodput is flat at that capacity: the link is ours alone, and there is
 no share to converge to. Otherwise it runs to its time limit
@@ -34,9 +34,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tamebpf.advise.estimate.acktrain import estimate_capacity
-from tamebpf.advise.estimate.adaptive import MIN_SAMPLES, past_start_up_and_tight, tight_capacity
-from tamebpf.advise.estimate.steady import Steady, window_samples
+from tamebpf.estimate.acktrain import estimate_capacity
+from tamebpf.estimate.adaptive import MIN_SAMPLES, past_start_up_and_tight, tight_capacity
+from tamebpf.estimate.steady import Steady, window_samples
 from tamebpf.model.confidence import relative_standard_error
 
 # Each probe's time limit by default (--max-probe-time): 15 s + 15 s had a
@@ -61,7 +61,7 @@ STEADY = "alone on the link"
 # BBR neither leaves slow start the way the kernel marks it (its ssthresh
 # stays unset) nor moves by loss epochs: its probe ends once the window
 # spans this many RTTs, three of its 8-RTT bandwidth-probing cycles. The
-# window is the probe's last 40% (advise/estimate/steady.py), so that is 60 RTTs
+# window is the probe's last 40% (estimate/steady.py), so that is 60 RTTs
 # of probe: 9 s at 150 ms, and three BBR probes (a third where the first two
 # leave the answer open) stay within about 30 s.
 BBR_WINDOW_RTTS = 24.0

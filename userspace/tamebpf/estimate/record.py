@@ -1,6 +1,6 @@
 """The advisor's records: what it probes (Target), what each probe measured
 (ProbeResult) and the advice with what it rests on (AdviseResult). Pure
-values: advise/probes.py makes the probe results, advise/estimate/advice.py
+values: advise/probes.py makes the probe results, estimate/advice.py
 the advice, present/advice.py shows it."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tamebpf.advise.estimate.acktrain import CapacityEstimate
-from tamebpf.advise.estimate.steady import Steady
+from tamebpf.estimate.acktrain import CapacityEstimate
+from tamebpf.estimate.steady import Steady
 from tamebpf.model import Prediction
 from tamebpf.model.confidence import ImpactRange
 from tamebpf.model.share import ShareAdvice
@@ -33,13 +33,13 @@ class Coded:
 
 @dataclass(frozen=True)
 class AdviceWarning(Coded):
-    """Something the advice's user should know (advise/estimate/advice.py,
+    """Something the advice's user should know (estimate/advice.py,
     advise/advisor.py); present/advice.warning_text words it."""
 
 
 @dataclass(frozen=True)
 class AdviceRefusal(Coded):
-    """Why there is no advice (advise/estimate/advice.py);
+    """Why there is no advice (estimate/advice.py);
     present/advice.refusal_text words it."""
 
 
@@ -65,7 +65,7 @@ class ProbeResult:
     setup_s: float | None = None
     finish_s: float | None = None
     # The rate of each pair of consecutive ACKs of a data stream (Mbit/s,
-    # advise/estimate/acktrain.py): the capacity estimate reads them.
+    # estimate/acktrain.py): the capacity estimate reads them.
     ack_pair_mbps: tuple[float, ...] = ()
     # Why the probe ended: its stop rule's reason ("settled", "alone on the
     # link", ...), "time limit" when it ran to its limit, None for a probe of
