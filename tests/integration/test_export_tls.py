@@ -30,6 +30,17 @@ pytestmark = [pytest.mark.root]
 USER, PASSWORD = "scraper", "s3cret-for-the-test"
 
 
+def self_signed(d: str, name: str, cn: str = "127.0.0.1") -> None:
+    """NAME.pem and NAME-key.pem in d: a self-signed certificate (for
+    127.0.0.1 by default), from the openssl command."""
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
+                    "-keyout", os.path.join(d, f"{name}-key.pem"), "-out",
+                    os.path.join(d, f"{name}.pem"), "-days", "1", "-subj", f"/CN={cn}",
+                    "-addext", f"subjectAltName=IP:{cn}" if cn[0].isdigit() else
+                    f"subjectAltName=DNS:{cn}"],
+                   check=True, capture_output=True, timeout=60)
+
+
 @contextlib.contextmanager
 def web_config() -> Iterator[tuple[str, str]]:
     """A temporary directory with a self-signed certificate for 127.0.0.1
@@ -40,11 +51,8 @@ def web_config() -> Iterator[tuple[str, str]]:
     bcrypt = pytest.importorskip("bcrypt", reason="bcrypt: pip install 'tamebpf[web]'")
     pytest.importorskip("yaml", reason="PyYAML: pip install 'tamebpf[web]'")
     with tempfile.TemporaryDirectory(prefix="tamebpf-test-tls-") as d:
-        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
-                        "-keyout", os.path.join(d, "key.pem"), "-out",
-                        os.path.join(d, "cert.pem"), "-days", "1", "-subj", "/CN=127.0.0.1",
-                        "-addext", "subjectAltName=IP:127.0.0.1"],
-                       check=True, capture_output=True, timeout=60)
+        self_signed(d, "cert")
+        os.rename(os.path.join(d, "cert-key.pem"), os.path.join(d, "key.pem"))
         hashed = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=10)).decode()
         path = os.path.join(d, "web.yml")
         with open(path, "w") as f:
@@ -147,10 +155,7 @@ def test_client_certificates_when_required() -> None:
     certificate signed by client_ca_file fails the handshake."""
     with web_config() as (path, cert):
         d = os.path.dirname(path)
-        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
-                        "-keyout", os.path.join(d, "client-key.pem"), "-out",
-                        os.path.join(d, "client.pem"), "-days", "1", "-subj", "/CN=scraper"],
-                       check=True, capture_output=True, timeout=60)
+        self_signed(d, "client", "scraper")
         with open(path) as f:
             text = f.read()
         text = text.replace(
@@ -173,3 +178,19 @@ def test_client_certificates_when_required() -> None:
                 f"{USER}:{PASSWORD}".encode()).decode()})
             r = conn.getresponse()
             assert r.status == 200, f"with the client certificate: {r.status}"
+
+
+def test_a_renewed_certificate_is_served_without_a_restart() -> None:
+    with web_config() as (path, cert), exporter("--web-config", path) as (_, url):
+        netloc = urllib.parse.urlparse(url).netloc
+        assert get(netloc, cert, (USER, PASSWORD)).status == 200
+        d = os.path.dirname(path)
+        old = os.path.join(d, "old.pem")
+        shutil.copy(cert, old)
+        self_signed(d, "renewed")  # as certbot would: new files moved in place
+        os.replace(os.path.join(d, "renewed-key.pem"), os.path.join(d, "key.pem"))
+        os.replace(os.path.join(d, "renewed.pem"), cert)
+        r = get(netloc, cert, (USER, PASSWORD))
+        assert r.status == 200, f"with the renewed certificate: {r.status}"
+        with pytest.raises(ssl.SSLCertVerificationError):
+            get(netloc, old, (USER, PASSWORD))

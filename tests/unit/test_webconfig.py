@@ -4,6 +4,7 @@ users (a right password, a wrong one, an unknown user) and the WSGI guard."""
 from __future__ import annotations
 
 import base64
+import os
 from pathlib import Path
 from typing import Any
 
@@ -81,3 +82,18 @@ def test_bad_fields_are_named(tmp_path: Path, text: str, named: str) -> None:
         load_web_config(str(path))
     with pytest.raises(WebConfigError, match="cannot read"):
         load_web_config(str(tmp_path / "missing.yml"))
+
+
+def test_a_changed_file_is_read_again_and_a_bad_one_keeps_the_last(users_file: Path) -> None:
+    config = load_web_config(str(users_file))
+    assert config.authorized(header("alice", "right"))
+    hashed = bcrypt.hashpw(b"new", bcrypt.gensalt(rounds=4)).decode()
+    users_file.write_text(f"basic_auth_users:\n  alice: '{hashed}'\n")
+    os.utime(users_file, ns=(1, 1))  # a different mtime, however fast the test runs
+    config.refresh()
+    assert config.authorized(header("alice", "new")), "the new password should pass"
+    assert not config.authorized(header("alice", "right")), "the old one was remembered"
+    users_file.write_text("basic_auth_users: [broken\n")
+    os.utime(users_file, ns=(2, 2))
+    config.refresh()
+    assert config.authorized(header("alice", "new")), "a bad file should keep the last good one"

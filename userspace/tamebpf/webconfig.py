@@ -9,7 +9,10 @@ RequireAndVerifyClientCert), min_version and max_version; basic_auth_users
 (user: bcrypt hash). Any other field is refused by name rather than
 ignored: a security setting that silently does nothing is worse than an
 exporter that does not start. Relative paths are read from the config
-file's directory, as the toolkit does.
+file's directory, as the toolkit does. Like the toolkit, the file (and the
+certificate, key and CA files it names) is read again when it changes, at
+the next connection: a renewed certificate or a changed password needs no
+restart; a changed file that is bad is logged and the last good one stays.
 
 PyYAML and bcrypt are imported only here, only when --web-config is given
 (the `web` extra; Debian's python3-yaml and python3-bcrypt).
@@ -29,9 +32,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tamebpf.errors import TamebpfError, UsageError
+from tamebpf.logs import log
 
 TLS_FIELDS = {"cert_file", "key_file", "client_ca_file", "client_auth_type", "min_version",
               "max_version"}
+TLS_FILES = ("cert_file", "key_file", "client_ca_file")
 TOP_FIELDS = {"tls_server_config", "basic_auth_users"}
 TLS_VERSIONS = {"TLS10": ssl.TLSVersion.TLSv1, "TLS11": ssl.TLSVersion.TLSv1_1,
                 "TLS12": ssl.TLSVersion.TLSv1_2, "TLS13": ssl.TLSVersion.TLSv1_3}
@@ -60,6 +65,8 @@ class WebConfig:
     path: str
     tls: ssl.SSLContext | None = None
     users: dict[str, bytes] = field(default_factory=dict)  # user -> bcrypt hash
+    files: tuple[str, ...] = ()  # the config and the files it names, watched for changes
+    stamp: tuple[int, ...] = ()  # their modification times when read
     # sha256 of "user:password" pairs bcrypt has accepted: a scrape a second
     # costs one hash compare, not a bcrypt round (tens of ms at cost 10).
     _good: set[bytes] = field(default_factory=set)
@@ -111,6 +118,36 @@ class WebConfig:
     def scheme(self) -> str:
         return "https" if self.tls is not None else "http"
 
+    def refresh(self) -> None:
+        """Reads the config again if it or a file it names changed since it
+        was read (called for each new connection; a few stat calls). A bad
+        new version is logged once and the last good one stays in force."""
+        now = modified(self.files)
+        if now == self.stamp:
+            return
+        try:
+            fresh = load_web_config(self.path)
+        except TamebpfError as err:
+            log.warning("web config not reloaded, the last good one stays: %s", err,
+                        extra={"event": "web_config_error"})
+            self.stamp = now
+            return
+        with self._lock:
+            self.tls, self.users, self._good = fresh.tls, fresh.users, set()
+            self.files, self.stamp = fresh.files, fresh.stamp
+        log.info("web config %s reloaded", self.path, extra={"event": "web_config_reloaded"})
+
+
+def modified(paths: tuple[str, ...]) -> tuple[int, ...]:
+    """Modification times (ns) of paths, 0 for one that cannot be read."""
+    stamps = []
+    for p in paths:
+        try:
+            stamps.append(os.stat(p).st_mtime_ns)
+        except OSError:
+            stamps.append(0)
+    return tuple(stamps)
+
 
 # A valid bcrypt hash of a random password, checked against for unknown users.
 DUMMY_HASH = b"$2b$10$" + b"N9qo8uLOickgx2ZMRZoMye" + b"IjZAgcfl7p92ldGxad68LJZdL17lhWy"
@@ -138,6 +175,7 @@ def load_web_config(path: str) -> WebConfig:
         import yaml
     except ModuleNotFoundError:
         raise needs_package("PyYAML", "python3-yaml", "pyyaml") from None
+    (stamp,) = modified((path,))
     try:
         with open(path, encoding="utf-8") as f:
             doc = yaml.safe_load(f)
@@ -152,9 +190,13 @@ def load_web_config(path: str) -> WebConfig:
         doc = {}
     check_mapping(path, "the file", doc, TOP_FIELDS)
     base = os.path.dirname(os.path.abspath(path))
-    config = WebConfig(path)
-    if doc.get("tls_server_config") is not None:
-        config.tls = tls_context(path, base, doc["tls_server_config"])
+    tls = doc.get("tls_server_config")
+    named = tuple(os.path.join(base, tls[name]) for name in TLS_FILES
+                  if isinstance(tls, dict) and isinstance(tls.get(name), str) and tls[name])
+    config = WebConfig(path, files=(path, *named))
+    config.stamp = (stamp, *modified(named))  # before they are read: a later change wins
+    if tls is not None:
+        config.tls = tls_context(path, base, tls)
     if doc.get("basic_auth_users") is not None:
         config.users = bcrypt_users(path, doc["basic_auth_users"])
     return config
@@ -188,8 +230,7 @@ def text_field(path: str, tls: dict[str, Any], name: str) -> str | None:
 def tls_context(path: str, base: str, tls: object) -> ssl.SSLContext:
     check_mapping(path, "tls_server_config", tls, TLS_FIELDS)
     assert isinstance(tls, dict)
-    files = {name: text_field(path, tls, name) for name in ("cert_file", "key_file",
-                                                             "client_ca_file")}
+    files = {name: text_field(path, tls, name) for name in TLS_FILES}
     for name in ("cert_file", "key_file"):
         if files[name] is None:
             raise WebConfigError(path, f"tls_server_config.{name}",
@@ -260,6 +301,7 @@ def tls_socket(config: WebConfig, sock: socket.socket) -> socket.socket:
     """An accepted connection, wrapped in TLS when the config has it. The
     handshake waits for the connection's own thread (handshake()), so that
     one slow or plain-HTTP client does not hold up the accept loop."""
+    config.refresh()
     if config.tls is None:
         return sock
     return config.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
