@@ -169,6 +169,9 @@ def test_settled_default_advice_on_a_shared_path() -> None:
                 assert out["estimators"]["used"] == "throughput", out["estimators"]
             assert out["congestion"].startswith("cubic (--congestion)"), out["congestion"]
             n = out["advice"]["num_flows"]
+            # The count range on this path's variation, around the count.
+            low, high = out["advice"]["streams_range"]
+            assert 1 <= low <= n <= high, out["advice"]
             predicted = {c["streams"]: c for c in out["curve"]}[n]["throughput_mbps"]
             ours = mbps(goodput(tb, "sender", n, seconds=13, omit=3))
             err = (predicted - ours) / ours
