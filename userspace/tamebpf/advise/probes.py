@@ -16,7 +16,7 @@ import contextlib
 import functools
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tamebpf import iperf3_client
@@ -27,7 +27,7 @@ from tamebpf.estimate.steady import FlowPoint, Steady, only_data_flows, steady
 from tamebpf.kernel.acktrain import AckTrain
 from tamebpf.kernel.flows import Flow, FlowReader
 from tamebpf.kernel.netns import default_congestion_control
-from tamebpf.kernel.probe import Say, Work, probe_cgroup, spawn
+from tamebpf.kernel.probe import Child, Say, Work, probe_cgroup, spawn
 from tamebpf.kernel.synrto import SynRto
 from tamebpf.records import AckLog, Progress
 from tamebpf.units import mbps_over
@@ -246,16 +246,17 @@ def run_probes(target: Target, stages: Sequence[tuple[int, float]],
     `srtt_us`: the path's RTT from an earlier probe (0: unknown), so that the
     first SYN already gets the short timeout (kernel/synrto.py).
     `enough[k]`: end stage k before its `seconds` once it says the measurement
-    so far is tight enough (estimate/settled.py); None: always `seconds`."""
+    so far is tight enough (estimate/settled.py); None: always `seconds`.
+
+    In phases: attach the probe's cgroup, flow reader, SYN timeout and ACK
+    log; run the traffic child and sample its flows until it reports
+    (_sample_until_done); check its report (_check_report); measure each
+    stage (_results)."""
     plan = [_Stage(k == 0, n, d) for k, (n, d) in enumerate(stages)]
-    rules = list(enough) if enough is not None else [None] * len(plan)
-    total = len(plan) if total is None else total
-    streams = plan[-1].streams
-    series: dict[int, list[FlowPoint]] = {}
-    current = -1  # the stage the child said it is in
-    report: dict[str, Any] = {}
+    rules: list[StopRule | None] = list(enough) if enough is not None else [None] * len(plan)
+    run = _Run(plan, rules, first_index, len(plan) if total is None else total, on_progress)
     with contextlib.ExitStack() as stack:
-        cg = stack.enter_context(probe_cgroup(streams))
+        cg = stack.enter_context(probe_cgroup(plan[-1].streams))
         reader = stack.enter_context(FlowReader(
             cgroup=cg, netns=[target.netns] if target.netns else [], command="advise"))
         syn_rto = stack.enter_context(SynRto(cg, srtt_us, FIRST_SYN_RTO_US))
@@ -264,59 +265,102 @@ def run_probes(target: Target, stages: Sequence[tuple[int, float]],
         stops = _Stops(rules, _AckRates(ack_train))
         t_start = time.monotonic()
         child = spawn(_traffic(target, stages), cg, target.netns)
-        finished = False
         try:
             deadline = t_start + sum(d for _, d in stages) + 2 * CONNECT_TIMEOUT_MS / 1000 + 2
-            last_total, last_t = 0, t_start
-            while not finished:
-                # The child writes its report as its last act: wake up for it
-                # at once rather than at the next sample.
-                for msg in child.lines():
-                    if "stage" in msg:
-                        current = int(msg["stage"])
-                        plan[current].begin = float(msg["t"])
-                        plan[current].cookies = tuple(msg["cookies"])
-                        if current > 0:
-                            plan[current - 1].end = plan[current].begin
-                    else:
-                        report, finished = msg, True
-                now = time.monotonic()
-                _sample(reader, series)
-                stage = plan[max(current, 0)]
-                acked = sum(pts[-1].carried for c, pts in series.items()
-                            if c in stage.cookies)
-                if on_progress:
-                    rate = mbps_over(acked - last_total, now - last_t) \
-                        if now > last_t and acked >= last_total else None
-                    began = stage.begin if current >= 0 else t_start
-                    k = max(current, 0)
-                    on_progress(Progress(first_index + k + 1, total, stage.streams, now - began,
-                                         stage.seconds, rate, rules[k] is not None,
-                                         stops.epochs.get(k)))
-                last_total, last_t = acked, now
-                if not finished and stops.now(current, stage, series, now):
-                    child.ask_stop(current)  # it ends the stage as if its time were up
-                if finished:
-                    child.reap()
-                    break
-                if now > deadline:
-                    raise TamebpfError(
-                        f"probe with {streams} streams to {target.host}:{target.port} did not "
-                        f"finish in {deadline - t_start:.0f} s", "is the path still up?")
-                child.wait_for_line(SAMPLE_INTERVAL_S)
+            _sample_until_done(run, child, reader, stops, (t_start, deadline), target)
         finally:
-            child.close(kill=not finished)  # interrupted or timed out: stop the traffic now
+            child.close(kill=not run.finished)  # interrupted or timed out: stop the traffic now
         learned_srtt_us = syn_rto.state().srtt_us
         acks = ack_train.read()
     t_end = time.monotonic()
+    _check_report(run.report, target)
+    return _results(target, plan, run.series, run.report, acks, learned_srtt_us,
+                    (t_start, t_end), stops)
+
+
+@dataclass
+class _Run:
+    """What the sampling loop keeps between samples: the stages, the flows'
+    series, the stage the child said it is in, its report once it ended,
+    and the last progress sample."""
+
+    plan: list[_Stage]
+    rules: list[StopRule | None]
+    first_index: int
+    total: int
+    on_progress: Callable[[Progress], None] | None
+    series: dict[int, list[FlowPoint]] = field(default_factory=dict)
+    current: int = -1
+    report: dict[str, Any] = field(default_factory=dict)
+    finished: bool = False
+    last_total: int = 0
+    last_t: float = 0.0
+
+    @property
+    def stage(self) -> _Stage:
+        return self.plan[max(self.current, 0)]
+
+    def take(self, msg: dict[str, Any]) -> None:
+        """One line from the child: a stage began, or its last, the report."""
+        if "stage" not in msg:
+            self.report, self.finished = msg, True
+            return
+        self.current = int(msg["stage"])
+        self.plan[self.current].begin = float(msg["t"])
+        self.plan[self.current].cookies = tuple(msg["cookies"])
+        if self.current > 0:
+            self.plan[self.current - 1].end = self.plan[self.current].begin
+
+    def show(self, now: float, t_start: float, stops: _Stops) -> None:
+        """The current stage's progress: its rate since the last sample."""
+        stage = self.stage
+        acked = sum(pts[-1].carried for c, pts in self.series.items() if c in stage.cookies)
+        if self.on_progress:
+            rate = mbps_over(acked - self.last_total, now - self.last_t) \
+                if now > self.last_t and acked >= self.last_total else None
+            began = stage.begin if self.current >= 0 else t_start
+            k = max(self.current, 0)
+            self.on_progress(Progress(self.first_index + k + 1, self.total, stage.streams,
+                                      now - began, stage.seconds, rate,
+                                      self.rules[k] is not None, stops.epochs.get(k)))
+        self.last_total, self.last_t = acked, now
+
+
+def _sample_until_done(run: _Run, child: Child, reader: FlowReader, stops: _Stops,
+                       times: tuple[float, float], target: Target) -> None:
+    """Sample the probe's flows every SAMPLE_INTERVAL_S, show progress, and
+    end each stage its stop rule says has measured enough, until the child
+    reports; past `times`' deadline the probe failed."""
+    t_start, deadline = times
+    run.last_t = t_start
+    while not run.finished:
+        # The child writes its report as its last act: wake up for it
+        # at once rather than at the next sample.
+        for msg in child.lines():
+            run.take(msg)
+        now = time.monotonic()
+        _sample(reader, run.series)
+        run.show(now, t_start, stops)
+        if not run.finished and stops.now(run.current, run.stage, run.series, now):
+            child.ask_stop(run.current)  # it ends the stage as if its time were up
+        if run.finished:
+            child.reap()
+            break
+        if now > deadline:
+            raise TamebpfError(
+                f"probe with {run.plan[-1].streams} streams to {target.host}:{target.port} "
+                f"did not finish in {deadline - t_start:.0f} s", "is the path still up?")
+        child.wait_for_line(SAMPLE_INTERVAL_S)
+
+
+def _check_report(report: dict[str, Any], target: Target) -> None:
+    """The child's report names an error, or has no result: the probe failed."""
     if "error" in report or "received_mbps" not in report:
         error = report.get("error", "no report from the probe")
         failed = NoServer if str(error).startswith(iperf3_client.NO_SERVER) else TamebpfError
         raise failed(
             f"iperf3 probe to {target.host}:{target.port} failed: {error}",
             probe_failure_hint(error, target))
-    return _results(target, plan, series, report, acks, learned_srtt_us, (t_start, t_end),
-                    stops)
 
 
 def _results(target: Target, plan: Sequence[_Stage], series: dict[int, list[FlowPoint]],

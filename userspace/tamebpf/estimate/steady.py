@@ -146,7 +146,9 @@ def _at(points: Sequence[FlowPoint], t: float) -> FlowPoint:
 def steady(series: Mapping[int, Sequence[FlowPoint]], streams: int,
            min_skip: float = 0.25, max_start: float = 0.6,
            recovery_skip: float = 0.5) -> Steady | None:
-    """Measure the steady window; None when there is too little to measure."""
+    """Measure the steady window; None when there is too little to measure.
+    In three phases: choose the window (_window), measure each flow over it
+    (_per_flow), then the aggregate's rates, noise and trend (_measure)."""
     cookies = data_flows(series, streams)
     flows = [series[c] for c in cookies if series[c]]
     if not flows:
@@ -154,16 +156,33 @@ def steady(series: Mapping[int, Sequence[FlowPoint]], streams: int,
     times = sorted({p.t for pts in flows for p in pts})
     if len(times) < 3:
         return None
+    chosen = _window(flows, times, min_skip, max_start, recovery_skip)
+    if chosen is None:
+        return None
+    window, left = chosen
+    return _measure(flows, times, window, left, _per_flow(cookies, flows, window))
+
+
+def _total(flows: Sequence[Sequence[FlowPoint]], t: float) -> int:
+    """Bytes all flows had carried at time t."""
+    return sum(_at(pts, t).carried for pts in flows)
+
+
+def _delta(pts: Sequence[FlowPoint], attr: str, ws: float, we: float) -> int:
+    """How much a flow's counter `attr` grew from ws to we."""
+    return int(getattr(_at(pts, we), attr)) - int(getattr(_at(pts, ws), attr))
+
+
+def _window(flows: Sequence[Sequence[FlowPoint]], times: Sequence[float], min_skip: float,
+            max_start: float, recovery_skip: float) -> tuple[list[float], list[float]] | None:
+    """The sample times of the steady window, and the times at which no flow
+    was in slow start; None when no window of two samples is left."""
     t0 = times[0]
-
-    def total(t: float) -> int:
-        return sum(_at(pts, t).carried for pts in flows)
-
     # End: the last sample before the aggregate reached its final value. The
     # interval after it holds the end of the transfer (the sender stopped at
     # some unknown point in it), so counting it would add idle time.
-    final = total(times[-1])
-    growing = [t for t in times if total(t) < final]
+    final = _total(flows, times[-1])
+    growing = [t for t in times if _total(flows, t) < final]
     end = growing[-1] if growing else times[-1]
     span = end - t0
     if span <= 0:
@@ -179,39 +198,58 @@ def steady(series: Mapping[int, Sequence[FlowPoint]], streams: int,
         # later part; make eval chose half (docs/results/method.md).
         start += recovery_skip * (end - start)
     window = [t for t in times if start <= t <= end]
-    if len(window) < 2:
+    if len(window) < 2 or window[-1] - window[0] <= 0:
         return None
+    return window, left
+
+
+def _per_flow(cookies: Sequence[int], flows: Sequence[Sequence[FlowPoint]],
+              window: Sequence[float]) -> list[FlowSteady]:
+    """Each flow's goodput, loss rate and mean RTT over the window."""
     ws, we = window[0], window[-1]
-    dt = we - ws
-    if dt <= 0:
-        return None
-
-    def delta(pts: Sequence[FlowPoint], attr: str) -> int:
-        return int(getattr(_at(pts, we), attr)) - int(getattr(_at(pts, ws), attr))
-
     per_flow = []
     for c, pts in zip(cookies, flows, strict=True):
-        segs = delta(pts, "data_segs_out")
+        segs = _delta(pts, "data_segs_out", ws, we)
         rtts = [p.srtt_us for p in pts if ws <= p.t <= we and p.srtt_us]
         per_flow.append(FlowSteady(
             cookie=c,
-            goodput_mbps=mbps_over(delta(pts, "carried"), dt),
-            loss_rate=delta(pts, "total_retrans") / segs if segs > 0 else None,
+            goodput_mbps=mbps_over(_delta(pts, "carried", ws, we), we - ws),
+            loss_rate=_delta(pts, "total_retrans", ws, we) / segs if segs > 0 else None,
             srtt_ms=statistics.fmean(rtts) / 1000 if rtts else None,
         ))
-    retrans = sum(delta(pts, "total_retrans") for pts in flows)
-    segs = sum(delta(pts, "data_segs_out") for pts in flows)
+    return per_flow
+
+
+def _noise(flows: Sequence[Sequence[FlowPoint]], window: Sequence[float]) -> float | None:
+    """The aggregate's per-sample rates' coefficient of variation (None:
+    fewer than 3 rates)."""
     rates: list[float] = []
     for a, b in zip(window, window[1:], strict=False):
         if b > a:
-            rates.append(mbps_over(total(b) - total(a), b - a))
+            rates.append(mbps_over(_total(flows, b) - _total(flows, a), b - a))
     mean_rate = statistics.fmean(rates) if rates else 0.0
-    noise = (statistics.pstdev(rates) / mean_rate) if len(rates) >= 3 and mean_rate > 0 else None
-    in_window = [p for pts in flows for p in pts if ws <= p.t <= we]
-    mid = ws + dt / 2
-    halves = (total(mid) - total(ws), total(we) - total(mid))
-    trend = (halves[1] - halves[0]) / (halves[0] + halves[1]) * 2 \
+    return (statistics.pstdev(rates) / mean_rate) if len(rates) >= 3 and mean_rate > 0 else None
+
+
+def _trend(flows: Sequence[Sequence[FlowPoint]], window: Sequence[float]) -> float | None:
+    """How much more the window's second half carried than its first, as a
+    fraction of their mean (None: too few samples or nothing carried)."""
+    ws, we = window[0], window[-1]
+    mid = ws + (we - ws) / 2
+    halves = (_total(flows, mid) - _total(flows, ws), _total(flows, we) - _total(flows, mid))
+    return (halves[1] - halves[0]) / (halves[0] + halves[1]) * 2 \
         if sum(halves) > 0 and len(window) >= 4 else None
+
+
+def _measure(flows: Sequence[Sequence[FlowPoint]], times: Sequence[float],
+             window: Sequence[float], left: Sequence[float],
+             per_flow: Sequence[FlowSteady]) -> Steady:
+    """The aggregate over the window, from the flows' samples and their
+    per-flow measurement."""
+    t0, ws, we = times[0], window[0], window[-1]
+    retrans = sum(_delta(pts, "total_retrans", ws, we) for pts in flows)
+    segs = sum(_delta(pts, "data_segs_out", ws, we) for pts in flows)
+    in_window = [p for pts in flows for p in pts if ws <= p.t <= we]
     flow_rtts = [f.srtt_ms for f in per_flow if f.srtt_ms is not None]
     ccs = sorted({p.congestion_control for p in in_window if p.congestion_control})
     return Steady(
@@ -222,19 +260,20 @@ def steady(series: Mapping[int, Sequence[FlowPoint]], streams: int,
         retrans=retrans,
         data_segs=segs,
         srtt_ms=statistics.fmean(flow_rtts) if flow_rtts else None,
-        noise=noise,
+        noise=_noise(flows, window),
         rwnd_limited=sum(p.rwnd_limited for p in in_window) / len(in_window) if in_window else 0.0,
         flows=tuple(per_flow),
         congestion_control=tuple(ccs),
-        series=tuple((round(t - t0, 4), total(t)) for t in times),
+        series=tuple((round(t - t0, 4), _total(flows, t)) for t in times),
         mss=max((p.mss for p in in_window if p.mss), default=None),
         ipv6=any(p.ipv6 for p in in_window),
-        goodput_acked_mbps=mbps_over(sum(delta(pts, "bytes_acked") for pts in flows), dt),
+        goodput_acked_mbps=mbps_over(sum(_delta(pts, "bytes_acked", ws, we) for pts in flows),
+                                     we - ws),
         after_slow_start=bool(left) and left[0] <= ws,
         rtt_series=tuple(_rtt_sample(flows, t, t0) for t in times),
         slow_start_end_s=round(left[0] - t0, 4) if left else None,
         epochs=tuple(_epochs(pts, we) for pts in flows),
-        trend=trend,
+        trend=_trend(flows, window),
     )
 
 

@@ -143,75 +143,105 @@ class Aggregator:
         flows that are new, changed in anything but their read time, or
         closed (each closed flow once), and the cookies of the previous
         snapshot's open flows that it no longer has. Every other flow is
-        taken to be as it was. The work is in proportion to the changes."""
+        taken to be as it was. The work is in proportion to the changes.
+
+        In phases: the vanished flows leave the view, each changed flow is
+        taken into its group's round, flows missing too long are taken for
+        gone, the groups' held flows join their rounds, and every group is
+        finished (then the oldest forgotten)."""
         first = self._prev_ns is None
         dt_ns = None if self._prev_ns is None else now_ns - self._prev_ns
         interval = dt_ns / 1e9 if dt_ns and dt_ns > 0 else None
         rounds: dict[GroupKey, _Round] = {}
+        self._leave_view(vanished)
+        for f in changed:
+            self._take(f, first, rounds)
+        self._age_away()
+        busy = self._hold(rounds)
+        out = self._finish_all(rounds, interval, now_ns, caps)
+        self._prev_ns = now_ns
+        kept = self._evict(now_ns, busy)
+        return [x for x in out if x.key in kept]
+
+    def _leave_view(self, vanished: Iterable[int]) -> None:
+        """Flows of the previous snapshot this one lacks: out of view, and
+        away until they come back or are taken for gone."""
         for cookie in vanished:
             st = self._flows.get(cookie)
             if st is not None and st.present:
                 self._members(st.key).leave_view(st)
                 self._away.add(cookie)
-        for f in changed:
-            g = self._group(self.key(f))
-            key = g.key  # the group's own key object: one per group, not per flow
-            r = rounds.get(key)
-            if r is None:
-                r = rounds[key] = _Round()
-            cur: Vec = counters_of(f)
-            st = self._flows.get(f.cookie)
-            if st is None:
-                gone = self._gone.pop(f.cookie, None)
-                if gone is not None:
-                    # Back after being taken for gone (a late closed record):
-                    # its counters up to then are already in its group.
-                    st = FlowState(key, gone, gone)
-                else:
-                    # Seen for the first time.  After the first snapshot, a new
-                    # flow started since the previous one: all its counters are new.
-                    st = FlowState(key, ZERO, cur if first else ZERO)
-                self._flows[f.cookie] = st
-                self._members(key).join(st)
+
+    def _state_of(self, f: Flow, key: GroupKey, cur: Vec, first: bool) -> FlowState:
+        """The flow's state, made for a flow not tracked, and moved to group
+        `key` when the flow's group changed."""
+        st = self._flows.get(f.cookie)
+        if st is None:
+            gone = self._gone.pop(f.cookie, None)
+            if gone is not None:
+                # Back after being taken for gone (a late closed record):
+                # its counters up to then are already in its group.
+                st = FlowState(key, gone, gone)
             else:
-                m = self._members(st.key)
-                if st.present:
-                    m.leave_view(st)
-                if st.key != key:
-                    old = self._group(st.key)
-                    m.leave(st)
-                    old.acc = add(old.acc, minus(st.last, st.base))
-                    st.key, st.base = key, st.last
-                    self._members(key).join(st)
-            self._away.discard(f.cookie)
-            delta = minus(cur, st.last)
-            st.last = highest(st.last, cur)
-            st.missing = 0
-            m = self._members(key)
-            m.live = add(m.live, delta)
-            r.delta = add(r.delta, delta)
-            r.comms.add(f.comm)
-            r.cgroups.add(f.cgroup)
-            if f.closed:
-                g.acc = add(g.acc, minus(st.last, st.base))
-                g.closed += 1
-                m.leave(st)
-                del self._flows[f.cookie]
-                continue
-            st.comm, st.cgroup, st.srtt_us = f.comm, f.cgroup, f.srtt_us
-            m.enter_view(st)
-            if first:  # no interval yet: what the flow ever sent
-                sent, active = f.bytes_acked + f.bytes_sent, f.data_segs_out > 0
-            else:
-                sent = delta[ACKED] + delta[SENT]
-                active = delta[DATA_SEGS] > 0 or sent > 0
-            if f.state == "ESTABLISHED" and active:
-                r.senders.append((sent, f))
+                # Seen for the first time.  After the first snapshot, a new
+                # flow started since the previous one: all its counters are new.
+                st = FlowState(key, ZERO, cur if first else ZERO)
+            self._flows[f.cookie] = st
+            self._members(key).join(st)
+            return st
+        m = self._members(st.key)
+        if st.present:
+            m.leave_view(st)
+        if st.key != key:
+            old = self._group(st.key)
+            m.leave(st)
+            old.acc = add(old.acc, minus(st.last, st.base))
+            st.key, st.base = key, st.last
+            self._members(key).join(st)
+        return st
+
+    def _take(self, f: Flow, first: bool, rounds: dict[GroupKey, _Round]) -> None:
+        """One changed flow: its counters' growth into its group and round;
+        a closed flow's final counters into its group's account."""
+        g = self._group(self.key(f))
+        key = g.key  # the group's own key object: one per group, not per flow
+        r = rounds.get(key)
+        if r is None:
+            r = rounds[key] = _Round()
+        cur: Vec = counters_of(f)
+        st = self._state_of(f, key, cur, first)
+        self._away.discard(f.cookie)
+        delta = minus(cur, st.last)
+        st.last = highest(st.last, cur)
+        st.missing = 0
+        m = self._members(key)
+        m.live = add(m.live, delta)
+        r.delta = add(r.delta, delta)
+        r.comms.add(f.comm)
+        r.cgroups.add(f.cgroup)
+        if f.closed:
+            g.acc = add(g.acc, minus(st.last, st.base))
+            g.closed += 1
+            m.leave(st)
+            del self._flows[f.cookie]
+            return
+        st.comm, st.cgroup, st.srtt_us = f.comm, f.cgroup, f.srtt_us
+        m.enter_view(st)
+        if first:  # no interval yet: what the flow ever sent
+            sent, active = f.bytes_acked + f.bytes_sent, f.data_segs_out > 0
+        else:
+            sent = delta[ACKED] + delta[SENT]
+            active = delta[DATA_SEGS] > 0 or sent > 0
+        if f.state == "ESTABLISHED" and active:
+            r.senders.append((sent, f))
+
+    def _age_away(self) -> None:
+        """Flows away for more than `grace` snapshots are gone without a
+        closed record: their last counters are final."""
         for cookie in list(self._away):
             st = self._flows[cookie]
             st.missing += 1
             if st.missing > self.grace:
-                # Gone without a closed record: its last counters are final.
                 owner = self._group(st.key)
                 owner.acc = add(owner.acc, minus(st.last, st.base))
                 self._members(st.key).leave(st)
@@ -220,7 +250,11 @@ class Aggregator:
                 self._gone[cookie] = st.last
                 if len(self._gone) > GONE_MEMORY:
                     del self._gone[next(iter(self._gone))]
-        out = []
+
+    def _hold(self, rounds: dict[GroupKey, _Round]) -> set[GroupKey]:
+        """Each group's tracked flows (changed this time or not) into its
+        round; the groups that hold any (a group that holds none is dropped
+        from the members' index)."""
         busy = set()
         for key, m in list(self._by_group.items()):
             if not m.flows:
@@ -234,6 +268,13 @@ class Aggregator:
             r.comms.update(m.comms)
             r.cgroups.update(m.cgroups)
             r.srtt_any_sum, r.srtt_any_n = m.srtt_sum, m.srtt_n
+        return busy
+
+    def _finish_all(self, rounds: dict[GroupKey, _Round], interval: float | None, now_ns: int,
+                    caps: Sequence[CapLimit]) -> list[Group]:
+        """Every remembered group as of now: those of a round with it, the
+        others with nothing new."""
+        out = []
         for key, r in rounds.items():
             self._count_streams(r)
             g = self._group(key)
@@ -243,9 +284,7 @@ class Aggregator:
         for key, g in self._groups.items():
             if key not in rounds:
                 out.append(self._finish(g, _Round(), ZERO, interval, now_ns, caps))
-        self._prev_ns = now_ns
-        kept = self._evict(now_ns, busy)
-        return [x for x in out if x.key in kept]
+        return out
 
     def refresh_changes(self, ch: FlowChanges, caps: Sequence[CapLimit] = ()) -> Refresh:
         """One reading given as what changed since the last (FlowReader.changes),
