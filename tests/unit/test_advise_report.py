@@ -419,3 +419,27 @@ def test_one_probe_without_a_capacity_asks_for_a_second() -> None:
     # ... and so does one that measured more than the capacity given.
     with pytest.raises(ModelInputError):
         build(TARGET, [probe(10, 200.0)], Settings(max_impact=0.26), capacity_mbps=100.0)
+
+
+def test_the_advice_line_and_json_carry_the_count_range() -> None:
+    """The range is the path's round-to-round spread: a long path whose
+    probes did not settle gets a wider one than a short settled path."""
+    settings = Settings(max_impact=0.26)
+
+    def advised(rtt_ms: float, stopped: str | None) -> tuple[int, tuple[int, int]]:
+        r = build(TARGET, [replace(probe(1, 50.0, rtt_ms=rtt_ms), stopped=stopped),
+                           replace(probe(10, 200.0, rtt_ms=rtt_ms), stopped=stopped)],
+                  settings)
+        n, rng = r.prediction.advice.num_flows, r.streams_range
+        assert rng is not None and rng[0] <= n <= rng[1]
+        out = json.loads(json.dumps(to_json(r)))
+        assert out["advice"]["streams_range"] == list(rng)
+        line = next(ln for ln in render(r).splitlines() if ln.startswith("ADVICE:"))
+        assert line.startswith(f"ADVICE: {n} streams ({rng[0]}-{rng[1]} on this path's "
+                               "variation), "), line
+        return n, rng
+
+    n, short = advised(20.0, "settled")
+    assert advised(120.0, None)[0] == n
+    long = advised(120.0, None)[1]
+    assert long[0] <= short[0] and long[1] > short[1], (short, long)

@@ -170,3 +170,16 @@ def test_one_count_with_the_capacity_its_own_acks_gave_makes_an_entry() -> None:
     assert (e.source, e.capacity_mbps, e.capacity_method) == ("passive", C,
                                                               "ack-spacing (transfer)")
     assert e.competing_flows == pytest.approx(M, rel=0.05)
+
+
+def test_the_change_test_is_the_paths_round_to_round_spread() -> None:
+    """A goodput 50% over the prediction is a change where rounds agree
+    (short, settled: spread 0.225) and not where they part that much (a
+    long path whose probes ran to their limit)."""
+    short = replace(probed(), rtt_ms=20.0, spread=0.225)
+    long = replace(probed(), rtt_ms=120.0, spread=None)  # a schema-1 entry: its RTT class
+    assert change_tolerance(short) == 0.225 and change_tolerance(long) > 0.5
+    moved = learn(group(6, scale=1.5), "tb-snd", 2000.0, SETTINGS, short)
+    assert moved is not None and moved.changed
+    same = learn(group(6, scale=1.5), "tb-snd", 2000.0, SETTINGS, long)
+    assert same is not None and same.changed is None
