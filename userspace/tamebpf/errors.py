@@ -40,6 +40,7 @@ EXIT_STATUS: dict[int, str] = {
     "to do",
     EXIT_USAGE: "bad command-line input, named on stderr",
     EXIT_NO_ADVICE: "advise only: it ran, but no advice is possible (the reason is on "
-    "stdout, or in --json's 'refused')",
+    "stdout, or in --json's 'refused'), or no iperf3 server answered and path memory had "
+    "nothing for the path (said on stderr)",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C or SIGTERM); what was attached is detached",
 }

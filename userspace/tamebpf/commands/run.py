@@ -13,6 +13,7 @@ from tamebpf.kernel.netns import check_netns
 from tamebpf.logs import log
 from tamebpf.options import (
     JSON_INDENT,
+    ExamplesFormatter,
     add_advice_options,
     add_state_dir_option,
     parse_rate_mbps,
@@ -23,9 +24,9 @@ from tamebpf.runner.summary import Summary, render
 
 EPILOG = f"""\
 examples:
-  tamebpf run -- globus-url-copy -p 8 file:///data/big gsiftp://dtn2.example.org/data/
-  tamebpf run --max-impact 10% --json=/var/log/run.json -- rclone copy /data remote:data
-  tamebpf run --netns blue --rate 500M -- iperf3 -c 198.18.0.2 -P 4 -t 60
+  sudo tamebpf run -- globus-url-copy -p 8 file:///data/big gsiftp://dtn2.example.org/data/
+  sudo tamebpf run --max-impact 10% --json=/var/log/run.json -- rclone copy /data remote:data
+  sudo tamebpf run --netns blue --rate 500M -- iperf3 -c 198.18.0.2 -P 4 -t 60
 
 CMD runs in a cgroup of its own (tamebpf-run-PID below the cgroup v2 root).
 Its TCP streams share a pace cap: {DEFAULT_RATE_MBPS:g} Mbit/s (or --rate) until the
@@ -58,7 +59,7 @@ def register(sub: Any) -> None:
         "there. At the end, one summary line on stderr: bytes, goodput, streams, the "
         "path's estimated impact, and what was learned.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=ExamplesFormatter,
     )
     p.add_argument("--netns", metavar="NAME",
                    help="run CMD in this network namespace ('ip netns' name or "
