@@ -178,7 +178,7 @@ PKGLIBDIR  ?= $(PREFIX)/lib/tamebpf
 install: $(LIB)
 	install -d $(DESTDIR)$(PKGLIBDIR)/python $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(LIB) $(DESTDIR)$(PKGLIBDIR)/
-	tar -C userspace --exclude=__pycache__ --exclude=tamebpf/testbed -cf - tamebpf | \
+	tar -C userspace --exclude=__pycache__ -cf - tamebpf | \
 	  tar -C $(DESTDIR)$(PKGLIBDIR)/python -xf -
 	sed -e 's#@PYTHON@#$(SYS_PYTHON)#' -e 's#@LIBDIR@#$(PKGLIBDIR)#' \
 	  scripts/tamebpf.launcher > $(DESTDIR)$(PREFIX)/bin/tamebpf

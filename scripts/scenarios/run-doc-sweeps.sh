@@ -21,15 +21,15 @@ for step in "${steps[@]}"; do
     for i in 1 2; do
       scripts/sweep --scenario scripts/scenarios/repeat-check.toml --out "$out/repeat-check-$i.json"
     done
-    $py -m tamebpf.testbed.compare "$out/repeat-check-1.json" "$out/repeat-check-2.json" \
+    $py -m tamebpf_testbed.compare "$out/repeat-check-1.json" "$out/repeat-check-2.json" \
       | tee "$out/repeat-check-compare.md"
     $py -m tamebpf_eval.plot_sweep "$out/repeat-check-1.json" "$out/repeat-check-2.json" \
       --title "repeatability: 100 Mbit/s, 50 ms, 50 packets, CUBIC" \
       --out docs/img/testbed-repeat-check.png
     ;;
   accuracy)
-    $py -m tamebpf.testbed.accuracy --out "$out/accuracy.json"
-    $py -m tamebpf.testbed.accuracy --rtts 2,10,20,58,118,200 --out "$out/accuracy-rtt.json"
+    $py -m tamebpf_testbed.accuracy --out "$out/accuracy.json"
+    $py -m tamebpf_testbed.accuracy --rtts 2,10,20,58,118,200 --out "$out/accuracy-rtt.json"
     ;;
   *)
     scripts/sweep --scenario "scripts/scenarios/$step.toml" --out "$out/$step.json"

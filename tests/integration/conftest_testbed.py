@@ -11,8 +11,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tamebpf.testbed import Testbed, config, iperf, teardown
-from tamebpf.testbed.testbed import state_dir
+from tamebpf_testbed import Testbed, config, iperf, teardown
+from tamebpf_testbed.testbed import state_dir
 
 
 def unique_name() -> str:

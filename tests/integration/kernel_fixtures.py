@@ -25,7 +25,7 @@ from tamebpf.cap.spec import parse_dest
 from tamebpf.cap.table import CapTable
 from tamebpf.kernel.cgroups import cgroup2_mount, empty_and_remove
 from tamebpf.records import Cap
-from tamebpf.testbed.iperf import wait_for as wait_for  # the tree's one polling helper
+from tamebpf_testbed.iperf import wait_for as wait_for  # the tree's one polling helper
 
 
 def unique(prefix: str) -> str:

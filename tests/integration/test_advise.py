@@ -15,7 +15,7 @@ import pytest
 from tamebpf.estimate.record import TIME_LIMIT
 from tamebpf.estimate.settled import DEFAULT_MAX_PROBE_S, SETTLED, SETTLED_EPOCHS
 from tamebpf.kernel.cgroups import cgroup2_mount
-from tamebpf.testbed import Testbed, iperf
+from tamebpf_testbed import Testbed, iperf
 from tests.integration import conftest_testbed as tbfix
 from tests.integration.unprivileged import run_as_user
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tamebpf.kernel.cgroups import cgroup2_mount
-from tamebpf.testbed import iperf
+from tamebpf_testbed import iperf
 from tests.integration import conftest_testbed as tbfix
 from tests.integration.test_advise import probe_cgroups
 from tests.integration.test_cap_cli import state

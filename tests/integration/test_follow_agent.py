@@ -27,7 +27,7 @@ from tamebpf.model import Probe, Settings, fit_capacity, predict
 from tamebpf.paths.entry import FitData, PathEntry
 from tamebpf.paths.store import STATE_DIR_ENV, PathStore
 from tamebpf.paths.where import path_key
-from tamebpf.testbed import Testbed, iperf
+from tamebpf_testbed import Testbed, iperf
 from tests.integration.conftest_testbed import killed_on_exit, running_testbed
 from tests.integration.kernel_fixtures import bpf_pin_dir, cgroup, iperf3_available
 

@@ -21,7 +21,7 @@ import pytest
 
 from tamebpf import iperf3_client
 from tamebpf.iperf3_client import Iperf3Client, Iperf3Error
-from tamebpf.testbed.iperf import wait_for
+from tamebpf_testbed.iperf import wait_for
 
 HOST = "127.0.0.1"
 

@@ -18,8 +18,8 @@ from tamebpf.model import Settings
 from tamebpf.paths.recall import recall
 from tamebpf.paths.remote import fetch
 from tamebpf.paths.store import PathStore, state_dir
-from tamebpf.testbed import Testbed, iperf
-from tamebpf.testbed.config import HOST_IF
+from tamebpf_testbed import Testbed, iperf
+from tamebpf_testbed.config import HOST_IF
 from tests.integration import conftest_testbed as tbfix
 from tests.integration.test_export import exporter, prometheus, query
 from tests.unit.test_paths_store import an_entry

@@ -22,7 +22,7 @@ import pytest
 from tamebpf.cap.table import CapTable
 from tamebpf.kernel.cgroups import cgroup2_mount, empty_and_remove
 from tamebpf.present.toolflags import tool_flags
-from tamebpf.testbed import iperf
+from tamebpf_testbed import iperf
 from tests.integration import conftest_testbed as tbfix
 from tests.integration import test_toolflags_streams as toolflags
 from tests.integration.kernel_fixtures import cgroup, free_port, spawn, stop, wait_for

@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 
 from tamebpf.errors import TamebpfError
-from tamebpf.testbed import Testbed, iperf
-from tamebpf.testbed.accuracy import steal_ticks
-from tamebpf.testbed.config import FRAME, MSS_TS
-from tamebpf.testbed.scenario import SweepPlan
-from tamebpf.testbed.sweep import run_once, sweep
+from tamebpf_testbed import Testbed, iperf
+from tamebpf_testbed.accuracy import steal_ticks
+from tamebpf_testbed.config import FRAME, MSS_TS
+from tamebpf_testbed.scenario import SweepPlan
+from tamebpf_testbed.sweep import run_once, sweep
 from tests.integration.conftest_testbed import (
     in_background,
     iperf3_json,
@@ -354,7 +354,7 @@ def test_sweep_keeps_raw_runs_and_measures_cross_traffic(tmp_path: Path) -> None
                 f"{r.cross_alone_mbit:.2f} without: expected less with"
         # And the CLI writes every raw run.
         out = tmp_path / "s.json"
-        cli = subprocess.run([sys.executable, "-m", "tamebpf.testbed", "sweep", tb.name,
+        cli = subprocess.run([sys.executable, "-m", "tamebpf_testbed", "sweep", tb.name,
                               "--streams", "2", "--repeats", "2", "--duration", "1",
                               "--warmup", "1", "--cc", "cubic", "--out", str(out)],
                              capture_output=True, text=True, check=False, timeout=120)

@@ -43,7 +43,7 @@ def declared() -> set[str]:
 def tree(tmp_path: Path) -> Path:
     if not LINT_IMPORTS.exists():
         pytest.fail(f"{LINT_IMPORTS} missing: run 'make test-deps'")
-    for package in ("tamebpf", "tamebpf_eval", "tamebpf_bench"):  # the config's root_packages
+    for package in ("tamebpf", "tamebpf_eval", "tamebpf_bench", "tamebpf_testbed"):  # root_packages
         shutil.copytree(REPO / "userspace" / package, tmp_path / package,
                         ignore=shutil.ignore_patterns("__pycache__"))
     return tmp_path

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from tamebpf.errors import UsageError
-from tamebpf.testbed import config as C
-from tamebpf.testbed.compare import compare
-from tamebpf.testbed.delay import link_spec
-from tamebpf.testbed.scenario import load
-from tamebpf.testbed.shaping import queue_rules
-from tamebpf.testbed.sweep import Run, summarise
+from tamebpf_testbed import config as C
+from tamebpf_testbed.compare import compare
+from tamebpf_testbed.delay import link_spec
+from tamebpf_testbed.scenario import load
+from tamebpf_testbed.shaping import queue_rules
+from tamebpf_testbed.sweep import Run, summarise
 
 SCENARIOS = sorted((Path(__file__).resolve().parents[2] / "scripts" / "scenarios").glob("*.toml"))
 

@@ -43,11 +43,11 @@ from tamebpf.cap.table import PACE_NO_LIMIT, CapTable
 from tamebpf.model import Settings
 from tamebpf.paths.store import STATE_DIR_ENV
 from tamebpf.paths.where import path_key
-from tamebpf.testbed import Testbed, iperf, teardown
 from tamebpf_bench.bench_cap import bench_cgroup
 from tamebpf_eval.docsection import write_section
 from tamebpf_eval.records import read_json, write_json
 from tamebpf_eval.truth import settle
+from tamebpf_testbed import Testbed, iperf, teardown
 
 SECTION = "cap_follow_eval"
 RESULTS = "docs/results/cap-follow.json.gz"

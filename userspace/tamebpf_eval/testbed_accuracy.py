@@ -17,9 +17,9 @@ import sys
 import time
 from typing import Any
 
-from tamebpf.testbed import accuracy
 from tamebpf_eval.docsection import markers, write_section
 from tamebpf_eval.records import write_json
+from tamebpf_testbed import accuracy
 
 
 def _floats(s: str) -> list[float]:

@@ -1,7 +1,7 @@
 """Ground truth for make eval: what n streams really get, and what they take
 from cross traffic that keeps running.
 
-The testbed sweep (tamebpf.testbed.sweep) restarts the cross traffic for
+The testbed sweep (tamebpf_testbed.sweep) restarts the cross traffic for
 every point, so each point also measures a different cross-traffic start-up;
 that noise was larger than the model's error. Here the m cross flows start
 once and run through the whole case (the probes included), as the traffic of
@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tamebpf.testbed import Testbed, iperf, topology
+from tamebpf_testbed import Testbed, iperf, topology
 
 SETTLE_FRACTION = 0.85  # of the cross traffic's rate alone
 SETTLE_TIMEOUT_S = 8.0

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tamebpf.errors import TamebpfError
-from tamebpf.testbed import config as C
-from tamebpf.testbed import shaping
-from tamebpf.testbed.sh import in_ns
+from tamebpf_testbed import config as C
+from tamebpf_testbed import shaping
+from tamebpf_testbed.sh import in_ns
 
 PROGRAM = "tamebpf-delayline"
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 FIFO_PRIO = 10  # above normal tasks, below kernel threads that matter
 
 

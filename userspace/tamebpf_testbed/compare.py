@@ -1,6 +1,6 @@
 """Do two runs of the same sweep agree? (issue 4: medians within 5% per n)
 
-    python -m tamebpf.testbed.compare A.json B.json [--tolerance 0.05]
+    python -m tamebpf_testbed.compare A.json B.json [--tolerance 0.05]
 Prints one line per (n, m) and exits 1 if any median differs by more.
 """
 
@@ -29,7 +29,7 @@ def compare(a: dict[tuple[int, int], float], b: dict[tuple[int, int], float],
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m tamebpf.testbed.compare")
+    p = argparse.ArgumentParser(prog="python -m tamebpf_testbed.compare")
     p.add_argument("a", type=Path)
     p.add_argument("b", type=Path)
     p.add_argument("--tolerance", type=float, default=0.05)

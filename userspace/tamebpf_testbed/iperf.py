@@ -8,9 +8,9 @@ import time
 from collections.abc import Callable
 
 from tamebpf.errors import TamebpfError
-from tamebpf.testbed.testbed import Testbed
 from tamebpf.units import mbps_over
 from tamebpf.values import IPERF3_PORT
+from tamebpf_testbed.testbed import Testbed
 
 PORT_MAIN = IPERF3_PORT  # our n parallel streams: iperf3's own port
 PORT_CROSS = 5202  # the m cross-traffic flows

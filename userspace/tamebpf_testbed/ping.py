@@ -1,6 +1,6 @@
 """A small ICMP echo client (this machine has no ping binary).
 
-Run inside a namespace: ``python -m tamebpf.testbed.ping DST -c N -i S``;
+Run inside a namespace: ``python -m tamebpf_testbed.ping DST -c N -i S``;
 prints JSON {"sent", "received", "rtt_ms": [...], "lost_seq": [...]} (one
 RTT per reply, in order of sequence number; the sequence numbers lost). Raw sockets need root.
 """
@@ -86,7 +86,7 @@ def ping(dst: str, count: int, interval: float, size: int = 56,
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m tamebpf.testbed.ping")
+    p = argparse.ArgumentParser(prog="python -m tamebpf_testbed.ping")
     p.add_argument("dst")
     p.add_argument("-c", "--count", type=int, default=10)
     p.add_argument("-i", "--interval", type=float, default=0.1)

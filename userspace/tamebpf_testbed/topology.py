@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tamebpf.testbed import config as C
-from tamebpf.testbed.sh import ns_run, run
+from tamebpf_testbed import config as C
+from tamebpf_testbed.sh import ns_run, run
 
 
 def existing_namespaces() -> set[str]:

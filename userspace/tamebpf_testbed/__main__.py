@@ -1,10 +1,10 @@
 """CLI behind scripts/testbed and scripts/sweep.
 
-    python -m tamebpf.testbed up NAME --rate MBIT --rtt MS --queue PKTS [...]
-    python -m tamebpf.testbed down NAME
-    python -m tamebpf.testbed exec NAME ROLE -- CMD...
-    python -m tamebpf.testbed status NAME
-    python -m tamebpf.testbed sweep NAME --streams 1,2,4 [...]   (see sweep --help)
+    python -m tamebpf_testbed up NAME --rate MBIT --rtt MS --queue PKTS [...]
+    python -m tamebpf_testbed down NAME
+    python -m tamebpf_testbed exec NAME ROLE -- CMD...
+    python -m tamebpf_testbed status NAME
+    python -m tamebpf_testbed sweep NAME --streams 1,2,4 [...]   (see sweep --help)
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import sys
 from collections.abc import Sequence
 
 from tamebpf.errors import TamebpfError
-from tamebpf.testbed import config as C
-from tamebpf.testbed.testbed import Testbed, teardown
+from tamebpf_testbed import config as C
+from tamebpf_testbed.testbed import Testbed, teardown
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -50,7 +50,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["sweep"]:  # its own parser: argparse cannot pass options through
-        from tamebpf.testbed.sweep import main as sweep_main
+        from tamebpf_testbed.sweep import main as sweep_main
 
         try:
             return sweep_main(argv[1:])

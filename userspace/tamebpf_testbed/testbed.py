@@ -16,9 +16,9 @@ from types import TracebackType
 from typing import Any
 
 from tamebpf.errors import TamebpfError
-from tamebpf.testbed import config as C
-from tamebpf.testbed import delay, shaping, topology
-from tamebpf.testbed.sh import in_ns, run
+from tamebpf_testbed import config as C
+from tamebpf_testbed import delay, shaping, topology
+from tamebpf_testbed.sh import in_ns, run
 
 STATE_ROOT = Path(os.environ.get("TAMEBPF_TESTBED_STATE", "/run/tamebpf/testbed"))
 
@@ -118,7 +118,7 @@ class Testbed:
              interval: float = 0.1, family: int = 4, timeout: float = 2.0) -> dict[str, Any]:
         """ICMP echo from role to host dst; {"sent", "received", "rtt_ms": [...]}."""
         addr = (self.addresses if family == 4 else self.addresses6)[dst]
-        out = self.exec(role, [sys.executable, "-m", "tamebpf.testbed.ping", addr,
+        out = self.exec(role, [sys.executable, "-m", "tamebpf_testbed.ping", addr,
                                "-c", str(count), "-i", str(interval), "-W", str(timeout)],
                         timeout=count * interval + timeout + 30)
         result: dict[str, Any] = json.loads(out)

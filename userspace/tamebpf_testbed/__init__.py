@@ -4,7 +4,7 @@ docs/testbed.md."""
 
 from __future__ import annotations
 
-from tamebpf.testbed.config import RedParams, TestbedConfig
-from tamebpf.testbed.testbed import Testbed, teardown
+from tamebpf_testbed.config import RedParams, TestbedConfig
+from tamebpf_testbed.testbed import Testbed, teardown
 
 __all__ = ["RedParams", "Testbed", "TestbedConfig", "teardown"]

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tamebpf.errors import UsageError
-from tamebpf.testbed.config import RedParams, TestbedConfig
+from tamebpf_testbed.config import RedParams, TestbedConfig
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from tamebpf.errors import TamebpfError
-from tamebpf.testbed import iperf, scenario, topology
-from tamebpf.testbed.testbed import Testbed
+from tamebpf_testbed import iperf, scenario, topology
+from tamebpf_testbed.testbed import Testbed
 
 
 @dataclass(frozen=True)

@@ -21,10 +21,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tamebpf.testbed import iperf
-from tamebpf.testbed.config import FRAME
-from tamebpf.testbed.delay import LINK
-from tamebpf.testbed.testbed import Testbed
+from tamebpf_testbed import iperf
+from tamebpf_testbed.config import FRAME
+from tamebpf_testbed.delay import LINK
+from tamebpf_testbed.testbed import Testbed
 
 # The rate table measures the link, not the host: the queue lasts 100 ms at
 # every rate (83 frames at 10 Mbit/s, 1651 at 200), so neither a CUBIC

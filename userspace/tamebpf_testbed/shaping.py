@@ -9,8 +9,8 @@ which this VM does by up to milliseconds after hours of uptime
 
 from __future__ import annotations
 
-from tamebpf.testbed import config as C
-from tamebpf.testbed.sh import ns_run
+from tamebpf_testbed import config as C
+from tamebpf_testbed.sh import ns_run
 
 # Queue numbers in the router namespace (NFQUEUE numbers are per namespace):
 # one per source, because each has its own one-way delay; both share the link.
