@@ -270,3 +270,29 @@ def test_a_transfer_tool_under_run_against_its_own_server(pins: str, tool: Any) 
         f"{tool.name} {' '.join(flags)}: the summary counts {counted} streams (flows saw "
         f"{seen} moving)")
     assert left_by(proc) == [], f"left after {tool.name}: {left_by(proc)}"
+
+
+def test_what_cmd_leaves_in_the_cgroup_goes_with_the_run(pins: str, tmp_path: Path) -> None:
+    """CMD exits at once but leaves a child behind in the run's cgroup: the
+    run kills it, then removes the cap and the cgroup; CMD's 0 comes back."""
+    pid_file = tmp_path / "child"
+    proc = subprocess.Popen([*TAMEBPF, "run", "--", "sh", "-c",
+                             f"sleep 60 & echo $! > {pid_file}; exit 0"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 0, err
+    child = int(pid_file.read_text())
+    wait_for(lambda: dead(child), 10, f"CMD's child {child} to be gone")
+    assert left_by(proc) == [], f"left: {left_by(proc)}"
+
+
+def dead(pid: int) -> bool:
+    """Gone, or a zombie its new parent has not reaped yet."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True

@@ -44,8 +44,9 @@ failures before CMD starts: 1 or 2 (tamebpf(1), EXIT STATUS).
 Ctrl-C, SIGTERM and SIGHUP are passed to CMD once; when it has ended, what it
 left in the cgroup is killed and the cap and the cgroup are removed. After a
 kill -9 of 'tamebpf run', the next tamebpf command that reads the cap table
-('cap list', 'cap set', 'watch', 'export') removes the run's cgroup and caps
-once no process is left in it (docs/run.md).
+('cap list', 'cap rm', 'cap apply', 'watch', 'export', another 'run')
+removes the run's cgroup and caps once no process is left in it
+(docs/run.md).
 """
 
 
