@@ -142,7 +142,10 @@ def test_apply_makes_the_file_be_in_force(pins: str, cg: str, tmp_path: object) 
     assert listed() == [(rel, "198.18.0.0/15", 6)], f"after --prune: {listed()}"
 
     write()
-    assert tamebpf("cap", "apply", "--prune", path).returncode == 0
+    assert_refused(tamebpf("cap", "apply", "--prune", path), 2, "--allow-empty")
+    assert_refused(tamebpf("cap", "apply", "--check", "--prune", path), 2, "holds no caps")
+    assert listed() == [(rel, "198.18.0.0/15", 6)], "an empty file pruned caps"
+    assert tamebpf("cap", "apply", "--prune", "--allow-empty", path).returncode == 0
     assert not os.path.exists(pins), "pruning every cap left pins"
 
 

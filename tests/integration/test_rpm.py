@@ -110,7 +110,8 @@ def test_scriptlets_enable_nothing_and_lift_caps_on_erase(rpm: str) -> None:
             f"no {action}: {scripts}")
     preun = scripts.split("preuninstall scriptlet")[1].split("scriptlet (using")[0]
     assert 'if [ "$1" -eq 0 ]' in preun, "caps must be lifted on erase only, not on upgrade"
-    assert "cap apply --prune /dev/null" in preun and "/etc/sysconfig/tamebpf" in preun
+    assert "cap apply --prune --allow-empty /dev/null" in preun
+    assert "/etc/sysconfig/tamebpf" in preun
 
 
 def test_payload_runs_on_python_3_11(rpm: str, tmp_path: Path) -> None:
@@ -167,4 +168,5 @@ def test_preun_lifts_a_real_cap_on_erase(rpm: str) -> None:
                      "the programs to be detached after %preun")
         finally:
             if os.path.isdir(pins):  # the cap this test set
-                run([sys.executable, "-m", "tamebpf", "cap", "apply", "--prune", "/dev/null"])
+                run([sys.executable, "-m", "tamebpf", "cap", "apply", "--prune", "--allow-empty",
+                     "/dev/null"])

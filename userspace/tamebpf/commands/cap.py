@@ -20,6 +20,7 @@ from tamebpf.cap.plan import (
     resolve_spec,
     sync_follows,
 )
+from tamebpf.cap.readfile import read_whole
 from tamebpf.cap.show import (
     UNCHANGED,
     checked_line,
@@ -127,10 +128,17 @@ def register(sub: Any) -> None:
                           description="Set every cap of FILE (see docs/cap.md); a cap "
                           "already in force with another N is replaced. All at once or not "
                           "at all: the whole file is checked first, and the kernel switches "
-                          "to the new caps in one step.")
+                          "to the new caps in one step. FILE is read whole and used only if "
+                          "it held still while read (a file rewritten in place is read "
+                          "again for up to 2 s, then refused): edit it by writing a new "
+                          "file and renaming it over the old one.")
     ap.add_argument("file", metavar="FILE", help="TOML file of caps (docs/cap.md)")
     ap.add_argument("--prune", action="store_true",
-                    help="also remove caps in force that FILE does not list")
+                    help="also remove caps in force that FILE does not list (a FILE with "
+                    "no caps is refused, exit 2, unless --allow-empty)")
+    ap.add_argument("--allow-empty", action="store_true",
+                    help="with --prune: a FILE with no caps removes every cap in force "
+                    "(cap apply --prune --allow-empty /dev/null)")
     ap.add_argument("--check", action="store_true",
                     help="only check FILE (syntax, cgroups, limits; auto entries are not "
                     "probed) and change nothing")
@@ -269,22 +277,24 @@ def live_rates(caps: Sequence[Cap], window_s: float) -> dict[int, float]:
 
 
 def read_capfile(path: str) -> str:
-    """The text of a caps file; unreadable or not UTF-8 is a usage error."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"{path}: not UTF-8 text (byte {exc.start}: "
-                         f"{exc.object[exc.start:exc.start + 1]!r})",
-                         "TOML files are UTF-8; save it as UTF-8") from None
-    except ValueError as exc:  # e.g. a NUL in the path
-        raise UsageError(f"cannot read {path!r}: {exc}") from None
+    """The text of a caps file, read whole while it held still
+    (cap/readfile.py); unreadable, not UTF-8 or changing is a usage error."""
+    return read_whole(path).text
+
+
+def refuse_empty_prune(args: argparse.Namespace, specs: Sequence[CapSpec]) -> None:
+    """--prune with a file of no caps removes every cap: a file caught
+    mid-rewrite, or the wrong file, must not do that unless asked."""
+    if args.prune and not specs and not args.allow_empty:
+        raise UsageError(f"{args.file} holds no caps, and --prune would remove every cap in "
+                         "force (nothing changed)",
+                         "give --allow-empty to mean it: 'tamebpf cap apply --prune "
+                         "--allow-empty /dev/null' lifts every cap")
 
 
 def run_apply(args: argparse.Namespace) -> int:
     specs = parse_capfile(read_capfile(args.file), args.file)
+    refuse_empty_prune(args, specs)
     table = CapTable("cap apply", verbose=args.verbose)
     with terminate_as_interrupt():  # auto entries probe: nothing of them left behind
         plan = plan_apply(table, specs, args.prune, args.file, probe=not args.check)
