@@ -217,6 +217,8 @@ install-system: install man
 # built too.
 deb:
 	$(call msg,DEB,$(BUILD)/deb)
+	$(Q)command -v dh >/dev/null || { echo "make deb needs debhelper and dh-python:" \
+	  "scripts/install-deps --test (or apt-get install debhelper dh-python)" >&2; exit 1; }
 	$(Q)rm -rf $(BUILD)/deb && mkdir -p $(BUILD)/deb/src
 	$(Q)git ls-files -z --cached --others --exclude-standard -- . ':!docs/results' ':!tests' | \
 	  xargs -0 sh -c 'for f; do [ -e "$$f" ] && printf "%s\0" "$$f"; done' sh | \
@@ -232,6 +234,8 @@ deb:
 RPMTOP := $(abspath $(BUILD))/rpm
 srpm:
 	$(call msg,SRPM,$(RPMTOP)/SRPMS)
+	$(Q)command -v rpmbuild >/dev/null || { echo "make srpm needs rpmbuild:" \
+	  "scripts/install-deps --test (Debian: apt-get install rpm; EL9: dnf install rpm-build)" >&2; exit 1; }
 	$(Q)scripts/build-srpm "$(RPMTOP)" "$(PY)"
 
 # The EL9 RPM, rebuilt from the SRPM as a builder would (`rpmbuild
