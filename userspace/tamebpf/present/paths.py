@@ -11,7 +11,7 @@ from tamebpf.paths.entry import PathEntry
 from tamebpf.paths.recall import Recalled
 from tamebpf.present.advice import range_text
 from tamebpf.units import percent
-from tamebpf.words import count
+from tamebpf.words import count, printable
 
 _ESTIMATOR_TEXT = {"capacity": "capacity fit", "throughput": "throughput fit",
                    "share": "capacity share, BBR"}
@@ -86,7 +86,8 @@ def render_paths(entries: list[PathEntry], now: float, directory: str) -> str:
     lines = [head]
     for e in entries:
         lines.append(
-            f"{e.key.dest:<20} {e.key.netns:<12} {e.key.congestion:<6} "
+            f"{printable(e.key.dest):<20} {printable(e.key.netns):<12} "
+            f"{printable(e.key.congestion):<6} "
             f"{age_text(e.age_s(now)):>12} {e.source:<10} {e.probe_kind:<8} "
             f"{e.advised_streams:>7} {e.advised_mbps:>8.2f} {e.max_impact:>5.0%} "
             f"{_opt(e.capacity_mbps, '8.2f'):>8} {_opt(e.competing_flows, '5.1f'):>5} "
@@ -131,14 +132,17 @@ def taught_json(taught: tuple[int, float] | None) -> dict[str, Any]:
 
 def render_recalled(r: Recalled, target: Target, now: float) -> str:
     e, a = r.entry, r.advice
-    lines = [f"advice for {target.host}:{target.port}"
-             + (f" (from netns {target.netns})" if target.netns else ""),
-             f"from memory{'' if r.node is None else f' of node {r.node} (--paths-from)'}: "
-             f"{_how(e, r.transfers)} {age_text(e.age_s(now))} ago, path {e.key.dest} "
-             f"netns {e.key.netns}; nothing was sent (--fresh probes again)",
-             f"advice for senders running {e.key.congestion}"]
+    # Every label is printed escaped: another node's (--paths-from) or a
+    # row's text must not move the cursor or forge a line.
+    node = "" if r.node is None else f" of node {printable(r.node)} (--paths-from)"
+    lines = [f"advice for {printable(target.host)}:{target.port}"
+             + (f" (from netns {printable(target.netns)})" if target.netns else ""),
+             f"from memory{node}: {_how(e, r.transfers)} {age_text(e.age_s(now))} ago, "
+             f"path {printable(e.key.dest)} netns {printable(e.key.netns)}; nothing was "
+             "sent (--fresh probes again)",
+             f"advice for senders running {printable(e.key.congestion)}"]
     if e.capacity_mbps is not None:
-        how = e.capacity_method or "-"
+        how = printable(e.capacity_method or "-")
         interval = (f", 90% {e.capacity_low_mbps:.2f}-{e.capacity_high_mbps:.2f}"
                     if e.capacity_low_mbps is not None and e.capacity_high_mbps is not None
                     else "")
