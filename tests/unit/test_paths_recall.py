@@ -14,6 +14,7 @@ from tamebpf.estimate.record import AdviseResult
 from tamebpf.model import Settings
 from tamebpf.paths.entry import FitData, PathEntry, PathKey
 from tamebpf.paths.recall import entry_from_advice, recall, usable
+from tamebpf.paths.valid import checked_fit
 from tests.unit.test_advise_report import TARGET, probe
 
 KEY = PathKey("198.18.3.2/32", "tb-snd", "cubic")
@@ -39,7 +40,9 @@ def test_a_recalled_entry_advises_as_the_probes_do_for_any_limits(estimator: str
                                "settled")
     assert stored is not None and stored.fit.estimator == estimator
     # Through the JSON the store keeps, as a later process reads it.
-    stored = replace(stored, fit=FitData.from_json(stored.fit.to_json()))
+    fit = checked_fit(stored.fit.to_json())
+    assert isinstance(fit, FitData), fit
+    stored = replace(stored, fit=fit)
     seen = set()
     for s in SETTINGS:
         direct = results(s)[estimator].prediction

@@ -15,14 +15,16 @@ def series(when: float, instance: str, **labels: str) -> dict[str, object]:
     return {"metric": metric, "value": [when + 1, str(when)]}
 
 
-def test_newest_first_and_unreadable_series_skipped() -> None:
+def test_newest_first_and_unreadable_series_refused_naming_node_and_field() -> None:
     got = parse_result([series(100.0, "a:9477"), series(300.0, "b:9477"),
                         series(200.0, "c:9477", fit="{not json"),
                         series(250.0, "d:9477", source="gossip"),
-                        {"metric": {}, "value": [1, "1"]}], "cubic")
-    assert [(r.instance, r.entry.when) for r in got] == [("b:9477", 300.0),
-                                                          ("a:9477", 100.0)]
-    e = got[0].entry
+                        {"metric": {}, "value": [1, "1"]}], "198.18.3.2/32", "cubic", 1000.0)
+    assert [(r.instance, r.entry.when) for r in got.entries] == [("b:9477", 300.0),
+                                                                  ("a:9477", 100.0)]
+    assert [(node, r.field) for node, r in got.refused] == [
+        ("c:9477", "fit"), ("d:9477", "source"), ("?", "instance")]
+    e = got.entries[0].entry
     assert e.key.dest == "198.18.3.2/32" and e.fit == an_entry().fit
     assert e.capacity_mbps == an_entry().fit.capacity
 

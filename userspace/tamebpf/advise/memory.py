@@ -22,9 +22,12 @@ from tamebpf.paths.passive import transfers
 from tamebpf.paths.recall import Recalled, entry_from_advice, recall, usable
 from tamebpf.paths.statedir import StateFileRefused
 from tamebpf.paths.store import PathStore, state_dir
+from tamebpf.paths.valid import Refusal, refusal
 from tamebpf.paths.where import path_key
+from tamebpf.words import printable
 
 DEFAULT_MAX_AGE_S = 3600.0
+SAY_REFUSED = 5  # refused remote entries named one a line; the rest counted
 
 
 class AdviceMemory:
@@ -52,39 +55,43 @@ class AdviceMemory:
             log.warning("path memory is off: %s", self.off)
 
     def lookup(self, target: Target, settings: Settings, max_age_s: float, quick: bool,
-               link_mbps: float | None, paths_from: str | None = None) -> Recalled | None:
+               link_mbps: float | None, paths_from: str | None = None,
+               paths_from_timeout: float = remote.TIMEOUT_S) -> Recalled | None:
         """The remembered advice for this target's path under `settings`,
         or None (nothing fresh and usable: probe). Our own memory first,
         then the entries other nodes exported to the Prometheus at
-        `paths_from`. Why an entry was not used is logged at debug level
-        (--log-level debug)."""
+        `paths_from`, asked within `paths_from_timeout` seconds. Why an
+        entry was not used is logged at debug level (--log-level debug)."""
         own = self._own(target, settings, max_age_s, quick, link_mbps)
         if own is not None or paths_from is None:
             return own
-        return self._shared(target, settings, max_age_s, quick, link_mbps, paths_from)
+        return self._shared(target, settings, max_age_s, quick, link_mbps, paths_from,
+                            paths_from_timeout)
 
     def _shared(self, target: Target, settings: Settings, max_age_s: float, quick: bool,
-                link_mbps: float | None, url: str) -> Recalled | None:
+                link_mbps: float | None, url: str, timeout: float) -> Recalled | None:
         try:
             key = path_key(target.host, target.netns, probe_congestion(target)[0])
         except TamebpfError:
             return None
-        try:
-            found = remote.fetch(url, key.dest, key.congestion)
-        except (OSError, ValueError) as err:
-            log.warning("--paths-from %s could not be asked (%s): probing", url, err)
-            return None
         now = time.time()
-        for r in found:
+        try:
+            answer = remote.fetch(url, key.dest, key.congestion, now, timeout)
+        except (OSError, ValueError) as err:
+            log.warning("--paths-from %s not used: %s; probing", printable(url),
+                        printable(str(err)))
+            return None
+        _say_refused(answer.refused, url)
+        for r in answer.entries:
+            node = printable(r.instance)
             why = usable(r.entry, now, max_age_s, quick, link_mbps)
             if why is not None:
-                log.debug("%s's entry for %s not used: %s", r.instance, key.dest, why)
+                log.debug("%s's entry for %s not used: %s", node, key.dest, why)
                 continue
             try:
                 got = recall(r.entry, settings)
             except (ModelInputError, ValueError) as err:
-                log.debug("%s's fit for %s does not make a curve: %s", r.instance, key.dest,
-                          err)
+                log.debug("%s's fit for %s does not make a curve: %s", node, key.dest, err)
                 continue
             # The series carry the fit, not the node's own advice: the entry
             # shows the advice recomputed here.
@@ -94,7 +101,7 @@ class AdviceMemory:
                             advised_impact=a.cross_traffic_impact,
                             max_impact=settings.max_impact)
             return replace(got, entry=entry, node=r.instance)
-        log.debug("no node's entry in %s answers for %s", url, key.dest)
+        log.debug("no node's entry in %s answers for %s", printable(url), key.dest)
         return None
 
     def _own(self, target: Target, settings: Settings, max_age_s: float, quick: bool,
@@ -137,8 +144,13 @@ class AdviceMemory:
         except TamebpfError as err:
             log.warning("the advice was not remembered: %s", err)
             return
-        entry = entry_from_advice(result, key, time.time(), kind)
+        now = time.time()
+        entry = entry_from_advice(result, key, now, kind)
         if entry is None or self.off is not None:
+            return
+        bad = refusal(entry, now)
+        if bad is not None:
+            log.warning("the advice was not remembered: its entry's %s", bad)
             return
         try:
             self.store.put(entry)
@@ -149,3 +161,13 @@ class AdviceMemory:
             log.warning("the advice was not remembered: path memory in %s could not be "
                         "written (%s); give --state-dir or set TAMEBPF_STATE_DIR to a "
                         "writable directory", self.store.directory, err)
+
+
+def _say_refused(refused: list[tuple[str, Refusal]], url: str) -> None:
+    """One line per refused series, the first few; then how many more."""
+    for node, why in refused[:SAY_REFUSED]:
+        log.warning("--paths-from %s: the entry of node %s refused: %s", printable(url),
+                    printable(node), why)
+    if len(refused) > SAY_REFUSED:
+        log.warning("--paths-from %s: %d more entries refused", printable(url),
+                    len(refused) - SAY_REFUSED)

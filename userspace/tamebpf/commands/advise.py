@@ -38,6 +38,7 @@ from tamebpf.options import (
     settings_from,
 )
 from tamebpf.paths.recall import Recalled
+from tamebpf.paths.remote import MAX_ANSWER_BYTES, TIMEOUT_S
 from tamebpf.present.advice import refusal_text, render, to_json
 from tamebpf.present.paths import recalled_json, render_recalled
 from tamebpf.present.plot import check_path, write_plot
@@ -135,7 +136,15 @@ def register(sub: Any) -> None:
                    help="when our own path memory has nothing fresh, answer from the path "
                    "entries other nodes' `tamebpf export` served to the Prometheus at URL "
                    f"(its HTTP query API; default ${PATHS_FROM_ENV}, else paths_from in "
-                   "/etc/tamebpf/tamebpf.toml's [advise]; docs/paths.md)")
+                   "/etc/tamebpf/tamebpf.toml's [advise]; docs/paths.md). Every entry is "
+                   "checked (finite, sane numbers; this destination; not dated ahead); one "
+                   "that fails is named in one line and not used")
+    p.add_argument("--paths-from-timeout", default=f"{TIMEOUT_S:g}", metavar="S",
+                   help="the most seconds the whole --paths-from request may take "
+                   f"(connecting, every read; {MIN_PATHS_FROM_S:g} to {MAX_PATHS_FROM_S:g}, "
+                   "default %(default)s); the answer is read up to "
+                   f"{MAX_ANSWER_BYTES // 2**20} MiB and a redirect is not followed. On any "
+                   "failure: one warning line, and advise goes on as without it")
     add_state_dir_option(p)
     p.set_defaults(func=run)
 
@@ -149,6 +158,7 @@ MIN_PROBE_S, MAX_PROBE_S = 0.5, 60.0
 
 
 PATHS_FROM_ENV = "TAMEBPF_PATHS_FROM"
+MIN_PATHS_FROM_S, MAX_PATHS_FROM_S = 0.1, 60.0
 
 
 def paths_from_default() -> str | None:
@@ -241,6 +251,8 @@ def run(args: argparse.Namespace) -> int:
         check_path(args.plot)
     settings = settings_from(args)
     max_age = parse_max_age(args.max_age)
+    paths_from_timeout = parse_duration(args.paths_from_timeout, "--paths-from-timeout",
+                                        MIN_PATHS_FROM_S, MAX_PATHS_FROM_S)
     if args.netns is not None:
         check_netns(args.netns)  # a bad name is exit 2, as for flows and watch
     target = Target(host, port, args.netns, args.congestion)
@@ -250,7 +262,8 @@ def run(args: argparse.Namespace) -> int:
                      or args.model != DEFAULT_MODEL)
     if not probe_options:
         recalled = memory.lookup(target, settings, max_age, args.quick, capacity,
-                                 parse_paths_from(args.paths_from or paths_from_default()))
+                                 parse_paths_from(args.paths_from or paths_from_default()),
+                                 paths_from_timeout)
         if recalled is not None:
             return _from_memory(args, recalled, target, concurrency)
     preflight.check("advise")  # after the arguments: a bad one is exit 2 for anyone

@@ -21,8 +21,10 @@ SOURCES: tuple[Source, ...] = ("probe", "--capacity", "passive")
 # only from settled (or passive) entries: a quick look is not the answer
 # the user asked to wait for.
 ProbeKind = Literal["settled", "quick", "fixed", "none"]
+PROBE_KINDS: tuple[ProbeKind, ...] = ("settled", "quick", "fixed", "none")
 # Which estimator the stored advice used (estimate/record.AdviseResult.used).
 Estimator = Literal["capacity", "throughput", "share"]
+ESTIMATORS: tuple[Estimator, ...] = ("capacity", "throughput", "share")
 
 
 @dataclass(frozen=True)
@@ -53,20 +55,15 @@ class FitData:
     evidence_limit: int | None = None
     capacity: float | None = None
 
-    def to_json(self) -> str:
-        return json.dumps({"estimator": self.estimator, "probes": [list(p) for p in self.probes],
-                           "model": self.model, "coeffs": self.coeffs,
-                           "evidence_limit": self.evidence_limit, "capacity": self.capacity},
-                          allow_nan=False)
+    def as_dict(self) -> dict[str, Any]:
+        """The fit as JSON holds it (paths/valid.checked_fit reads it back)."""
+        return {"estimator": self.estimator, "probes": [list(p) for p in self.probes],
+                "model": self.model, "coeffs": None if self.coeffs is None else
+                list(self.coeffs), "evidence_limit": self.evidence_limit,
+                "capacity": self.capacity}
 
-    @staticmethod
-    def from_json(text: str) -> FitData:
-        d: dict[str, Any] = json.loads(text)
-        coeffs = d.get("coeffs")
-        return FitData(d["estimator"], tuple((int(n), float(g)) for n, g in d["probes"]),
-                       d.get("model"), None if coeffs is None else
-                       (float(coeffs[0]), float(coeffs[1]), float(coeffs[2])),
-                       d.get("evidence_limit"), d.get("capacity"))
+    def to_json(self) -> str:
+        return json.dumps(self.as_dict(), allow_nan=False)
 
 
 @dataclass(frozen=True)

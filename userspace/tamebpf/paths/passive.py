@@ -28,6 +28,7 @@ from typing import NamedTuple
 from tamebpf.estimate.spread import SETTLED, path_class, spread_for
 from tamebpf.groups.group import Group
 from tamebpf.groups.passive_fit import LOSS_BASED, Observation
+from tamebpf.logs import log
 from tamebpf.model import (
     ModelInputError,
     Probe,
@@ -39,6 +40,7 @@ from tamebpf.model import (
 from tamebpf.paths.entry import FitData, PathEntry, PathKey
 from tamebpf.paths.recall import entry_spread, recall
 from tamebpf.paths.store import PathStore
+from tamebpf.paths.valid import refusal
 
 STORE_EVERY_S = 60.0
 # advise's probes run in cgroups named so (kernel/probe.py): their start-up
@@ -240,6 +242,12 @@ class PathLearner:
                 self.changed += self.store.mark_changed(key)
                 continue
             if got.entry is None:
+                continue
+            bad = refusal(got.entry, now)
+            if bad is not None:
+                # What transfers taught goes through the check what is read
+                # back goes through: an absurd point is not stored.
+                log.debug("not stored for %s: its entry's %s", key, bad)
                 continue
             points = tuple((o.streams, o.samples) for o in g.observed)
             if not self._due(key, points, now):

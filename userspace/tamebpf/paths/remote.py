@@ -12,21 +12,32 @@ from __future__ import annotations
 
 import json
 import urllib.parse
-import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tamebpf.paths.entry import SOURCES, FitData, PathEntry, PathKey, ProbeKind, Source
+from tamebpf.paths import httpget
+from tamebpf.paths.entry import PathEntry
+from tamebpf.paths.valid import MAX_TEXT, Refusal, checked_entry, show
 
-TIMEOUT_S = 3.0
-PROBE_KINDS: tuple[ProbeKind, ...] = ("settled", "quick", "fixed", "none")
+TIMEOUT_S = 3.0  # the whole request (--paths-from-timeout)
+MAX_ANSWER_BYTES = 8 * 2**20
 _JOIN = "instance, job, dest, netns, congestion"
+# The labels (and the sample) entry fields are read from, as a refusal names them.
+_LABEL_OF = {"probe_kind": "probes", "when": "value (the time)", "host": "dest"}
 
 
 @dataclass(frozen=True)
 class RemoteEntry:
     entry: PathEntry
-    instance: str  # the node that exported it
+    instance: str  # the node that exported it (printed escaped: words.printable)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A query's entries, newest first, and the series refused: (node, why)."""
+
+    entries: list[RemoteEntry] = field(default_factory=list)
+    refused: list[tuple[str, Refusal]] = field(default_factory=list)
 
 
 def remote_query(dest: str, congestion: str) -> str:
@@ -36,39 +47,65 @@ def remote_query(dest: str, congestion: str) -> str:
             f"(tamebpf_path_changed{sel} == 1)")
 
 
-def parse_result(result: list[dict[str, Any]], congestion: str) -> list[RemoteEntry]:
-    """The entries of a query result, newest first; series that do not read
-    as an entry (another version's labels) are skipped."""
-    out = []
-    for r in result:
-        m = r.get("metric", {})
-        try:
-            fit = FitData.from_json(m["fit"])
-            when = float(r["value"][1])
-            source, kind = m["source"], m["probes"]
-        except (KeyError, ValueError, TypeError, IndexError):
-            continue
-        if source not in SOURCES or kind not in PROBE_KINDS:
-            continue
-        src: Source = source
-        pk: ProbeKind = kind
-        # The advised numbers are recomputed from the fit (paths/recall.py);
-        # zeros here are never shown.
-        entry = PathEntry(PathKey(m.get("dest", ""), m.get("netns", ""), congestion), when,
-                          src, pk, fit, 1, 0.0, 0.0, 0.0,
-                          capacity_mbps=fit.capacity, host=m.get("dest", ""))
-        out.append(RemoteEntry(entry, m.get("instance", "?")))
-    return sorted(out, key=lambda r: -r.entry.when)
+def parse_result(result: object, dest: str, congestion: str, now: float) -> Answer:
+    """The entries of a query result for the path asked about. Every series
+    goes through paths/valid.py; one that is no entry for this destination
+    and congestion control is refused, naming the node and the field."""
+    answer = Answer()
+    for r in result if isinstance(result, list) else []:
+        got = _series(r, dest, congestion, now)
+        if isinstance(got, RemoteEntry):
+            answer.entries.append(got)
+        else:
+            answer.refused.append(got)
+    answer.entries.sort(key=lambda e: -e.entry.when)
+    return answer
 
 
-def fetch(url: str, dest: str, congestion: str, timeout: float = TIMEOUT_S
-          ) -> list[RemoteEntry]:
-    """Every node's entry for the path from the Prometheus at `url`.
-    Raises OSError or ValueError when Prometheus cannot be asked."""
+def _series(r: object, dest: str, congestion: str, now: float
+            ) -> RemoteEntry | tuple[str, Refusal]:
+    m = r.get("metric") if isinstance(r, dict) else None
+    if not isinstance(m, dict):
+        return "?", Refusal("series", f"is {show(r)}, not a Prometheus series")
+    instance = m.get("instance")
+    if not isinstance(instance, str) or not 0 < len(instance) <= MAX_TEXT:
+        return "?", Refusal("instance", f"is {show(instance)}, not a node's name")
+    for label, want in (("dest", dest), ("congestion", congestion)):
+        if m.get(label) != want:
+            return instance, Refusal(label, f"is {show(m.get(label))}, not the {want} "
+                                     "asked about")
+    value = r.get("value") if isinstance(r, dict) else None
+    try:
+        when: object = float(value[1])  # type: ignore[index]
+    except (TypeError, ValueError, IndexError, KeyError):
+        when = value  # refused below, as not a number
+    # The advised numbers are recomputed from the fit (paths/recall.py);
+    # these placeholders are never shown.
+    raw = {"dest": dest, "congestion": congestion, "netns": m.get("netns"), "host": dest,
+           "when": when, "source": m.get("source"), "probe_kind": m.get("probes"),
+           "fit": m.get("fit"), "advised_streams": 1, "advised_mbps": 0.0,
+           "advised_impact": 0.0, "max_impact": 0.0}
+    got = checked_entry(raw, now)
+    if isinstance(got, Refusal):
+        return instance, Refusal(_LABEL_OF.get(got.field, got.field), got.why)
+    return RemoteEntry(replace(got, capacity_mbps=got.fit.capacity), instance)
+
+
+def fetch(url: str, dest: str, congestion: str, now: float, timeout: float = TIMEOUT_S
+          ) -> Answer:
+    """Every node's entry for the path from the Prometheus at `url`, within
+    `timeout` seconds in all. Raises OSError (httpget.FetchError) or
+    ValueError when Prometheus cannot be asked or its answer is none."""
     q = urllib.parse.urlencode({"query": remote_query(dest, congestion)})
-    with urllib.request.urlopen(url.rstrip("/") + "/api/v1/query?" + q,  # noqa: S310
-                                timeout=timeout) as resp:
-        data = json.loads(resp.read())
-    if data.get("status") != "success":
-        raise ValueError(f"Prometheus answered {data.get('error') or data.get('status')}")
-    return parse_result(data["data"]["result"], congestion)
+    body = httpget.get(url.rstrip("/") + "/api/v1/query?" + q, timeout, MAX_ANSWER_BYTES)
+    try:
+        data: Any = json.loads(body)
+    except (ValueError, RecursionError):
+        raise ValueError("the answer is not JSON") from None
+    if not isinstance(data, dict) or data.get("status") != "success":
+        why = data.get("error") or data.get("status") if isinstance(data, dict) else None
+        raise ValueError(f"Prometheus answered {show(why) if why else 'no query result'}")
+    result = data.get("data", {}).get("result") if isinstance(data.get("data"), dict) else None
+    if not isinstance(result, list):
+        raise ValueError("the answer holds no query result")
+    return parse_result(result, dest, congestion, now)

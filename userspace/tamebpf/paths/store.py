@@ -19,11 +19,10 @@ import os
 import sqlite3
 import time
 import urllib.parse
-from collections.abc import Iterator
-from dataclasses import fields
+from collections.abc import Iterable, Iterator
 
 from tamebpf.logs import log
-from tamebpf.paths.entry import FitData, PathEntry, PathKey
+from tamebpf.paths.entry import PathEntry, PathKey
 from tamebpf.paths.statedir import DEFAULT_STATE_DIR as DEFAULT_STATE_DIR
 from tamebpf.paths.statedir import DIR_MODE as DIR_MODE
 from tamebpf.paths.statedir import FILE_MODE as FILE_MODE
@@ -35,6 +34,8 @@ from tamebpf.paths.statedir import (
     make_directory,
 )
 from tamebpf.paths.statedir import state_dir as state_dir
+from tamebpf.paths.valid import checked_entry, show
+from tamebpf.words import printable
 
 DB_NAME = "paths.db"
 # 'tame' in the SQLite header's application_id field: tells our file from
@@ -90,21 +91,24 @@ class PathStore:
         self.path = os.path.join(directory, DB_NAME)
         self.retention_s = retention_s
         self.max_rows = max_rows
+        self._skipped: set[object] = set()  # ids of rows said to be no entry
 
     # -- reading ---------------------------------------------------------
     def newest(self, key: PathKey, with_capacity: bool = False) -> PathEntry | None:
         """The most recent entry for this path (with_capacity: the most
-        recent that knows the path's capacity), or None."""
+        recent that knows the path's capacity), or None. A row that is no
+        entry (paths/valid.py) is skipped with one line, as if it were not
+        there."""
         with self._connection(create=False) as db:
             if db is None:
                 return None
-            row = db.execute(
+            rows = db.execute(
                 f"SELECT id, {_selected(db)} FROM paths WHERE dest = ? AND netns = ? "
                 "AND congestion = ? "
                 + ("AND capacity_mbps IS NOT NULL " if with_capacity else "")
-                + "ORDER BY created DESC, id DESC LIMIT 1",
-                (key.dest, key.netns, key.congestion)).fetchone()
-        return None if row is None else _entry(row)
+                + "ORDER BY created DESC, id DESC",
+                (key.dest, key.netns, key.congestion))
+            return next(self._entries(rows), None)
 
     def passive_times(self, key: PathKey) -> list[float]:
         """When the path's passive entries since its last probed one were
@@ -122,15 +126,36 @@ class PathStore:
         return [float(r[0]) for r in rows]
 
     def latest(self) -> list[PathEntry]:
-        """The most recent entry of every path, newest first."""
+        """The most recent entry of every path, newest first (rows that are
+        no entry skipped, as by newest)."""
         with self._connection(create=False) as db:
             if db is None:
                 return []
-            rows = db.execute(
-                f"SELECT id, {_selected(db)} FROM (SELECT *, row_number() OVER ("
-                "PARTITION BY dest, netns, congestion ORDER BY created DESC, id DESC) AS nth "
-                "FROM paths) WHERE nth = 1 ORDER BY created DESC, id DESC").fetchall()
-        return [_entry(r) for r in rows]
+            rows = db.execute(f"SELECT id, {_selected(db)} FROM paths "
+                              "ORDER BY created DESC, id DESC")
+            seen: set[tuple[object, ...]] = set()
+            found = []
+            for row in rows:
+                path = tuple(row[1:4])  # dest, netns, congestion as stored
+                if path in seen:
+                    continue  # an older row of a path already found
+                for entry in self._entries([row]):
+                    seen.add(path)
+                    found.append(entry)
+            return found
+
+    def _entries(self, rows: Iterable[tuple[object, ...]]) -> Iterator[PathEntry]:
+        """The rows that are entries; each other one said once per store
+        (export's learner reads the same rows every reading)."""
+        now = time.time()
+        for row in rows:
+            got = checked_entry(_raw(row), now)
+            if isinstance(got, PathEntry):
+                yield got
+            elif row[0] not in self._skipped:
+                self._skipped.add(row[0])
+                log.warning("%s: row %s skipped, it is no path entry: %s",
+                            printable(self.path), show(row[0]), got)
 
     def count(self) -> int:
         with self._connection(create=False) as db:
@@ -385,14 +410,8 @@ def _row(e: PathEntry) -> tuple[object, ...]:
             e.link_mbps, e.competing_flows, e.rtt_ms, e.streams_low, e.streams_high, e.spread)
 
 
-def _entry(row: tuple[object, ...]) -> PathEntry:
-    rid, *values = row
-    v = dict(zip(_COLUMNS, values, strict=True))
-    key = PathKey(str(v.pop("dest")), str(v.pop("netns")), str(v.pop("congestion")))
-    fit = FitData.from_json(str(v.pop("fit")))
-    v.pop("estimator")
-    v["when"] = v.pop("created")
-    v["changed"] = bool(v["changed"])
-    names = {f.name for f in fields(PathEntry)}
-    assert set(v) <= names, set(v) - names
-    return PathEntry(key=key, fit=fit, id=int(str(rid)), **v)  # type: ignore[arg-type]
+def _raw(row: tuple[object, ...]) -> dict[str, object]:
+    """A row as paths/valid.checked_entry reads it: the values unchecked."""
+    raw = dict(zip(("id", *_COLUMNS), row, strict=True))
+    raw["when"] = raw.pop("created")
+    return raw
