@@ -225,4 +225,4 @@ def test_another_nodes_exported_path_answers_advise_paths_from(tmp_path: Path) -
         PathStore(state_dir()).mark_changed(entry.key)
         iperf.wait_for(lambda: not query(prom, "tamebpf_path_changed == 0"), 20.0,
                        "Prometheus to see the changed mark", step=0.3)
-        assert fetch(prom, "198.18.3.2/32", "cubic") == []
+        assert fetch(prom, "198.18.3.2/32", "cubic", time.time()).entries == []
