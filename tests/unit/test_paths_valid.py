@@ -91,6 +91,9 @@ def test_a_sound_entry_passes_unchanged() -> None:
     (with_value(congestion="x" * 1000), "congestion"),
     (with_value(host=b"bytes"), "host"),
     (with_value(changed=2), "changed"),
+    (with_value(streams_low=5, streams_high=2), "streams_low"),
+    (with_value(streams_high=0), "streams_high"),
+    (with_value(spread=math.nan), "spread"),
     (with_value(id="7"), "id"),
 ])
 def test_an_absurd_value_is_refused_naming_its_field(raw: dict[str, object],
