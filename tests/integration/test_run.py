@@ -8,11 +8,14 @@ the runs it started (tamebpf-run-PID of their own PIDs)."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 from typing import Any
@@ -296,3 +299,40 @@ def dead(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
     except FileNotFoundError:
         return True
+
+
+def test_ctrl_c_on_a_terminal_ends_cmd_and_nothing_is_left(pins: str, tmp_path: Path) -> None:
+    """Ctrl-C typed on run's terminal goes to the whole foreground process
+    group, CMD included; CMD's status comes back and nothing is left. (That
+    run does not send it a second time, tests/unit/test_run_signals.py: two
+    SIGINTs so close together arrive as one here.)"""
+    got = tmp_path / "got"
+    script = (f"trap 'echo x >> {got}' INT; echo ready; "
+              f"while [ ! -s {got} ]; do sleep 0.05; done; sleep 0.5; exit 7")
+    master, slave = os.openpty()
+
+    def own_terminal() -> None:  # a session of its own, the pty its terminal
+        os.setsid()
+        fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+
+    proc = subprocess.Popen([*TAMEBPF, "run", "--", "sh", "-c", script], stdin=slave,
+                            stdout=slave, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=own_terminal)
+    os.close(slave)
+    try:
+        seen = b""
+        deadline = time.monotonic() + 20
+        while b"ready" not in seen and time.monotonic() < deadline:
+            if select.select([master], [], [], 1)[0]:
+                seen += os.read(master, 1024)
+        assert b"ready" in seen, f"CMD said {seen!r}"
+        os.write(master, b"\x03")  # Ctrl-C
+        _, err = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+        proc.wait()
+        os.close(master)
+    assert proc.returncode == 7, f"exit {proc.returncode}: {err}"
+    times = got.read_text().count("x")
+    assert times == 1, f"CMD got Ctrl-C's SIGINT {times} times"
+    assert left_by(proc) == [], f"left after Ctrl-C: {left_by(proc)}"

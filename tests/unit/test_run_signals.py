@@ -1,0 +1,37 @@
+"""`tamebpf run` passes a signal on to CMD once (runner/session.forward):
+a terminal's Ctrl-C, which the kernel sent to the whole foreground process
+group, has reached CMD already; a signal sent to run alone has not. Real
+child processes, no root."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from tamebpf.runner.session import SI_KERNEL, forward
+
+# The child blocks SIGINT, says it is ready, and after a while says whether
+# a SIGINT is pending.
+CHILD = ("import signal, time; signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}); "
+         "print('ready', flush=True); time.sleep(0.5); "
+         "print(signal.SIGINT in signal.sigpending(), flush=True)")
+
+
+@pytest.mark.parametrize(("si_code", "sent"), [(SI_KERNEL, False), (0, True)],
+                         ids=["terminal: not again", "kill(2) of run: passed on"])
+def test_forward_once(si_code: int, sent: bool) -> None:
+    child = subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "ready"
+        # The child is in our process group, as CMD is in run's.
+        forward(child, SimpleNamespace(si_code=si_code, si_signo=signal.SIGINT))
+        assert child.stdout.readline().strip() == str(sent), (
+            f"si_code {si_code:#x}: SIGINT {'not ' if sent else ''}passed on")
+    finally:
+        child.kill()
+        child.wait()
