@@ -13,6 +13,7 @@ requests the other.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import select
@@ -21,27 +22,59 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from tamebpf.errors import TamebpfError
+from tamebpf.kernel import orphans
 from tamebpf.kernel.cgroups import empty_and_remove, require_cgroup2
 from tamebpf.kernel.netns import enter_netns
 
 # What the child runs: given a way to send the parent a JSON line and a way
 # to ask whether the parent has asked stage k to stop, it returns its last
 # line (a report, or {"error": ...}).
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 Say = Callable[[dict[str, Any]], None]
 Work = Callable[[Say, Callable[[int], bool]], dict[str, Any]]
+
+
+_swept = False  # this process has swept the orphans (kernel/orphans.py)
 
 
 @contextlib.contextmanager
 def probe_cgroup(streams: int) -> Iterator[str]:
     """A fresh cgroup for one probe run, tamebpf-probe-PID-STREAMS (a name
-    paths/passive.py knows, so that its flows teach path memory nothing)."""
+    paths/passive.py knows, so that its flows teach path memory nothing),
+    flocked while it lives, so that a later command can tell it was left by
+    a kill -9; the first one a process makes sweeps those left before."""
+    global _swept
     root = require_cgroup2()
-    path = os.path.join(root, f"tamebpf-probe-{os.getpid()}-{streams}")
-    os.mkdir(path)
+    if not _swept:
+        _swept = True
+        orphans.sweep(root)
+    path, lock = _make_locked(root, streams)
     try:
         yield path
     finally:
-        empty_and_remove(path, "probe cgroup")
+        try:
+            empty_and_remove(path, "probe cgroup")
+        finally:
+            os.close(lock)
+
+
+def _make_locked(root: str, streams: int) -> tuple[str, int]:
+    """mkdir and flock the cgroup; a suffix when a cgroup of the name is
+    still there (a dead command with our PID whose child lives on)."""
+    for attempt in range(5):
+        path = os.path.join(root, orphans.probe_name(os.getpid(), streams, attempt))
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            continue
+        lock = orphans.held_lock(path)
+        if lock is not None:
+            return path, lock
+        empty_and_remove(path, "probe cgroup")  # a sweep took it between mkdir and lock
+    name = orphans.probe_name(os.getpid(), streams)
+    raise TamebpfError(f"cannot make a probe cgroup {root}/{name}",
+                       "remove the tamebpf-probe-* cgroups that are left (rmdir), then try again")
 
 
 class _StopRequests:
@@ -59,7 +92,18 @@ class _StopRequests:
         return stage in self.asked
 
 
-def _child(work: Work, cgroup: str, netns: str | None, out_fd: int, stop_fd: int) -> None:
+def _die_with(parent: int) -> None:
+    """The kernel kills us when the parent dies, kill -9 included: no
+    traffic outlives its command, and its cgroup empties so a later sweep
+    can remove it. If the parent died before this call, we go now."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def _child(work: Work, cgroup: str, netns: str | None, out_fd: int, stop_fd: int,
+           parent: int) -> None:
     """In the forked child: join the probe's cgroup (sockets belong to the
     cgroup of the task that creates them) and, when asked, the network
     namespace; run `work`, write its last line, and exit without running
@@ -70,6 +114,7 @@ def _child(work: Work, cgroup: str, netns: str | None, out_fd: int, stop_fd: int
         os.write(out_fd, json.dumps(msg).encode() + b"\n")
 
     try:
+        _die_with(parent)
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
@@ -141,11 +186,12 @@ def spawn(work: Work, cgroup: str, netns: str | None) -> Child:
     """Fork the traffic child, with a pipe each way."""
     r, w = os.pipe()
     stop_r, stop_w = os.pipe()
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:
         os.close(r)
         os.close(stop_w)
-        _child(work, cgroup, netns, w, stop_r)
+        _child(work, cgroup, netns, w, stop_r, parent)
     os.close(w)
     os.close(stop_r)
     return Child(pid, r, stop_w)
