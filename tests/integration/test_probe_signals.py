@@ -28,6 +28,11 @@ pytestmark = [
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def procs(name: str) -> str:
+    """The PIDs in the cgroup `name` below the cgroup v2 root."""
+    return Path(require_cgroup2(), name, "cgroup.procs").read_text().strip()
+
+
 def probe_cgroups_of(pid: int) -> list[str]:
     root = require_cgroup2()
     return [d for d in os.listdir(root) if d.startswith(f"tamebpf-probe-{pid}-")]
@@ -59,12 +64,9 @@ def advise(port: int, state: Path, *extra: str) -> subprocess.Popen[str]:
 
 def mid_probe(proc: subprocess.Popen[str]) -> str:
     """Wait until the probe's cgroup holds its traffic child; its name."""
-    root = require_cgroup2()
-
     def probing() -> bool:
         assert proc.poll() is None, f"advise ended before probing: {proc.communicate()}"
-        return any(open(os.path.join(root, d, "cgroup.procs")).read().strip()
-                   for d in probe_cgroups_of(proc.pid))
+        return any(procs(d) for d in probe_cgroups_of(proc.pid))
     wait_for(probing, 30, "the probe's traffic child in its cgroup")
     return probe_cgroups_of(proc.pid)[0]
 
@@ -90,7 +92,7 @@ def test_kill_9_mid_probe_is_swept_by_the_next_advise(server: int, tmp_path: Pat
     proc = advise(server, tmp_path, "--duration", "8")
     try:
         name = mid_probe(proc)
-        child = open(os.path.join(require_cgroup2(), name, "cgroup.procs")).read().split()
+        child = procs(name).split()
         proc.kill()
         proc.wait()
     finally:
@@ -100,8 +102,7 @@ def test_kill_9_mid_probe_is_swept_by_the_next_advise(server: int, tmp_path: Pat
     left = probe_cgroups_of(proc.pid)
     assert left == [name], f"kill -9 should leave its probe cgroup, found {left}"
     # The traffic child dies with its parent (PR_SET_PDEATHSIG): the cgroup empties.
-    wait_for(lambda: not open(os.path.join(require_cgroup2(), name, "cgroup.procs"))
-             .read().strip(), 10, f"the traffic child {child} to die with its parent")
+    wait_for(lambda: not procs(name), 10, f"the traffic child {child} to die with its parent")
 
     time.sleep(0.5)  # the killed client's test ends on the server too
     nxt = advise(server, tmp_path, "--quick")
