@@ -95,7 +95,9 @@ def test_mixed_or_bbr_transfers_teach_no_fit() -> None:
 def test_the_learner_stores_new_points_and_marks_changes(tmp_path: Path) -> None:
     store = PathStore(str(tmp_path))
     learner = PathLearner(store, "tb-snd", SETTINGS, store_every_s=60.0)
-    t0 = time.time()  # the store expires entries older than a week
+    # The store expires entries older than a week and refuses those dated
+    # more than a minute ahead: the readings below span 110 s.
+    t0 = time.time() - 200
     learner.observe([group(2, 8)], t0)
     learner.observe([group(2, 8)], t0 + 10)  # the same points a moment later: no write
     assert store.count() == 1
@@ -110,6 +112,17 @@ def test_the_learner_stores_new_points_and_marks_changes(tmp_path: Path) -> None
     learner.observe([group(2, 8, scale=0.5)], t0 + 110)
     newest = store.newest(KEY)
     assert newest is not None and newest.changed and learner.changed >= 1
+
+
+def test_an_absurd_lesson_is_not_stored(tmp_path: Path) -> None:
+    """What transfers taught passes the check rows pass (paths/valid.py):
+    goodputs of some 80 Tbit/s (a counter gone wrong) are no entry."""
+    store = PathStore(str(tmp_path))
+    learner = PathLearner(store, "tb-snd", SETTINGS)
+    learner.observe([group(2, 8, scale=1e6)], time.time())
+    assert store.count() == 0 and learner.entries == 0
+    learner.observe([group(2, 8)], time.time())
+    assert store.count() == 1
 
 
 def test_advises_own_probes_teach_nothing() -> None:

@@ -41,6 +41,7 @@ from tamebpf.model import (
 )
 from tamebpf.paths.entry import FitData, PathEntry
 from tamebpf.paths.store import PathStore
+from tamebpf.paths.valid import refusal
 from tamebpf.records import Cap, Flow
 from tamebpf.units import mbps, mbps_over, pace_bytes_per_s
 
@@ -367,6 +368,9 @@ class Follower:
         due = now - self._stored.get(spec.ident, -1e18) >= self.store_every_s
         if known is not None and (change is not None or due):
             entry = entry_of(spec, d, known, now_wall)
-            if entry is not None:
+            bad = None if entry is None else refusal(entry, now_wall)
+            if bad is not None:
+                log.debug("follow: not stored for %s: its entry's %s", spec.dest, bad)
+            elif entry is not None:
                 self.store.put(entry)
                 self._stored[spec.ident] = now
