@@ -88,6 +88,20 @@ def test_caps_unit_holds_no_site_configuration() -> None:
     assert "ExecStart=/usr/local/bin/tamebpf cap apply /etc/tamebpf/caps.toml" in directives
 
 
+def test_caps_reload_checks_first_and_export_has_no_reload() -> None:
+    """systemd runs ExecReload= lines in order and stops at the first that
+    fails: the check comes first, so a broken file changes nothing. export
+    re-reads nothing: no ExecReload=, and SIGHUP is said to stop it."""
+    caps = re.findall(r"^ExecReload=(.*)$", (DOCS / "tamebpf-caps.service").read_text(), re.M)
+    assert len(caps) == 2 and "--check" in caps[0] and "--check" not in caps[1], caps
+    assert all("--prune /etc/tamebpf/caps.toml" in c for c in caps), caps
+    export = (DOCS / "tamebpf-export.service").read_text()
+    assert not re.search(r"^ExecReload=", export, re.M)
+    assert "SIGHUP" in export
+    from tamebpf.commands.export import EPILOG
+    assert "SIGHUP" in EPILOG and "hangup" in EPILOG
+
+
 def test_exporter_can_write_its_documented_jsonl_path() -> None:
     """The --jsonl path the export command documents is under the unit's
     LogsDirectory, the one place ProtectSystem=strict leaves writable."""
