@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 # Commands that load BPF programs: the docs/performance.md section that
-# measures what they cost.  tests/unit/test_gen_man.py checks this against
+# measures what they cost.  tests/unit/cli/test_gen_man.py checks this against
 # the command modules that use tamebpf.kernel.
 OVERHEAD = {
     "watch": "flows: telemetry overhead",

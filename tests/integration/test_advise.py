@@ -16,7 +16,7 @@ from tamebpf.estimate.record import TIME_LIMIT
 from tamebpf.estimate.settled import DEFAULT_MAX_PROBE_S, SETTLED, SETTLED_EPOCHS
 from tamebpf.kernel.cgroups import cgroup2_mount
 from tamebpf_testbed import Testbed, iperf
-from tests.integration import conftest_testbed as tbfix
+from tests.integration import testbed_fixtures as tbfix
 from tests.integration.unprivileged import run_as_user
 
 pytestmark = pytest.mark.root

@@ -17,7 +17,7 @@ import pytest
 
 from tamebpf.kernel.cgroups import cgroup2_mount
 from tamebpf_testbed import iperf
-from tests.integration import conftest_testbed as tbfix
+from tests.integration import testbed_fixtures as tbfix
 from tests.integration.test_advise import probe_cgroups
 from tests.integration.test_cap_cli import state
 

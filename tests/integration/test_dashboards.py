@@ -25,7 +25,7 @@ from tests.integration.test_export import (
     query,
     value,
 )
-from tests.unit.contrib_queries import (
+from tests.packaging.contrib_queries import (
     RULES,
     dashboard_queries,
     read_dashboard,
@@ -33,7 +33,7 @@ from tests.unit.contrib_queries import (
     signal,
     substitute,
 )
-from tests.unit.test_paths_store import an_entry
+from tests.unit.paths.test_paths_store import an_entry
 
 pytestmark = [
     pytest.mark.root,

@@ -28,8 +28,8 @@ from tamebpf.paths.entry import FitData, PathEntry
 from tamebpf.paths.store import STATE_DIR_ENV, PathStore
 from tamebpf.paths.where import path_key
 from tamebpf_testbed import Testbed, iperf
-from tests.integration.conftest_testbed import killed_on_exit, running_testbed
 from tests.integration.kernel_fixtures import bpf_pin_dir, cgroup, iperf3_available
+from tests.integration.testbed_fixtures import killed_on_exit, running_testbed
 
 pytestmark = pytest.mark.skipif(not iperf3_available(), reason="needs iperf3")
 

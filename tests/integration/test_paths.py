@@ -20,9 +20,9 @@ from tamebpf.paths.remote import fetch
 from tamebpf.paths.store import PathStore, state_dir
 from tamebpf_testbed import Testbed, iperf
 from tamebpf_testbed.config import HOST_IF
-from tests.integration import conftest_testbed as tbfix
+from tests.integration import testbed_fixtures as tbfix
 from tests.integration.test_export import exporter, prometheus, query
-from tests.unit.test_paths_store import an_entry
+from tests.unit.paths.test_paths_store import an_entry
 
 pytestmark = pytest.mark.root
 

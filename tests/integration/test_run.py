@@ -26,8 +26,8 @@ from tamebpf.cap.table import CapTable
 from tamebpf.kernel.cgroups import cgroup2_mount, empty_and_remove
 from tamebpf.present.toolflags import tool_flags
 from tamebpf_testbed import iperf
-from tests.integration import conftest_testbed as tbfix
 from tests.integration import test_toolflags_streams as toolflags
+from tests.integration import testbed_fixtures as tbfix
 from tests.integration.kernel_fixtures import cgroup, free_port, spawn, stop, wait_for
 
 pytestmark = pytest.mark.root
@@ -304,7 +304,7 @@ def dead(pid: int) -> bool:
 def test_ctrl_c_on_a_terminal_ends_cmd_and_nothing_is_left(pins: str, tmp_path: Path) -> None:
     """Ctrl-C typed on run's terminal goes to the whole foreground process
     group, CMD included; CMD's status comes back and nothing is left. (That
-    run does not send it a second time, tests/unit/test_run_signals.py: two
+    run does not send it a second time, tests/unit/runner/test_run_signals.py: two
     SIGINTs so close together arrive as one here.)"""
     got = tmp_path / "got"
     script = (f"trap 'echo x >> {got}' INT; echo ready; "

@@ -18,7 +18,7 @@ import pytest
 
 from tamebpf.paths.store import DB_NAME, PathStore
 from tests.integration.kernel_fixtures import free_port, iperf3_available, spawn, stop, wait_for
-from tests.unit.test_paths_store import an_entry
+from tests.unit.paths.test_paths_store import an_entry
 
 pytestmark = [pytest.mark.root]
 ROOT = Path(__file__).resolve().parents[2]

@@ -24,7 +24,7 @@ from tamebpf_testbed.accuracy import steal_ticks
 from tamebpf_testbed.config import FRAME, MSS_TS
 from tamebpf_testbed.scenario import SweepPlan
 from tamebpf_testbed.sweep import run_once, sweep
-from tests.integration.conftest_testbed import (
+from tests.integration.testbed_fixtures import (
     in_background,
     iperf3_json,
     leftovers,

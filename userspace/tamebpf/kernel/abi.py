@@ -1,7 +1,7 @@
 """ctypes mirror of bpf/flows.h, bpf/cap.h and bpf/acktrain.h: the structs
 that cross into Python.
 
-tests/unit/test_abi.py checks these against the C compiler's layout (as
+tests/unit/kernel/test_abi.py checks these against the C compiler's layout (as
 exported by libtamebpf) and against the BPF object's BTF.
 """
 
