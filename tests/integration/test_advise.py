@@ -334,13 +334,18 @@ def test_busy_server_and_server_gone_mid_probe_are_clear_errors() -> None:
                 iperf.wait_flows(tb, "cross", 5201, 1, other)
                 one_clear_line(advise(tb), "busy", "5201")
             iperf.wait_for(lambda: iperf.server_idle(tb, 5201), 15.0, "server idle")
-            # The server dies one second into the first probe.
+            # The server dies once the first probe's stream is up (not a fixed
+            # time after start: under load advise may not have connected yet,
+            # and a server that never answered is "no server", exit 3).
             proc = subprocess.Popen(
                 [sys.executable, "-m", "tamebpf", "advise", f"{tb.addresses['receiver']}",
                  "--max-impact", "10%", "--netns", tb.namespaces["sender"], "--duration", "4",
                  "--congestion", "cubic"],
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            time.sleep(1.5)
+            iperf.wait_for(lambda: proc.poll() is not None
+                           or iperf.established(tb, "sender", 5201) > 1, 30.0,
+                           "the first probe's stream")
+            time.sleep(0.5)
             server.kill()
             out, err = proc.communicate(timeout=30)
             one_clear_line(subprocess.CompletedProcess(proc.args, proc.returncode, out, err),

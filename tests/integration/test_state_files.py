@@ -71,9 +71,9 @@ def test_advise_with_a_link_at_paths_db_advises_and_follows_nothing(
 
 def test_paths_says_one_line_for_each_bad_state_dir(linked_state: tuple[Path, Path]) -> None:
     d, target = linked_state
-    cmds = [(["paths", "--state-dir", str(d)], 1, "path memory is off"),
-            (["paths", "--json", "--state-dir", str(d)], 1, "symbolic link"),
-            (["paths", "forget", "--all", "--state-dir", str(d)], 1, "symbolic link"),
+    cmds = [(["paths", "--state-dir", str(d)], 2, "path memory is off"),
+            (["paths", "--json", "--state-dir", str(d)], 2, "symbolic link"),
+            (["paths", "forget", "--all", "--state-dir", str(d)], 2, "symbolic link"),
             (["paths", "--state-dir", "/etc/passwd"], 2, "not a directory"),
             (["paths", "--state-dir", ""], 2, "empty"),
             (["advise", "127.0.0.1", "--max-impact", "5%", "--max-age", "nan"], 2, "--max-age"),

@@ -38,7 +38,8 @@ EXIT_STATUS: dict[int, str] = {
     EXIT_OK: "success; for advise, advice was given",
     EXIT_ERROR: "an error (the kernel, a probe, a file): the message on stderr says what "
     "to do",
-    EXIT_USAGE: "bad command-line input, named on stderr",
+    EXIT_USAGE: "bad command-line input, named on stderr; for paths, also a state "
+    "directory it cannot use (a refused, unreadable or unwritable paths.db)",
     EXIT_NO_ADVICE: "advise only: it ran, but no advice is possible (the reason is on "
     "stdout, or in --json's 'refused'), or no iperf3 server answered and path memory had "
     "nothing for the path (said on stderr)",

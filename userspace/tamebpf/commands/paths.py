@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from tamebpf.errors import TamebpfError, UsageError
+from tamebpf.errors import UsageError
 from tamebpf.options import add_state_dir_option, dump_json
 from tamebpf.paths.statedir import StateFileRefused
 from tamebpf.paths.store import PathStore, state_dir
@@ -50,13 +50,15 @@ def register(sub: Any) -> None:
 
 @contextlib.contextmanager
 def one_line(store: PathStore) -> Iterator[None]:
-    """A refused, unreadable or unwritable path memory is one line (exit 1)."""
+    """A refused, unreadable or unwritable path memory is one line and exit 2:
+    `paths` exists to read that directory, so one it cannot use is the input
+    to fix (issue 47), as a --state-dir naming a file is."""
     try:
         yield
     except StateFileRefused as err:
-        raise TamebpfError(f"path memory is off: {err}") from None
+        raise UsageError(f"path memory is off: {err}") from None
     except (sqlite3.Error, OSError) as err:
-        raise TamebpfError(f"path memory in {store.directory} could not be used: {err}",
+        raise UsageError(f"path memory in {store.directory} could not be used: {err}",
                            "check the directory's permissions and free space, or give "
                            "--state-dir") from None
 
