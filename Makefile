@@ -126,7 +126,7 @@ lint:
 	$(Q)cd userspace && ../$(VENV)/bin/lint-imports --config ../pyproject.toml
 
 test: test-deps compile lint
-	$(SUDO) $(PY) -m pytest -q -ra tests
+	$(SUDO) $(PY) -m pytest -q -ra --durations=25 tests
 
 unit: test-deps compile
 	$(PY) -m pytest -q tests/unit
