@@ -59,6 +59,11 @@ def state_dir(given: str | None = None) -> str:
         st = os.stat(chosen)
     except FileNotFoundError:
         return chosen  # made on the first write
+    except PermissionError:
+        # Not ours to look into (an unprivileged run, a root-only directory):
+        # not bad input. Its use says "path memory is off", after the root
+        # check, so a command that needs root says that first.
+        return chosen
     except OSError as err:
         raise UsageError(f"{where}: {err.strerror}", hint) from None
     if not stat.S_ISDIR(st.st_mode):
