@@ -125,11 +125,15 @@ lint:
 	$(Q)$(VENV)/bin/mypy
 	$(Q)cd userspace && ../$(VENV)/bin/lint-imports --config ../pyproject.toml
 
+# The unit tests are pure: pytest-xdist runs them on both cores. The kernel
+# and packaging tests share the machine's cgroups, namespaces and packages,
+# so they run one at a time, after.
 test: test-deps compile lint
-	$(SUDO) $(PY) -m pytest -q -ra --durations=25 tests
+	$(SUDO) $(PY) -m pytest -q -ra -n 2 tests/unit
+	$(SUDO) $(PY) -m pytest -q -ra --durations=25 tests/integration tests/packaging
 
 unit: test-deps compile
-	$(PY) -m pytest -q tests/unit
+	$(PY) -m pytest -q -n 2 tests/unit
 
 # Long measurements live here, not in the tests: the benchmarks in
 # userspace/tamebpf_bench, the accuracy harness in userspace/tamebpf_eval

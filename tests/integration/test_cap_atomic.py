@@ -104,7 +104,7 @@ def expected_pins(pins: str) -> tuple[set[str], set[str]]:
 
 
 def test_kill_9_at_any_point_leaves_old_or_new(pins: str, tmp_path: object) -> None:
-    """About 50 cap commands killed at random points: `cap list` shows the
+    """About 30 cap commands killed at random points: `cap list` shows the
     caps before or after the command, never a mix, and afterwards the pins
     are exactly those of the caps listed (what the killed command left is
     removed by the next one, here `cap list` itself)."""
@@ -135,7 +135,7 @@ def test_kill_9_at_any_point_leaves_old_or_new(pins: str, tmp_path: object) -> N
 
         killed = 0
         deadline = time.monotonic() + 120
-        for i in range(50):
+        for i in range(30):
             if time.monotonic() > deadline:
                 break
             before = listed()
