@@ -312,16 +312,22 @@ def test_passive_fit_needs_two_levels() -> None:
 
 
 def test_thousands_of_flows_in_good_time() -> None:
-    agg = Aggregator()
-    ts = [Transfer(streams=10, mbps=100, remote=f"10.2.{i // 250}.{i % 250}",
-                   next_cookie=i * 100) for i in range(500)]
-    run(agg, ts, 1)
-    flows = [f for t in ts for f in t.step(1.0, 2 * SECOND)]
-    start = time.perf_counter()
-    groups = agg.update(flows, 2 * SECOND)
-    took = time.perf_counter() - start
-    assert len(flows) == 5000 and len(groups) == 500
-    assert took < 0.5, f"one update of 5000 flows took {took:.3f} s, expected < 0.5 s"
+    def one_update() -> tuple[float, int, int]:
+        agg = Aggregator()
+        ts = [Transfer(streams=10, mbps=100, remote=f"10.2.{i // 250}.{i % 250}",
+                       next_cookie=i * 100) for i in range(500)]
+        run(agg, ts, 1)
+        flows = [f for t in ts for f in t.step(1.0, 2 * SECOND)]
+        start = time.perf_counter()
+        groups = agg.update(flows, 2 * SECOND)
+        return time.perf_counter() - start, len(flows), len(groups)
+
+    # The best of 3 fresh runs: what the code costs, not what a busy
+    # machine (make test runs the unit tests on both cores) adds to one.
+    runs = [one_update() for _ in range(3)]
+    assert all((n_flows, n_groups) == (5000, 500) for _, n_flows, n_groups in runs), runs
+    took = min(t for t, _, _ in runs)
+    assert took < 0.5, f"one update of 5000 flows took {took:.3f} s at best, expected < 0.5 s"
 
 
 def test_counters_are_the_kernel_counters() -> None:

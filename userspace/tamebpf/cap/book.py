@@ -128,10 +128,13 @@ class FollowBook:
                 data = json.load(f)
             if not isinstance(data, dict) or data.get("version") != VERSION:
                 raise ValueError(f"not a version {VERSION} follows file")
-            return [FollowSpec.from_json(d) for d in data["follows"]]
+            specs = [FollowSpec.from_json(d) for d in data["follows"]]
+            for spec in specs:
+                spec.ident  # noqa: B018 - a cgroup or dest of the wrong type fails here, not later
+            return specs
         except FileNotFoundError:
             return []
-        except (OSError, ValueError, KeyError, TypeError) as err:
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as err:
             log.warning("%s cannot be read (%s): no cap follows its path until it is "
                         "written again (cap set --follow, or cap apply)", self.path, err)
             return []

@@ -60,7 +60,7 @@ def parse_capfile(text: str, name: str = "caps file") -> list[CapSpec]:
     the file (UsageError naming the entry), so nothing is half applied."""
     try:
         data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+    except (tomllib.TOMLDecodeError, RecursionError) as exc:  # nesting past the stack
         raise UsageError(f"{name}: not valid TOML: {exc}") from None
     unknown = set(data) - {"cap"}
     if unknown:

@@ -322,7 +322,7 @@ class CapTable:
         caps = self._list()
         with run_cgroups.dead_runs() as dead:
             stale = [c for c in caps if c.cgroup in dead or (
-                not c.cgroup_exists and c.cgroup.startswith("/" + run_cgroups.PREFIX))]
+                not c.cgroup_exists and run_cgroups.RUN_NAME.fullmatch(c.cgroup.lstrip("/")))]
             if stale:
                 self.commit(stale)
         gone = {c.id for c in stale}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -20,6 +21,9 @@ from tamebpf.errors import TamebpfError
 from tamebpf.kernel.cgroups import require_cgroup2
 
 PREFIX = "tamebpf-run-"
+# Exactly the names new_run_cgroup makes: a sweep never takes a cgroup of
+# someone else that merely starts with the prefix.
+RUN_NAME = re.compile(r"tamebpf-run-[0-9]+(-[0-9]+)?")
 
 
 @dataclass(frozen=True)
@@ -103,7 +107,7 @@ def dead_runs() -> Iterator[list[str]]:
     root = require_cgroup2()
     held: list[tuple[str, int]] = []
     try:
-        names = [n for n in os.listdir(root) if n.startswith(PREFIX)]
+        names = [n for n in os.listdir(root) if RUN_NAME.fullmatch(n)]
     except OSError:
         names = []
     try:

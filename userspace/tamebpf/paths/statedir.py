@@ -194,18 +194,30 @@ class StateDir:
             os.close(fd)
 
 
-def held_by_this_process(fd: int) -> bool:
-    """Whether another descriptor of this process has the file of `fd` open
-    (SQLite's): the file it opened by name is the one we checked."""
-    want = os.fstat(fd)
+def open_descriptors() -> dict[str, tuple[int, int]]:
+    """This process's open descriptors and their files, to tell which one a
+    call opened (listing them opens one more, gone by the time it is read)."""
+    seen = {}
     for name in os.listdir("/proc/self/fd"):
-        other = int(name)
-        if other == fd:
-            continue
         try:
-            st = os.fstat(other)
+            st = os.fstat(int(name))
         except OSError:
             continue
-        if (st.st_dev, st.st_ino) == (want.st_dev, want.st_ino):
+        seen[name] = (st.st_dev, st.st_ino)
+    return seen
+
+
+def held_by_this_process(fd: int, since: dict[str, tuple[int, int]] | None = None) -> bool:
+    """Whether another descriptor of this process has the file of `fd` open
+    (SQLite's): the file it opened by name is the one we checked. With
+    `since` (open_descriptors() before SQLite opened it), only descriptors
+    opened after count, so an older connection to the right file cannot
+    vouch for a new one that a swapped link sent elsewhere."""
+    want = os.fstat(fd)
+    file = (want.st_dev, want.st_ino)
+    for name, other in open_descriptors().items():
+        if int(name) == fd or (since is not None and since.get(name) == other):
+            continue
+        if other == file:
             return True
     return False

@@ -32,6 +32,7 @@ from tamebpf.paths.statedir import (
     StateFileRefused,
     held_by_this_process,
     make_directory,
+    open_descriptors,
 )
 from tamebpf.paths.statedir import state_dir as state_dir
 from tamebpf.paths.valid import checked_entry, show
@@ -285,12 +286,16 @@ class PathStore:
     def _connect_checked(self, fd: int, create: bool) -> sqlite3.Connection | None:
         """SQLite's connection to the file `fd` holds (checked): SQLite opens
         by name, so it must be seen to hold that very file before a write."""
+        before = open_descriptors()
         db = _connect(self.path)
         try:
-            app = db.execute("PRAGMA application_id").fetchone()[0]
-            if not held_by_this_process(fd):
+            # Before the first statement: SQLite opens the file at connect
+            # but reads it (and rolls a hot journal back into it) only at
+            # the first statement, which must not reach a swapped-in link.
+            if not held_by_this_process(fd, before):
                 raise StateFileRefused(f"{self.path} was replaced while it was opened: "
                                        "path memory not used this time")
+            app = db.execute("PRAGMA application_id").fetchone()[0]
             fresh = os.fstat(fd).st_size == 0
             if app != APPLICATION_ID:
                 tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
@@ -328,10 +333,13 @@ class PathStore:
                 return  # another writer made it while we waited
             name, fd = sd.create(DB_NAME)
             try:
+                before = open_descriptors()
                 db = _connect(sd.path(name))
                 try:
+                    # An empty file is opened at the first statement, not at
+                    # connect; this one holds no journal of its own yet.
                     db.execute("PRAGMA application_id").fetchone()
-                    if not held_by_this_process(fd):
+                    if not held_by_this_process(fd, before):
                         raise StateFileRefused(f"{sd.path(name)} was replaced as it was "
                                                "made: path memory not written")
                     db.executescript(_SCHEMA)
