@@ -107,6 +107,10 @@ class StateDir:
             st = os.stat(name, dir_fd=self.fd, follow_symlinks=False)
         except FileNotFoundError:
             return None
+        if st.st_nlink == 0 and stat.S_ISREG(st.st_mode):
+            # Unlinked as we looked (another writer's SQLite removing its
+            # -shm on close): not there, and no planted file either.
+            return None
         self._check(name, st)
         return st
 
