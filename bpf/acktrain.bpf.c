@@ -1,19 +1,25 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * ACK arrival times of the advisor's probe connections, for the bottleneck
- * capacity estimate (userspace/tamebpf/estimate/acktrain.py).
+ * ACK arrival times of the advisor's probe connections, or of a few
+ * established connections `export` samples, for the bottleneck capacity
+ * estimate (userspace/tamebpf/estimate/acktrain.py).
  *
  * Segments a sender emits back to back queue together at the bottleneck and
  * leave it one transmission time apart; the receiver's ACKs keep that
  * spacing. Each ACK's arrival time and cumulative sequence is therefore a
  * sample of the link rate whenever nothing else queued between its segments.
  *
- * Two programs, both idle for every other socket:
- *  - sockops `mark_probe` is attached to the probe's own cgroup only; it
- *    marks each connection the probe opens (socket storage) and numbers it;
- *  - tp_btf/tcp_probe `log_ack` runs for each segment TCP receives on an
- *    established socket, host-wide, but returns after one storage lookup
- *    unless the socket was marked. It is attached only while probing.
+ * A connection is marked (socket storage) in one of two ways; the loader
+ * loads only the program of the way it was asked for:
+ *  - sockops `mark_probe`, attached to the probe's own cgroup only, marks
+ *    each connection the probe opens and numbers it;
+ *  - iter/tcp `mark_window`, run once when `export` opens a sampling window,
+ *    marks the established connections whose cookies userspace wrote into
+ *    cookies[0..flows_seen), numbered by their place there.
+ * tp_btf/tcp_probe `log_ack` runs for each segment TCP receives on an
+ * established socket, host-wide, but returns after one storage lookup
+ * unless the socket was marked. It is attached only while probing or while
+ * a window is open; the marks go with the object's storage map.
  */
 #include "common.bpf.h"
 #include <bpf/bpf_tracing.h>
@@ -36,7 +42,8 @@ struct {
 	__type(value, struct probe_sock);
 } probe_socks SEC(".maps");
 
-/* Read by userspace through the skeleton's mmap of .bss. */
+/* Read by userspace through the skeleton's mmap of .bss (a window's
+ * cookies and flows_seen are written by userspace before mark_window runs). */
 struct tb_ack acks[TB_ACKS_MAX] = {};
 __u64 acks_seen = 0;        /* logged or not: > TB_ACKS_MAX means some lost */
 __u64 cookies[TB_ACK_FLOWS_MAX] = {};
@@ -61,6 +68,35 @@ int mark_probe(struct bpf_sock_ops *skops)
 	ps->last_ack = skops->snd_una;
 	cookies[flow] = bpf_get_socket_cookie(skops);
 	return SOCK_OPS_OK;
+}
+
+SEC("iter/tcp")
+int mark_window(struct bpf_iter__tcp *ctx)
+{
+	struct sock_common *skc = ctx->sk_common;
+	struct probe_sock *ps;
+	struct tcp_sock *tp;
+	__u32 flow, n = flows_seen;
+	__u64 cookie;
+
+	if (!skc)
+		return 0;
+	/* NULL for time-wait and request sockets: no ACKs to log. */
+	tp = bpf_skc_to_tcp_sock(skc);
+	if (!tp || skc->skc_state != TCP_ESTABLISHED)
+		return 0;
+	cookie = bpf_get_socket_cookie(tp);
+	for (flow = 0; flow < TB_ACK_FLOWS_MAX && flow < n; flow++)
+		if (cookies[flow] == cookie)
+			break;
+	if (flow >= TB_ACK_FLOWS_MAX || flow >= n)
+		return 0;
+	ps = bpf_sk_storage_get(&probe_socks, tp, NULL, BPF_SK_STORAGE_GET_F_CREATE);
+	if (!ps)
+		return 0;
+	ps->flow = flow;
+	ps->last_ack = tp->snd_una;
+	return 0;
 }
 
 SEC("tp_btf/tcp_probe")

@@ -136,13 +136,18 @@ int tb_synrto_open(struct tb_synrto **out, const char *cg_path, __u32 srtt_us,
 void tb_synrto_read(const struct tb_synrto *h, __u32 *srtt_us, __u64 *timeouts_set);
 void tb_synrto_close(struct tb_synrto *h);
 
-/* Probe ACK log (acktrain.c, bpf/acktrain.bpf.c): every ACK that advances a
- * connection opened from cgroup `cg_path`, with its arrival time, until
- * closed. tb_acktrain_read points into the live log: `seen` ACKs so far
- * (the first TB_ACKS_MAX kept), `flows` connections numbered by `cookies`. */
+/* ACK log (acktrain.c, bpf/acktrain.bpf.c): every ACK that advances a
+ * connection opened from cgroup `cg_path` (tb_acktrain_open), or one of the
+ * `n` established connections of network namespace `netns_fd` (-1: ours)
+ * with these cookies (tb_acktrain_window_open: a sampling window), with its
+ * arrival time, until closed. tb_acktrain_read points into the live log:
+ * `seen` ACKs so far (the first TB_ACKS_MAX kept), `flows` connections
+ * numbered by `cookies`. */
 struct tb_acktrain;
 
 int tb_acktrain_open(struct tb_acktrain **out, const char *cg_path);
+int tb_acktrain_window_open(struct tb_acktrain **out, const __u64 *cookies, __u32 n,
+			    int netns_fd);
 int tb_acktrain_read(const struct tb_acktrain *h, const struct tb_ack **acks, __u64 *seen,
 		     const __u64 **cookies, __u32 *flows);
 void tb_acktrain_close(struct tb_acktrain *h);

@@ -1,17 +1,21 @@
-"""ACK arrival log of one cgroup's connections (bpf/acktrain.bpf.c).
+"""ACK arrival log of some connections (bpf/acktrain.bpf.c).
 
-Attached to the advisor's probe cgroup while a probe runs: every ACK that
-advances one of its connections is logged with its arrival time, which is
-what the capacity estimate (estimate/acktrain.py) reads. Closing detaches
-both programs; nothing is pinned.
+Attached to the advisor's probe cgroup while a probe runs (AckTrain), or to
+a few established connections while `export` samples them (AckTrain.window):
+every ACK that advances one of them is logged with its arrival time, which
+is what the capacity estimate (estimate/acktrain.py) reads. Closing detaches
+the programs and drops the marks; nothing is pinned.
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
+from collections.abc import Sequence
 
-from tamebpf.kernel.abi import TB_ACKS_MAX, TbAck
+from tamebpf.kernel.abi import TB_ACK_FLOWS_MAX, TB_ACKS_MAX, TbAck
 from tamebpf.kernel.handle import NativeHandle
+from tamebpf.kernel.netns import open_netns
 from tamebpf.records import AckLog
 
 
@@ -44,3 +48,22 @@ class AckTrain(NativeHandle):
             if a.flow < len(names):
                 by_flow.setdefault(names[a.flow], []).append((a.t_ns, a.ack_seq))
         return AckLog(by_flow, seen.value - kept)
+
+
+class AckWindow(AckTrain):
+    """Log the ACKs of established connections, by cookie (the first
+    TB_ACK_FLOWS_MAX), of network namespace `netns` (None: ours) until
+    closed: `export`'s sampling window. They are marked once, when it opens."""
+
+    _open_fn = "tb_acktrain_window_open"
+    _closed_text = "ACK sampling window is closed"
+
+    def __init__(self, cookies: Sequence[int], netns: str | None = None) -> None:
+        NativeHandle.__init__(self)
+        wanted = list(cookies)[:TB_ACK_FLOWS_MAX]
+        fd = -1 if netns is None else open_netns(netns)
+        try:
+            self._open((ctypes.c_uint64 * len(wanted))(*wanted), len(wanted), fd)
+        finally:
+            if fd >= 0:
+                os.close(fd)

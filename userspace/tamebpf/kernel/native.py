@@ -118,6 +118,9 @@ def _declare(lib: ctypes.CDLL) -> None:
 
     lib.tb_acktrain_open.argtypes = [c.POINTER(c.c_void_p), c.c_char_p]
     lib.tb_acktrain_open.restype = c.c_int
+    lib.tb_acktrain_window_open.argtypes = [c.POINTER(c.c_void_p), c.POINTER(c.c_uint64),
+                                            c.c_uint32, c.c_int]
+    lib.tb_acktrain_window_open.restype = c.c_int
     lib.tb_acktrain_read.argtypes = [c.c_void_p, c.POINTER(c.POINTER(TbAck)),
                                      c.POINTER(c.c_uint64), c.POINTER(c.POINTER(c.c_uint64)),
                                      c.POINTER(c.c_uint32)]
