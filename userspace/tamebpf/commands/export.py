@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
+from tamebpf.acksampling import AckSampler
 from tamebpf.cap.book import FollowBook
 from tamebpf.cap.follow import Follower
 from tamebpf.cap.view import cap_kernel, cap_table, read_caps
@@ -88,6 +89,10 @@ def register(sub: Any) -> None:
     p.add_argument("--no-learn", action="store_true",
                    help="do not feed what the transfers do into path memory (by default "
                    "every --interval; docs/paths.md)")
+    p.add_argument("--no-ack-sampling", action="store_true",
+                   help="learn without sampling a path's capacity from its transfers' ACKs "
+                   "(by default a few 5-s windows an hour on a path that has none; "
+                   "docs/paths.md)")
     add_state_dir_option(p)
     p.set_defaults(func=run)
 
@@ -124,8 +129,10 @@ def run(args: argparse.Namespace) -> int:
                                          paths=PathStore(state_dir(args.state_dir)).latest,
                                          follows=book.specs)
             learner = None if args.no_learn else path_learner(args)
+            sampler = None if learner is None or args.no_ack_sampling else \
+                AckSampler(learner.store, learner.netns, args.netns[0] if args.netns else None)
             with serving(collector, listen, web), sink(args.jsonl) as out, \
-                    learning(collector, learner, interval), following(collector, args):
+                    learning(collector, learner, interval, sampler), following(collector, args):
                 if out is None:
                     threading.Event().wait()
                 else:
@@ -173,12 +180,16 @@ def periodic(work: Callable[[], None], every_s: float, name: str) -> Iterator[No
 
 @contextlib.contextmanager
 def learning(collector: TamebpfCollector, learner: PathLearner | None,
-             interval: float) -> Iterator[None]:
+             interval: float, sampler: AckSampler | None = None) -> Iterator[None]:
     """Every interval, the groups of a reading (a scrape's, if one is
-    recent) go to path memory; a failed write is logged, the export goes on."""
+    recent) go to path memory; a failed write is logged, the export goes on.
+    With a sampler, a path that needs a capacity first gets a window on its
+    transfers' ACKs (acksampling.py), in this same thread: one
+    window at a time, cut short when the export stops."""
     if learner is None:
         yield
         return
+    halt = threading.Event()
 
     def observe() -> None:
         # Another reader's reading when there is one (the JSON-lines sink's,
@@ -186,13 +197,21 @@ def learning(collector: TamebpfCollector, learner: PathLearner | None,
         # rate windows short (export's jsonl once read 0 streams).
         reading = collector.read(max_age_s=2 * interval)
         try:
-            learner.observe(reading.groups, reading.time_s)
+            measured = None
+            if sampler is not None:
+                sampler.sample(reading.groups, collector.open_flows, collector.agg.key,
+                               halt.wait, time.monotonic())
+                measured = sampler.measured(time.monotonic())
+            learner.observe(reading.groups, reading.time_s, measured)
         except (sqlite3.Error, OSError) as err:
             log.warning("path memory in %s could not be written (%s)",
                         learner.store.directory, err, extra={"event": "paths_error"})
 
     with periodic(observe, interval, "path-learner"):
-        yield
+        try:
+            yield
+        finally:
+            halt.set()  # a window open now closes before periodic waits for the thread
 
 
 FOLLOW_STEP_S = 2.0  # the follow caps' agent reads flows this often (cap/follow.py)

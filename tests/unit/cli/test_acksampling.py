@@ -1,0 +1,168 @@
+"""export's ACK sampling windows (acksampling.py): which group gets
+a window, how many a path gets an hour, and what a window's ACKs give. The
+window itself is a fake here that hands back synthetic ACKs; the real one
+is tested on the kernel (tests/integration/test_export_acks.py)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from tamebpf.acksampling import AckSampler
+from tamebpf.errors import TamebpfError
+from tamebpf.groups.counters import Counters
+from tamebpf.groups.group import Group, GroupKey
+from tamebpf.groups.passive_fit import Observation
+from tamebpf.model import Settings
+from tamebpf.paths.passive import PathLearner
+from tamebpf.paths.store import PathStore
+from tamebpf.records import AckLog, Flow
+from tests.unit.groups.test_groups_fakes import make_flow
+
+LINK = 40.0  # Mbit/s of goodput at the bottleneck
+MSS = 1448
+DEST = "10.0.0.2"
+
+
+def group(cc: str = "cubic", paced: float | None = None, cgroup: str = "/test",
+          observed: bool = True) -> Group:
+    obs = (Observation(4, 36.0, 0.001, 0.02, 5),) if observed else ()
+    return Group(GroupKey(cgroup, DEST), "iperf3", cgroup, DEST, 4, 4, 36e6, 0.001,
+                 20000.0, cc, Counters(), 0, None, None, 1.0, observed=obs, paced_bps=paced)
+
+
+def flows(at_s: float, cgroup: str = "/test", cc: str = "cubic") -> list[Flow]:
+    """Four streams that together moved 36 Mbit/s since time 0."""
+    return [make_flow(c, cgroup=cgroup, congestion_control=cc, mss=MSS,
+                      bytes_acked=int(36e6 / 8 / 4 * at_s), read_monotonic_ns=int(at_s * 1e9))
+            for c in (1, 2, 3, 4)]
+
+
+def key_of(f: Flow) -> GroupKey:
+    return GroupKey(f.cgroup, f.remote_addr)
+
+
+class FakeWindow:
+    """Each connection's ACKs two segments apart, spaced at `mbps`."""
+
+    def __init__(self, cookies: Sequence[int], mbps: float, pairs: int) -> None:
+        gap_ns = int(2 * MSS * 8e3 / mbps)
+        self.log = AckLog({c: [(k * gap_ns, (k * 2 * MSS) % (1 << 32)) for k in range(pairs)]
+                           for c in cookies})
+        self.closed = False
+
+    def read(self) -> AckLog:
+        return self.log
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class Opener:
+    def __init__(self, mbps: float = LINK, pairs: int = 200) -> None:
+        self.mbps, self.pairs = mbps, pairs
+        self.opened: list[tuple[list[int], str | None]] = []
+        self.windows: list[FakeWindow] = []
+
+    def __call__(self, cookies: Sequence[int], netns: str | None) -> FakeWindow:
+        self.opened.append((list(cookies), netns))
+        self.windows.append(FakeWindow(cookies, self.mbps, self.pairs))
+        return self.windows[-1]
+
+
+def sampler(tmp_path: Path, opener: Opener, per_hour: int = 3) -> AckSampler:
+    return AckSampler(PathStore(str(tmp_path)), "tb-snd", "tb-snd", open_window=opener,
+                      window_s=5.0, per_hour=per_hour)
+
+
+def sample(s: AckSampler, groups: list[Group], now: float = 100.0, cgroup: str = "/test",
+           cc: str = "cubic") -> object:
+    reads = iter([flows(10.0, cgroup, cc), flows(15.0, cgroup, cc)])
+    return s.sample(groups, lambda: next(reads), key_of, lambda _s: False, now)
+
+
+def test_a_loss_based_group_without_a_capacity_gets_one_window_and_a_capacity(
+        tmp_path: Path) -> None:
+    opener = Opener()
+    s = sampler(tmp_path, opener)
+    e = sample(s, [group()])
+    assert opener.opened == [([1, 2, 3, 4], "tb-snd")], opener.opened
+    assert all(w.closed for w in opener.windows), "the window was left open"
+    assert e is not None and getattr(e, "trusted", False), e
+    got = s.measured(100.0)[DEST]
+    assert got.mbps == pytest.approx(LINK, rel=0.02)
+    assert s.measured(100.0 + 3601) == {}, "an hour-old capacity is not the path's now"
+
+
+@pytest.mark.parametrize(("g", "why"), [
+    (group(paced=30e6), "a pace cap spaces the ACKs at its own rate"),
+    (group(cc="bbr"), "BBR paces"),
+    (group(cgroup="/tamebpf-probe-99-1"), "advise's probes"),
+    (group(cgroup="/tamebpf-run-99"), "tamebpf run samples its own"),
+    (group(observed=False), "no steady stream count: learn could not use it"),
+])
+def test_no_window_on_groups_it_must_not_sample(tmp_path: Path, g: Group, why: str) -> None:
+    opener = Opener()
+    s = sampler(tmp_path, opener)
+    assert sample(s, [g], cgroup=g.cgroup or "/test",
+                  cc=g.congestion_control or "cubic") is None, why
+    assert opener.opened == [], why
+
+
+def test_no_window_when_memory_has_the_capacity(tmp_path: Path) -> None:
+    """Once a window's capacity is stored, the path needs no more."""
+    opener = Opener()
+    s = sampler(tmp_path, opener)
+    sample(s, [group()])
+    learner = PathLearner(s.store, "tb-snd", Settings(max_impact=0.10))
+    learner.observe([group()], time.time(), s.measured(100.0))
+    newest = s.store.newest(learner.store.latest()[0].key)
+    assert newest is not None and newest.capacity_mbps == pytest.approx(LINK, rel=0.02)
+    assert newest.capacity_method == "ack-spacing (transfer)" and newest.source == "passive"
+    s2 = sampler(tmp_path, opener)  # a new export: only memory tells it
+    assert sample(s2, [group()]) is None and len(opener.opened) == 1
+
+
+def test_windows_per_path_per_hour_are_bounded(tmp_path: Path) -> None:
+    """A window that gave nothing (too few pairs) is retried, at most
+    per_hour times an hour."""
+    opener = Opener(pairs=3)
+    s = sampler(tmp_path, opener, per_hour=2)
+    for t in (100.0, 200.0, 300.0, 400.0):
+        e = sample(s, [group()], now=t)
+        assert e is None or not getattr(e, "trusted", True)
+    assert len(opener.opened) == 2, opener.opened
+    sample(s, [group()], now=100.0 + 3600.0)
+    assert len(opener.opened) == 3, "the next hour gets windows again"
+
+
+def test_paced_streams_give_no_capacity(tmp_path: Path) -> None:
+    """Pairs spaced below the connections' own goodput (each stream paced at
+    a quarter of it) are under the estimator's floor: nothing trusted."""
+    opener = Opener(mbps=36.0 / 4)
+    s = sampler(tmp_path, opener)
+    e = sample(s, [group()])
+    assert e is not None and not getattr(e, "trusted", True)
+    assert s.measured(100.0) == {}
+
+
+def test_a_window_cut_short_estimates_nothing_and_closes(tmp_path: Path) -> None:
+    opener = Opener()
+    s = sampler(tmp_path, opener)
+    reads = iter([flows(10.0)])
+    assert s.sample([group()], lambda: next(reads), key_of, lambda _s: True, 100.0) is None
+    assert opener.windows[0].closed and s.measured(100.0) == {}
+
+
+def test_a_window_that_cannot_open_stops_sampling(tmp_path: Path) -> None:
+
+    def refuse(cookies: Sequence[int], netns: str | None) -> FakeWindow:
+        raise TamebpfError("cannot load the ACK log BPF programs: Operation not permitted")
+
+    s = AckSampler(PathStore(str(tmp_path)), "tb-snd", None, open_window=refuse)
+    assert sample(s, [group()]) is None and s.broken is not None
+    assert s.sample([group()], lambda: pytest.fail("read flows after it broke"), key_of,
+                    lambda _s: False, 200.0) is None

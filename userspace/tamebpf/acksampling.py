@@ -1,0 +1,178 @@
+"""export's path capacity from the transfers' own ACKs (issue 45, item 1).
+
+Path memory makes a curve from one steady stream count only with the
+path's capacity (paths/passive.learn), and a path no probe ever measured
+has none. So when a group that learn could use is loss-based and its
+path's newest entry holds no capacity, export samples one: it marks that
+group's established connections and logs their ACKs for WINDOW_S
+(kernel/acktrain.AckWindow), then detaches the log and drops the marks.
+The probes' ACK-spacing estimator with its trust rule
+(estimate/acktrain.py) decides whether the window gave a capacity; a
+trusted one goes to learn as `measured`, as `tamebpf run`'s first seconds
+do (runner/acks.py).
+
+A loss-based sender's bursts (after a loss, while its window grows) leave
+the bottleneck one transmission time apart. Paced streams do not: a pace
+cap or BBR spaces them at the pacing rate, so such groups are never
+sampled, nor advise's probe cgroups or `tamebpf run`'s (run samples its
+own). Nothing runs per packet between windows: the ACK hook is attached
+only while one is open. At most one window at a time (one thread opens
+them), and at most WINDOWS_PER_HOUR per path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from tamebpf.errors import TamebpfError
+from tamebpf.estimate.acktrain import CapacityEstimate, estimate_capacity, pair_rates
+from tamebpf.groups.group import Group, GroupKey
+from tamebpf.groups.passive_fit import LOSS_BASED
+from tamebpf.kernel.acktrain import AckWindow
+from tamebpf.kernel.run_cgroups import PREFIX as RUN_CGROUP
+from tamebpf.logs import log
+from tamebpf.paths.entry import PathKey
+from tamebpf.paths.passive import PROBE_CGROUP, MeasuredCapacity, group_key
+from tamebpf.paths.store import PathStore
+from tamebpf.records import AckLog, Flow
+from tamebpf.units import mbps_over
+
+WINDOW_S = 5.0  # about 4,000 ACKs at 20 Mbit/s: enough pairs for the trust rule
+WINDOWS_PER_HOUR = 3  # per path: a window that gave nothing is not retried at once
+HOUR_S = 3600.0
+# A capacity measured this long ago is not the path's now (advise's --max-age).
+MEASURED_MAX_AGE_S = HOUR_S
+
+
+class AckLogHandle(Protocol):
+    def read(self) -> AckLog: ...
+
+    def close(self) -> None: ...
+
+
+OpenWindow = Callable[[Sequence[int], "str | None"], AckLogHandle]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A group to sample: its path and its established connections."""
+
+    key: PathKey
+    group: Group
+    flows: tuple[Flow, ...]
+
+
+def _ours(cgroup: str | None) -> bool:
+    """A connection of advise's probes or of `tamebpf run`: not sampled here."""
+    return cgroup is not None and (PROBE_CGROUP in cgroup or RUN_CGROUP in cgroup)
+
+
+class AckSampler:
+    """Opens export's sampling windows, one at a time, and keeps what they
+    measured by destination address (what PathLearner.observe takes)."""
+
+    def __init__(self, store: PathStore, netns_key: str, netns: str | None = None,
+                 open_window: OpenWindow = AckWindow, window_s: float = WINDOW_S,
+                 per_hour: int = WINDOWS_PER_HOUR) -> None:
+        self.store, self.netns_key, self.netns = store, netns_key, netns
+        self.open_window, self.window_s, self.per_hour = open_window, window_s, per_hour
+        self._opened: dict[PathKey, list[float]] = {}
+        self._measured: dict[str, tuple[float, MeasuredCapacity]] = {}
+        self.windows = 0  # opened
+        self.trusted = 0  # gave a capacity
+        self.broken: str | None = None  # why sampling stopped (the BPF side failed)
+
+    def measured(self, now: float) -> dict[str, MeasuredCapacity]:
+        """The capacities windows measured within MEASURED_MAX_AGE_S, by address."""
+        return {addr: m for addr, (when, m) in self._measured.items()
+                if now - when < MEASURED_MAX_AGE_S}
+
+    def candidate(self, groups: Sequence[Group], flows: Sequence[Flow],
+                  key_of: Callable[[Flow], GroupKey], now: float) -> Candidate | None:
+        """The group to sample now, if any: one learn could use (a steady
+        stream count), loss-based, not paced, not ours, whose path has no
+        capacity in memory nor a fresh one measured, and whose path had
+        fewer than per_hour windows in the last hour; the least sampled,
+        then the fastest."""
+        fresh = self.measured(now)
+        self._opened = {k: recent for k, times in self._opened.items()
+                        if (recent := [t for t in times if now - t < HOUR_S])}
+        found: list[tuple[int, float, Candidate]] = []
+        for g in groups:
+            key = group_key(g, self.netns_key)
+            if (key is None or not g.observed or key.congestion not in LOSS_BASED
+                    or g.paced_bps is not None or _ours(g.cgroup)
+                    or g.remote_addr in fresh):
+                continue
+            recent = self._opened.get(key, [])
+            if len(recent) >= self.per_hour:
+                continue
+            mine = tuple(f for f in flows if key_of(f) == g.key and f.state == "ESTABLISHED"
+                         and not f.closed and f.congestion_control in LOSS_BASED
+                         and not _ours(f.cgroup))
+            if not mine:
+                continue
+            known = self.store.newest(key)
+            if known is not None and (known.changed or known.capacity_mbps is not None):
+                continue
+            found.append((len(recent), -(g.goodput_bps or 0.0), Candidate(key, g, mine)))
+        return min(found, key=lambda c: c[:2])[2] if found else None
+
+    def sample(self, groups: Sequence[Group], flows_now: Callable[[], Sequence[Flow]],
+               key_of: Callable[[Flow], GroupKey], wait: Callable[[float], bool],
+               now: float) -> CapacityEstimate | None:
+        """One window on the candidate, if there is one: open, `wait`
+        window_s (True: stop now, nothing estimated), read, close. The
+        estimate, trusted or not (None: no window)."""
+        if self.broken is not None:
+            return None
+        c = self.candidate(groups, flows_now(), key_of, now)
+        if c is None:
+            return None
+        self._opened.setdefault(c.key, []).append(now)
+        self.windows += 1
+        cookies = [f.cookie for f in c.flows]
+        try:
+            window = self.open_window(cookies, self.netns)
+        except TamebpfError as err:
+            self.broken = str(err)
+            log.warning("export: no capacity from the transfers' ACKs: %s", err,
+                        extra={"event": "ack_window_error"})
+            return None
+        log.info("export: sampling the ACKs of %d connections to %s for %g s (its path has "
+                 "no capacity in memory)", len(cookies), c.group.remote_addr, self.window_s,
+                 extra={"event": "ack_window", "dest": c.group.remote_addr})
+        try:
+            stopped = wait(self.window_s)
+            acks = window.read()
+        finally:
+            window.close()
+        if stopped:
+            return None
+        e = self._estimate(c, acks, flows_now())
+        if e.trusted and e.goodput_mbps is not None:
+            self.trusted += 1
+            self._measured[c.group.remote_addr] = (
+                now, MeasuredCapacity(e.goodput_mbps, e.low_mbps, e.high_mbps))
+            log.info("export: capacity %.1f Mbit/s from the ACKs to %s", e.goodput_mbps,
+                     c.group.remote_addr, extra={"event": "ack_capacity",
+                                                 "dest": c.group.remote_addr})
+        else:
+            log.info("export: no capacity from the ACKs to %s: %s", c.group.remote_addr,
+                     e.reason, extra={"event": "ack_no_capacity", "dest": c.group.remote_addr})
+        return e
+
+    def _estimate(self, c: Candidate, acks: AckLog, after: Sequence[Flow]) -> CapacityEstimate:
+        """The estimate from the pairs at or above the connections' own
+        goodput over the window (bytes acked from open to close)."""
+        later = {f.cookie: f for f in after}
+        both = [(f, later[f.cookie]) for f in c.flows if f.cookie in later]
+        if not both:
+            return CapacityEstimate(None, None, None, 0, 0, False,
+                                    "the connections closed during the window")
+        acked = sum(b.bytes_acked - a.bytes_acked for a, b in both)
+        seconds = max(b.read_monotonic_ns - a.read_monotonic_ns for a, b in both) / 1e9
+        rates = pair_rates(acks.only([f.cookie for f in c.flows]), max(f.mss for f in c.flows))
+        return estimate_capacity(rates, mbps_over(acked, max(seconds, 1e-3)))
