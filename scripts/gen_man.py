@@ -42,6 +42,18 @@ OVERHEAD_TEXT = {
         "release and TCP state change of the cgroup's sockets (not per packet), and stay "
         "attached, pinned in bpffs, after tamebpf exits, until the last cap is removed."),
 }
+# Commands that also attach the ACK log (bpf/acktrain.bpf.c) for a while,
+# and when: while attached it runs per received segment.
+ACK_LOG = {
+    "advise": "while it probes",
+    "run": "for the transfer's first 5 s",
+    "export": ("during 5-s sampling windows on transfers whose path has no capacity in "
+               "memory, at most 3 an hour per path (--no-ack-sampling: never)"),
+}
+ACK_LOG_TEXT = (
+    "{cmd} also attaches a tracepoint that runs for every TCP segment the host receives "
+    "{when}, and is detached after; its cost while attached is measured in "
+    'docs/performance.md, section "export: ACK sampling window overhead".')
 FILE_METAVARS = re.compile(r"FILE|PATH|DIR")
 
 
@@ -209,6 +221,9 @@ def man_page(page: Page, version: str) -> str:
         out += [".SH OVERHEAD", esc(OVERHEAD_TEXT[section].format(cmd=page.command)),
                 f'What it costs is measured in docs/performance.md, section "{esc(section)}"; '
                 "\\fBmake bench\\fR reproduces the numbers."]
+        when = ACK_LOG.get(page.words[0])
+        if when is not None:
+            out.append(esc(ACK_LOG_TEXT.format(cmd=page.command, when=when)))
     out += exit_status(page)
     parent = {"-".join(("tamebpf", *page.words[:-1]))} if page.words else set()
     also = sorted(({"tamebpf"} | parent | {c.name for c in page.children}) - {page.name})
