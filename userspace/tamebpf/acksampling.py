@@ -84,6 +84,10 @@ class AckSampler:
         self.trusted = 0  # gave a capacity
         self.broken: str | None = None  # why sampling stopped (the BPF side failed)
 
+    def counts(self) -> dict[str, int]:
+        """Windows that gave a capacity, and those that did not (or were cut short)."""
+        return {"capacity": self.trusted, "none": self.windows - self.trusted}
+
     def measured(self, now: float) -> dict[str, MeasuredCapacity]:
         """The capacities windows measured within MEASURED_MAX_AGE_S, by address."""
         return {addr: m for addr, (when, m) in self._measured.items()
@@ -132,7 +136,6 @@ class AckSampler:
         if c is None:
             return None
         self._opened.setdefault(c.key, []).append(now)
-        self.windows += 1
         cookies = [f.cookie for f in c.flows]
         try:
             window = self.open_window(cookies, self.netns)
@@ -141,6 +144,7 @@ class AckSampler:
             log.warning("export: no capacity from the transfers' ACKs: %s", err,
                         extra={"event": "ack_window_error"})
             return None
+        self.windows += 1
         log.info("export: sampling the ACKs of %d connections to %s for %g s (its path has "
                  "no capacity in memory)", len(cookies), c.group.remote_addr, self.window_s,
                  extra={"event": "ack_window", "dest": c.group.remote_addr})

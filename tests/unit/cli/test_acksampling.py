@@ -95,6 +95,7 @@ def test_a_loss_based_group_without_a_capacity_gets_one_window_and_a_capacity(
     got = s.measured(100.0)[DEST]
     assert got.mbps == pytest.approx(LINK, rel=0.02)
     assert s.measured(100.0 + 3601) == {}, "an hour-old capacity is not the path's now"
+    assert s.counts() == {"capacity": 1, "none": 0}
 
 
 @pytest.mark.parametrize(("g", "why"), [
@@ -135,6 +136,7 @@ def test_windows_per_path_per_hour_are_bounded(tmp_path: Path) -> None:
         e = sample(s, [group()], now=t)
         assert e is None or not getattr(e, "trusted", True)
     assert len(opener.opened) == 2, opener.opened
+    assert s.counts() == {"capacity": 0, "none": 2}
     sample(s, [group()], now=100.0 + 3600.0)
     assert len(opener.opened) == 3, "the next hour gets windows again"
 

@@ -124,13 +124,14 @@ def run(args: argparse.Namespace) -> int:
         with terminate_as_exit(on_hangup=_hung_up), FlowReader(cgroup=args.cgroup, netns=args.netns,
                                              verbose=args.verbose, command="export") as reader:
             book = FollowBook(state_dir(args.state_dir))
-            collector = TamebpfCollector(reader, agg, per_flow=args.per_flow, caps=read_caps,
-                                         cap_table=cap_table,
-                                         paths=PathStore(state_dir(args.state_dir)).latest,
-                                         follows=book.specs)
             learner = None if args.no_learn else path_learner(args)
             sampler = None if learner is None or args.no_ack_sampling else \
                 AckSampler(learner.store, learner.netns, args.netns[0] if args.netns else None)
+            collector = TamebpfCollector(reader, agg, per_flow=args.per_flow, caps=read_caps,
+                                         cap_table=cap_table,
+                                         paths=PathStore(state_dir(args.state_dir)).latest,
+                                         follows=book.specs,
+                                         ack_windows=dict if sampler is None else sampler.counts)
             with serving(collector, listen, web), sink(args.jsonl) as out, \
                     learning(collector, learner, interval, sampler), following(collector, args):
                 if out is None:

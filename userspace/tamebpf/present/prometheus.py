@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -104,7 +104,8 @@ class TamebpfCollector:
     cap_table: returns the kernel's cap records (for the cap metrics).
     paths: returns path memory's newest entry per path (docs/paths.md).
     follows: returns the caps that follow their path (cap/book.py's
-    FollowSpec, as a FollowedCap)."""
+    FollowSpec, as a FollowedCap). ack_windows: returns how many ACK
+    sampling windows gave a capacity and how many none (acksampling.py)."""
 
     def __init__(
         self,
@@ -117,10 +118,11 @@ class TamebpfCollector:
         programs: Sequence[str] = FLOW_PROGRAMS,
         paths: Callable[[], Sequence[PathEntry]] = list,
         follows: Callable[[], Sequence[FollowedCap]] = list,
+        ack_windows: Callable[[], Mapping[str, int]] = dict,
     ) -> None:
         self.source, self.agg, self.per_flow = source, agg, per_flow
         self.caps, self.cap_table, self.programs = caps, cap_table, tuple(programs)
-        self.paths, self.follows = paths, follows
+        self.paths, self.follows, self.ack_windows = paths, follows, ack_windows
         self.labels = ("comm" if agg.group_by == "comm" else "cgroup", "remote_addr")
         self._lock = threading.Lock()
         self._last: Reading | None = None
@@ -423,6 +425,14 @@ class TamebpfCollector:
             dropped.add_metric(["owner"], st.owners_dropped)
             recorded.add_metric([], st.closed_recorded)
         yield from (fill, size, dropped, recorded)
+        windows = CounterMetricFamily(
+            PREFIX + "ack_windows",
+            "Sampling windows on transfers' ACKs, by whether they gave the path a capacity.",
+            labels=("result",))
+        counts = self.ack_windows()
+        for result in ("capacity", "none"):
+            windows.add_metric([result], counts.get(result, 0))
+        yield windows
 
 
 def make_registry(collector: TamebpfCollector,
