@@ -2,7 +2,8 @@
 (acksampling.py) on the testbed's shaped path: a window opens on
 connections that existed before export started, logs their ACKs, is
 detached, and a trusted capacity lands in path memory's entry; a paced
-group gets no window. Each test uses its own path memory (conftest) and pin
+group gets no window. Underneath, a window (kernel/acktrain.AckWindow) logs
+the ACKs of exactly the connections it names. Each test uses its own path memory (conftest) and pin
 directory; which BPF programs export holds is read from its own fds."""
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ from typing import IO, Any
 
 import pytest
 
+from tamebpf.errors import TamebpfError
+from tamebpf.kernel.acktrain import AckWindow
+from tamebpf.kernel.flows import FlowReader
 from tamebpf.paths.entry import PathEntry, PathKey
 from tamebpf.paths.store import PathStore, state_dir
 from tamebpf_testbed import Testbed, iperf
@@ -111,6 +115,38 @@ def watch(programs: Programs, until: Any, timeout: float) -> list[set[str]]:
         seen.append(programs.held())
         time.sleep(0.1)
     return seen
+
+
+def test_a_window_logs_the_acks_of_the_established_connections_it_names(tb: Testbed) -> None:
+    """AckWindow marks connections that were open before it, by cookie:
+    the ACKs of the one named are logged (in order, advancing), the other
+    stream's are not; closed, it reads nothing more."""
+    dst, ns = tb.addresses["receiver"], tb.namespaces["sender"]
+    server = iperf.start_server(tb, 5203)
+    client = tb.popen("sender", iperf.client_argv(dst, 5203, 2, 10, "cubic", json_out=False),
+                      stdout=subprocess.DEVNULL)
+    with tbfix.killed_on_exit(server, client), FlowReader(netns=[ns], command="test") as r:
+        def streams() -> list[int]:
+            return [f.cookie for f in r.snapshot() if f.remote_port == 5203
+                    and f.state == "ESTABLISHED" and f.bytes_acked > 100_000]
+        wait_for(lambda: len(streams()) == 2, 10, "two iperf3 streams moving data")
+        named, other = streams()
+        with pytest.raises(TamebpfError, match="1 to 256 connections"):
+            AckWindow([], ns)
+        window = AckWindow([named], ns)
+        try:
+            time.sleep(1.0)
+            log = window.read()
+        finally:
+            window.close()
+        with pytest.raises(TamebpfError, match="closed"):
+            window.read()
+    assert set(log.flows) == {named}, f"logged {set(log.flows)}, named {named}, not {other}"
+    acks = log.flows[named]
+    # About 1,600 ACKs a second fill the link at 20 Mbit/s (one per 1 to 2 segments).
+    assert len(acks) > 200, f"only {len(acks)} ACKs logged in 1 s"
+    assert all(b[0] >= a[0] and 0 < (b[1] - a[1]) % 2**32 < 2**31
+               for a, b in zip(acks, acks[1:], strict=False)), "ACKs out of order"
 
 
 def test_a_window_on_a_transfers_acks_gives_the_path_its_capacity(tb: Testbed) -> None:
