@@ -8,8 +8,9 @@ program's database, or corrupt) is moved aside under a name that says so,
 with one line on stderr, and a fresh database takes its place: memory is a
 cache of measurements, losing it costs a probe, never a failure. The file
 and its journals are opened without following links and only if they are
-the state directory owner's (paths/statedir.py); the first write builds the
-database under a temporary name and renames it in.
+the state directory owner's (paths/statedir.py), and SQLite's own opens of
+them are made with the owner's file access (paths/fsuid.py); the first
+write builds the database under a temporary name and renames it in.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections.abc import Iterable, Iterator
 
 from tamebpf.logs import log
 from tamebpf.paths.entry import PathEntry, PathKey
+from tamebpf.paths.fsuid import as_owner
 from tamebpf.paths.statedir import DEFAULT_STATE_DIR as DEFAULT_STATE_DIR
 from tamebpf.paths.statedir import DIR_MODE as DIR_MODE
 from tamebpf.paths.statedir import FILE_MODE as FILE_MODE
@@ -227,7 +229,9 @@ class PathStore:
         elif not os.path.isdir(self.directory):
             yield None
             return
-        with StateDir(self.directory) as sd:
+        # All of SQLite's I/O as the directory's owner (paths/fsuid.py): it
+        # opens the journals by name, after they were checked.
+        with StateDir(self.directory) as sd, as_owner(*sd.owner):
             opened = self._open_checked(sd, create)
             if opened is None:
                 yield None

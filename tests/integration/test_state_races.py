@@ -1,0 +1,115 @@
+"""The races of a state directory another user owns, for real (issue 48's
+review): a file planted after the checks, when SQLite opens a journal by
+name (paths/fsuid.py: SQLite's I/O as the owner)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tamebpf.cli import main
+from tamebpf.paths.fsuid import CAP_DAC_READ_SEARCH, as_owner
+from tamebpf.paths.statedir import StateDir
+from tamebpf.paths.store import DB_NAME, PathStore
+from tests.integration.test_state_files import OWNER
+from tests.unit.paths.test_paths_store import an_entry
+
+pytestmark = [pytest.mark.root]
+CAP_DAC_OVERRIDE = 1
+ROOTS_DATA = b"root's own file, not a journal\n" * 64
+
+
+@pytest.fixture
+def owned_state(tmp_path: Path) -> Path:
+    """A state directory of nobody's, holding a database its exporter wrote."""
+    d = tmp_path / "state"
+    d.mkdir(mode=0o750)
+    os.chown(d, OWNER, OWNER)
+    PathStore(str(d)).put(an_entry())
+    return d
+
+
+def thread_ids() -> tuple[int, int]:
+    """This thread's filesystem uid and its effective capabilities."""
+    status = Path("/proc/thread-self/status").read_text().splitlines()
+    fields = dict(line.split(":", 1) for line in status)
+    return int(fields["Uid"].split()[3]), int(fields["CapEff"], 16)
+
+
+def test_the_owners_ids_are_the_threads_own_and_given_back() -> None:
+    """Another thread (the exporter's scrape, say) keeps root's file
+    access while one works as the owner."""
+    inside, release, seen = threading.Event(), threading.Event(), {}
+
+    def work() -> None:
+        with as_owner(OWNER, OWNER):
+            seen["in"] = thread_ids()
+            inside.set()
+            release.wait(10)
+        seen["after"] = thread_ids()
+
+    before = thread_ids()
+    worker = threading.Thread(target=work)
+    worker.start()
+    try:
+        assert inside.wait(10), "the worker never got the owner's ids"
+        assert thread_ids() == before, f"the main thread's ids changed to {thread_ids()}"
+    finally:
+        release.set()
+        worker.join(10)
+    fsuid, caps = seen["in"]
+    assert fsuid == OWNER, f"fsuid {fsuid} inside, expected {OWNER}"
+    assert not caps & (1 << CAP_DAC_OVERRIDE), "CAP_DAC_OVERRIDE kept as the owner"
+    assert caps & (1 << CAP_DAC_READ_SEARCH), "CAP_DAC_READ_SEARCH not given back"
+    assert seen["after"] == before, f"ids after {seen['after']}, before {before}"
+
+
+def plant_hard_link(d: Path, name: str, root_only: Path) -> Path:
+    """A hard link at `name` to a file of root's that the owner may not
+    write (planted by root here: the kernel lets the owner do it only where
+    fs.protected_hardlinks is 0)."""
+    target = root_only / "roots-file"
+    target.write_bytes(ROOTS_DATA)
+    target.chmod(0o600)
+    os.link(target, d / name)
+    return target
+
+
+def plant_symlink(d: Path, name: str, root_only: Path) -> Path:
+    target = root_only / "made-by-root"
+    (d / name).symlink_to(target)
+    return target
+
+
+@pytest.mark.parametrize("plant", [plant_hard_link, plant_symlink])
+def test_a_journal_planted_after_the_checks_is_touched_only_as_its_owner_could(
+        owned_state: Path, tmp_path: Path, plant: Any, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """With the checks before opening turned off by hand (as if the plant
+    came just after them), only the owner's ids stand between SQLite and
+    root's file: `paths forget --all` (a write, in WAL mode) refuses in one
+    line and root's file is as it was, or not made.
+
+    How it was checked: with tamebpf.paths.store.as_owner made a no-op
+    (monkeypatched to lambda *a: contextlib.nullcontext()), the hard-link
+    case fails: `paths forget` exits 0, SQLite (root) having written its
+    WAL over root's file. The
+    symbolic link case passes either way: SQLite's unix VFS opens its
+    journals O_NOFOLLOW (SQLite 3.40 here); it is kept for an older one."""
+    root_only = tmp_path / "root-only"
+    root_only.mkdir(mode=0o700)
+    target = plant(owned_state, DB_NAME + "-wal", root_only)
+    monkeypatch.setattr(StateDir, "_check", lambda *_: None)
+    capsys.readouterr()
+    code = main(["paths", "forget", "--all", "--state-dir", str(owned_state)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and str(owned_state) in err[0], \
+        f"expected exit 2 and one line naming {owned_state}, got {code}: {err}"
+    if plant is plant_hard_link:
+        assert target.read_bytes() == ROOTS_DATA, "root's file was written through the link"
+    else:
+        assert not target.exists(), f"{target} was created through the link"
