@@ -44,10 +44,9 @@ def linked_state(tmp_path: Path) -> tuple[Path, Path]:
     return d, target
 
 
-@pytest.mark.skipif(not iperf3_available(), reason="iperf3 not installed")
-def test_advise_with_a_link_at_paths_db_advises_and_follows_nothing(
-        linked_state: tuple[Path, Path]) -> None:
-    d, target = linked_state
+def advise_quick(state: Path) -> subprocess.CompletedProcess[str]:
+    """A root `advise --quick --json` against a loopback iperf3 server of
+    our own, with `state` as its state directory."""
     port = free_port()
     server = spawn(["iperf3", "-s", "-p", str(port), "-B", "127.0.0.1"],
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -55,10 +54,17 @@ def test_advise_with_a_link_at_paths_db_advises_and_follows_nothing(
         wait_for(lambda: subprocess.run(["ss", "-Hltn", f"sport = :{port}"], capture_output=True,
                                         text=True).stdout.strip() != "", 10, "iperf3 -s")
         # cubic: the host's default may be BBR, which loopback gives no advice for
-        res = tamebpf("advise", f"127.0.0.1:{port}", "--quick", "--max-impact", "10%",
-                      "--congestion", "cubic", "--state-dir", str(d), "--json")
+        return tamebpf("advise", f"127.0.0.1:{port}", "--quick", "--max-impact", "10%",
+                       "--congestion", "cubic", "--state-dir", str(state), "--json")
     finally:
         stop(server)
+
+
+@pytest.mark.skipif(not iperf3_available(), reason="iperf3 not installed")
+def test_advise_with_a_link_at_paths_db_advises_and_follows_nothing(
+        linked_state: tuple[Path, Path]) -> None:
+    d, target = linked_state
+    res = advise_quick(d)
     assert res.returncode == 0, f"expected advice despite the link, rc {res.returncode}: " \
         f"{res.stderr}"
     assert '"num_flows"' in res.stdout or '"advice"' in res.stdout, res.stdout[:300]

@@ -1,26 +1,37 @@
-"""The races of a state directory another user owns, for real (issue 48's
-review): a file planted after the checks, when SQLite opens a journal by
-name (paths/fsuid.py: SQLite's I/O as the owner)."""
+"""The two races of a state directory another user owns, for real (issue
+48's review): a file planted after the checks, when SQLite opens a journal
+by name (paths/fsuid.py: SQLite's I/O as the owner), and a process stuck
+holding the directory's lock (paths/statedir.py: a bounded wait)."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+import subprocess
+import sys
 import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from tamebpf.cli import main
+from tamebpf.commands.export import learning
 from tamebpf.paths.fsuid import CAP_DAC_READ_SEARCH, as_owner
-from tamebpf.paths.statedir import StateDir
+from tamebpf.paths.statedir import LOCK_WAIT_S, StateDir, StateDirBusy
 from tamebpf.paths.store import DB_NAME, PathStore
-from tests.integration.test_state_files import OWNER
+from tests.integration.kernel_fixtures import iperf3_available, read_line
+from tests.integration.test_state_files import OWNER, advise_quick, tamebpf
 from tests.unit.paths.test_paths_store import an_entry
 
 pytestmark = [pytest.mark.root]
 CAP_DAC_OVERRIDE = 1
 ROOTS_DATA = b"root's own file, not a journal\n" * 64
+LATE = 5.0  # how far past LOCK_WAIT_S a busy lock may be said, on a loaded machine
 
 
 @pytest.fixture
@@ -113,3 +124,90 @@ def test_a_journal_planted_after_the_checks_is_touched_only_as_its_owner_could(
         assert target.read_bytes() == ROOTS_DATA, "root's file was written through the link"
     else:
         assert not target.exists(), f"{target} was created through the link"
+
+
+HOLD = ("import fcntl, os, sys, time\n"
+        "fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)\n"
+        "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+        "print('held', flush=True)\n"
+        "time.sleep(300)\n")
+
+
+@contextlib.contextmanager
+def lock_held(d: Path) -> Iterator[int]:
+    """Another process holding the state directory's lock, as a stuck
+    tamebpf would; yields its PID, and kills it on the way out."""
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(d)], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert read_line(holder, 10, "the lock holder") == "held"
+        yield holder.pid
+    finally:
+        holder.kill()
+        holder.wait(timeout=10)
+
+
+def test_a_stuck_lock_holder_is_named_after_the_bounded_wait(tmp_path: Path) -> None:
+    d = tmp_path / "state"
+    d.mkdir(mode=0o750)
+    os.chown(d, OWNER, OWNER)
+    with lock_held(d) as pid:
+        began = time.monotonic()
+        with pytest.raises(StateDirBusy) as err:
+            PathStore(str(d)).put(an_entry())  # the first write takes the lock
+        waited = time.monotonic() - began
+    assert LOCK_WAIT_S <= waited < LOCK_WAIT_S + LATE, \
+        f"waited {waited:.1f} s for the lock, expected {LOCK_WAIT_S}..{LOCK_WAIT_S + LATE}"
+    said = str(err.value)
+    assert str(d) in said and f"PID {pid}" in said and "\n" not in said, said
+    assert list(d.iterdir()) == [], "a write that never got the lock left a file"
+    PathStore(str(d)).put(an_entry())  # the holder gone, the lock is free
+    assert PathStore(str(d)).count() == 1
+
+
+def test_paths_says_one_line_and_exits_2_when_the_lock_is_stuck(tmp_path: Path) -> None:
+    """`paths` takes the lock to move a bad file aside."""
+    d = tmp_path / "state"
+    d.mkdir(mode=0o750)
+    (d / DB_NAME).write_bytes(b"not a database, " * 512)
+    os.chown(d, OWNER, OWNER)
+    os.chown(d / DB_NAME, OWNER, OWNER)
+    with lock_held(d) as pid:
+        res = tamebpf("paths", "--state-dir", str(d))
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and len(lines) == 1, f"exit {res.returncode}: {res.stderr}"
+    assert "path memory is off" in lines[0] and f"PID {pid}" in lines[0], lines[0]
+
+
+@pytest.mark.skipif(not iperf3_available(), reason="iperf3 not installed")
+def test_advise_advises_without_memory_when_the_lock_is_stuck(tmp_path: Path) -> None:
+    d = tmp_path / "state"
+    d.mkdir(mode=0o750)
+    os.chown(d, OWNER, OWNER)
+    with lock_held(d) as pid:
+        res = advise_quick(d)  # its advice is remembered: the first write takes the lock
+    assert res.returncode == 0 and '"num_flows"' in res.stdout, \
+        f"expected advice despite the lock, exit {res.returncode}: {res.stderr}"
+    off = [line for line in res.stderr.splitlines() if "path memory is off" in line]
+    assert len(off) == 1 and f"PID {pid}" in off[0], f"expected one line: {res.stderr}"
+    assert "Traceback" not in res.stderr
+
+
+def test_exports_learning_logs_one_line_and_goes_on_when_the_lock_is_stuck(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """export's learning hook with a learner that stores what it sees: the
+    failed write is one log line, and the hook (the exporter) goes on."""
+    d = tmp_path / "state"
+    d.mkdir(mode=0o750)
+    store = PathStore(str(d))
+    reading = SimpleNamespace(groups=[], time_s=time.time())
+    collector = SimpleNamespace(read=lambda max_age_s: reading)
+    learner = SimpleNamespace(store=store, observe=lambda *_: store.put(an_entry()))
+    caplog.set_level(logging.WARNING)
+    with lock_held(d) as pid, learning(collector, learner, 0.2):  # type: ignore[arg-type]
+        deadline = time.monotonic() + LOCK_WAIT_S + LATE
+        while time.monotonic() < deadline and not caplog.records:
+            time.sleep(0.1)
+    said = [r for r in caplog.records if getattr(r, "event", None) == "paths_error"]
+    assert said and f"PID {pid}" in said[0].getMessage(), \
+        f"expected a paths_error line naming PID {pid}: {[r.getMessage() for r in caplog.records]}"

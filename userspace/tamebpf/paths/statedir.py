@@ -14,7 +14,9 @@ Nothing here follows a name to create a file: a new file is made with
 O_CREAT|O_EXCL|O_NOFOLLOW under a temporary name, given to the directory's
 owner through its descriptor (fchown), and renamed into place. Writers
 serialise on an flock of the directory itself, so no lock file exists and
-a read creates nothing.
+a read creates nothing. A holder keeps that lock for milliseconds; one that
+keeps it past LOCK_WAIT_S is taken to be stuck, and the waiter goes on
+without the state (StateDirBusy) rather than wait forever.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import fcntl
 import os
 import secrets
 import stat
+import time
 from collections.abc import Iterator
 
 from tamebpf.errors import UsageError
@@ -31,11 +34,22 @@ from tamebpf.errors import UsageError
 DEFAULT_STATE_DIR = "/var/lib/tamebpf"
 STATE_DIR_ENV = "TAMEBPF_STATE_DIR"
 DIR_MODE, FILE_MODE = 0o750, 0o640
+# The writers' lock is held to build a new database, move a bad one aside
+# or rewrite follows.json: milliseconds, a second or two with an fsync on a
+# loaded disk. Five seconds is well past that, so a holder still there is
+# stuck (stopped, hung on a dead disk), yet short enough that `advise`
+# answers without memory rather than seem to hang.
+LOCK_WAIT_S = 5.0
+LOCK_POLL_S = 0.05  # flock has no time-out: ask again this often
 
 
 class StateFileRefused(OSError):
     """A state file that is not safe to open (a link, a hard link, another
     user's file, not a regular file). Its text is the one line to say."""
+
+
+class StateDirBusy(StateFileRefused):
+    """The state directory's lock held by another process past LOCK_WAIT_S."""
 
 
 def state_dir(given: str | None = None) -> str:
@@ -192,10 +206,38 @@ class StateDir:
         one directory exclude each other even in one process."""
         fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=self.fd)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            deadline = time.monotonic() + LOCK_WAIT_S
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise self._busy(fd) from None
+                    time.sleep(LOCK_POLL_S)
             yield
         finally:
             os.close(fd)
+
+    def _busy(self, fd: int) -> StateDirBusy:
+        pid = flock_holder(fd)
+        who = "another tamebpf process" + ("" if pid is None else f" (PID {pid})")
+        return StateDirBusy(f"{self.directory} stayed locked by {who} for "
+                            f"{LOCK_WAIT_S:g} s: not used this time")
+
+
+def flock_holder(fd: int) -> int | None:
+    """The PID that holds an flock of the file of `fd`, from /proc/locks
+    (which names the file by device, major:minor in hex, and inode); None
+    if it is not found there."""
+    st = os.fstat(fd)
+    file = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    with contextlib.suppress(OSError, ValueError), open("/proc/locks", encoding="ascii") as f:
+        for line in f:
+            fields = line.split()  # "1: FLOCK ADVISORY WRITE PID DEV:INODE 0 EOF"
+            if fields[1:2] == ["FLOCK"] and fields[5:6] == [file] and int(fields[4]) > 0:
+                return int(fields[4])
+    return None
 
 
 def open_descriptors() -> dict[str, tuple[int, int]]:
