@@ -3,8 +3,9 @@
 connections that existed before export started, logs their ACKs, is
 detached, and a trusted capacity lands in path memory's entry; a paced
 group gets no window. Underneath, a window (kernel/acktrain.AckWindow) logs
-the ACKs of exactly the connections it names. Each test uses its own path memory (conftest) and pin
-directory; which BPF programs export holds is read from its own fds."""
+the ACKs of exactly the connections it names. Each test uses its own path
+memory (conftest) and pin directory; which BPF programs export holds is read
+from its own fds."""
 
 from __future__ import annotations
 
