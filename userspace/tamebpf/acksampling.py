@@ -89,40 +89,50 @@ class AckSampler:
         return {"capacity": self.trusted, "none": self.windows - self.trusted}
 
     def measured(self, now: float) -> dict[str, MeasuredCapacity]:
-        """The capacities windows measured within MEASURED_MAX_AGE_S, by address."""
-        return {addr: m for addr, (when, m) in self._measured.items()
-                if now - when < MEASURED_MAX_AGE_S}
+        """The capacities windows measured within MEASURED_MAX_AGE_S, by
+        address (`now`, here and below: time.monotonic())."""
+        self._measured = {addr: (when, m) for addr, (when, m) in self._measured.items()
+                          if now - when < MEASURED_MAX_AGE_S}
+        return {addr: m for addr, (_, m) in self._measured.items()}
 
-    def candidate(self, groups: Sequence[Group], flows: Sequence[Flow],
-                  key_of: Callable[[Flow], GroupKey], now: float) -> Candidate | None:
-        """The group to sample now, if any: one learn could use (a steady
+    def wanted(self, groups: Sequence[Group], now: float) -> list[tuple[PathKey, Group]]:
+        """The groups to sample, best first: those learn could use (a steady
         stream count), loss-based, not paced, not ours, whose path has no
-        capacity in memory nor a fresh one measured, and whose path had
-        fewer than per_hour windows in the last hour; the least sampled,
-        then the fastest."""
+        capacity in memory nor a fresh one measured, and had fewer than
+        per_hour windows in the last hour; the least sampled, then the
+        fastest."""
         fresh = self.measured(now)
         self._opened = {k: recent for k, times in self._opened.items()
                         if (recent := [t for t in times if now - t < HOUR_S])}
-        found: list[tuple[int, float, Candidate]] = []
+        found: list[tuple[int, float, PathKey, Group]] = []
         for g in groups:
             key = group_key(g, self.netns_key)
             if (key is None or not g.observed or key.congestion not in LOSS_BASED
                     or g.paced_bps is not None or _ours(g.cgroup)
-                    or g.remote_addr in fresh):
-                continue
-            recent = self._opened.get(key, [])
-            if len(recent) >= self.per_hour:
-                continue
-            mine = tuple(f for f in flows if key_of(f) == g.key and f.state == "ESTABLISHED"
-                         and not f.closed and f.congestion_control in LOSS_BASED
-                         and not _ours(f.cgroup))
-            if not mine:
+                    or g.remote_addr in fresh or len(self._opened.get(key, [])) >= self.per_hour):
                 continue
             known = self.store.newest(key)
             if known is not None and (known.changed or known.capacity_mbps is not None):
                 continue
-            found.append((len(recent), -(g.goodput_bps or 0.0), Candidate(key, g, mine)))
-        return min(found, key=lambda c: c[:2])[2] if found else None
+            found.append((len(self._opened.get(key, [])), -(g.goodput_bps or 0.0), key, g))
+        found.sort(key=lambda x: x[:2])
+        return [(key, g) for _, _, key, g in found]
+
+    def candidate(self, groups: Sequence[Group], flows_now: Callable[[], Sequence[Flow]],
+                  key_of: Callable[[Flow], GroupKey], now: float) -> Candidate | None:
+        """The first wanted group with established loss-based connections
+        (flows are read only when some group is wanted)."""
+        wanted = self.wanted(groups, now)
+        if not wanted:
+            return None
+        flows = flows_now()
+        for key, g in wanted:
+            mine = tuple(f for f in flows if key_of(f) == g.key and f.state == "ESTABLISHED"
+                         and not f.closed and f.congestion_control in LOSS_BASED
+                         and not _ours(f.cgroup))
+            if mine:
+                return Candidate(key, g, mine)
+        return None
 
     def sample(self, groups: Sequence[Group], flows_now: Callable[[], Sequence[Flow]],
                key_of: Callable[[Flow], GroupKey], wait: Callable[[float], bool],
@@ -132,7 +142,7 @@ class AckSampler:
         estimate, trusted or not (None: no window)."""
         if self.broken is not None:
             return None
-        c = self.candidate(groups, flows_now(), key_of, now)
+        c = self.candidate(groups, flows_now, key_of, now)
         if c is None:
             return None
         self._opened.setdefault(c.key, []).append(now)

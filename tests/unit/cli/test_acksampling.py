@@ -13,6 +13,7 @@ import pytest
 
 from tamebpf.acksampling import AckSampler
 from tamebpf.errors import TamebpfError
+from tamebpf.estimate.acktrain import CapacityEstimate
 from tamebpf.groups.counters import Counters
 from tamebpf.groups.group import Group, GroupKey
 from tamebpf.groups.passive_fit import Observation
@@ -34,9 +35,9 @@ def group(cc: str = "cubic", paced: float | None = None, cgroup: str = "/test",
                  20000.0, cc, Counters(), 0, None, None, 1.0, observed=obs, paced_bps=paced)
 
 
-def flows(at_s: float, cgroup: str = "/test", cc: str = "cubic") -> list[Flow]:
+def flows(at_s: float) -> list[Flow]:
     """Four streams that together moved 36 Mbit/s since time 0."""
-    return [make_flow(c, cgroup=cgroup, congestion_control=cc, mss=MSS,
+    return [make_flow(c, cgroup="/test", mss=MSS,
                       bytes_acked=int(36e6 / 8 / 4 * at_s), read_monotonic_ns=int(at_s * 1e9))
             for c in (1, 2, 3, 4)]
 
@@ -78,9 +79,9 @@ def sampler(tmp_path: Path, opener: Opener, per_hour: int = 3) -> AckSampler:
                       window_s=5.0, per_hour=per_hour)
 
 
-def sample(s: AckSampler, groups: list[Group], now: float = 100.0, cgroup: str = "/test",
-           cc: str = "cubic") -> object:
-    reads = iter([flows(10.0, cgroup, cc), flows(15.0, cgroup, cc)])
+def sample(s: AckSampler, groups: list[Group], now: float = 100.0) -> CapacityEstimate | None:
+    """One sample: the flows read when the window opens, then when it closes."""
+    reads = iter([flows(10.0), flows(15.0)])
     return s.sample(groups, lambda: next(reads), key_of, lambda _s: False, now)
 
 
@@ -91,7 +92,7 @@ def test_a_loss_based_group_without_a_capacity_gets_one_window_and_a_capacity(
     e = sample(s, [group()])
     assert opener.opened == [([1, 2, 3, 4], "tb-snd")], opener.opened
     assert all(w.closed for w in opener.windows), "the window was left open"
-    assert e is not None and getattr(e, "trusted", False), e
+    assert e is not None and e.trusted, e
     got = s.measured(100.0)[DEST]
     assert got.mbps == pytest.approx(LINK, rel=0.02)
     assert s.measured(100.0 + 3601) == {}, "an hour-old capacity is not the path's now"
@@ -108,8 +109,9 @@ def test_a_loss_based_group_without_a_capacity_gets_one_window_and_a_capacity(
 def test_no_window_on_groups_it_must_not_sample(tmp_path: Path, g: Group, why: str) -> None:
     opener = Opener()
     s = sampler(tmp_path, opener)
-    assert sample(s, [g], cgroup=g.cgroup or "/test",
-                  cc=g.congestion_control or "cubic") is None, why
+    # Nothing is wanted: not even the flows are read (a snapshot costs an iterator pass).
+    assert s.sample([g], lambda: pytest.fail(f"flows read for a group not wanted: {why}"),
+                    key_of, lambda _s: False, 100.0) is None
     assert opener.opened == [], why
 
 
@@ -124,7 +126,9 @@ def test_no_window_when_memory_has_the_capacity(tmp_path: Path) -> None:
     assert newest is not None and newest.capacity_mbps == pytest.approx(LINK, rel=0.02)
     assert newest.capacity_method == "ack-spacing (transfer)" and newest.source == "passive"
     s2 = sampler(tmp_path, opener)  # a new export: only memory tells it
-    assert sample(s2, [group()]) is None and len(opener.opened) == 1
+    assert s2.sample([group()], lambda: pytest.fail("flows read for a path with a capacity"),
+                     key_of, lambda _s: False, 100.0) is None
+    assert len(opener.opened) == 1
 
 
 def test_windows_per_path_per_hour_are_bounded(tmp_path: Path) -> None:
@@ -134,7 +138,7 @@ def test_windows_per_path_per_hour_are_bounded(tmp_path: Path) -> None:
     s = sampler(tmp_path, opener, per_hour=2)
     for t in (100.0, 200.0, 300.0, 400.0):
         e = sample(s, [group()], now=t)
-        assert e is None or not getattr(e, "trusted", True)
+        assert e is None or not e.trusted
     assert len(opener.opened) == 2, opener.opened
     assert s.counts() == {"capacity": 0, "none": 2}
     sample(s, [group()], now=100.0 + 3600.0)
@@ -147,7 +151,7 @@ def test_paced_streams_give_no_capacity(tmp_path: Path) -> None:
     opener = Opener(mbps=36.0 / 4)
     s = sampler(tmp_path, opener)
     e = sample(s, [group()])
-    assert e is not None and not getattr(e, "trusted", True)
+    assert e is not None and not e.trusted
     assert s.measured(100.0) == {}
 
 
