@@ -19,6 +19,7 @@ from tamebpf.estimate.record import AdviceRefusal, Target
 from tamebpf.groups.passive_fit import LOSS_BASED
 from tamebpf.kernel.abi import TB_CAP_CGROUPS_MAX, TB_CAP_RULES_MAX
 from tamebpf.paths.entry import PathKey
+from tamebpf.paths.statedir import StateFileRefused
 from tamebpf.paths.store import PathStore, state_dir
 from tamebpf.paths.where import path_key
 from tamebpf.present.advice import refusal_text
@@ -70,8 +71,20 @@ def sync_follows(set_caps: Sequence[tuple[CapSpec, Cap, PathKey | None]],
     left as it was keeps its spec and what the agent did, unless the entry
     now asks for another path or limit. Returns a warning for each
     following cap whose path memory holds no capacity: it cannot follow
-    until one is stored."""
+    until one is stored, and one if the state directory refused the book
+    (busy, or a file in it not ours): the caps are in force either way, so
+    that is a warning that says what to do, not a traceback."""
     book = book or FollowBook(state_dir())
+    try:
+        return _sync_follows(book, set_caps, removed, unchanged)
+    except StateFileRefused as err:
+        return [f"the caps are set, but the follow book was not updated: {err}; "
+                "run the same cap command again once it is free"]
+
+
+def _sync_follows(book: FollowBook, set_caps: Sequence[tuple[CapSpec, Cap, PathKey | None]],
+                  removed: Sequence[Cap],
+                  unchanged: Sequence[tuple[CapSpec, Cap, PathKey | None]]) -> list[str]:
     warnings = []
     for cap in removed:
         book.remove(cap.cgroup, cap.dest)

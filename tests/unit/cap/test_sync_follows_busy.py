@@ -1,0 +1,64 @@
+"""`cap set/rm/apply` after the kernel took the caps: a state directory
+another process holds locked (or refuses) gives one warning saying the
+caps are in force and what to do, never a traceback (cap/plan.py
+sync_follows)."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tamebpf.cap import plan
+from tamebpf.cap.book import FollowBook, FollowSpec
+from tamebpf.paths import statedir
+from tamebpf.paths.entry import PathKey
+from tamebpf.records import Cap
+
+KEY = PathKey("198.18.3.2/32", "tb-snd", "cubic")
+HOLD = ("import fcntl, os, sys, time\n"
+        "fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)\n"
+        "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+        "print('held', flush=True)\n"
+        "time.sleep(60)\n")
+
+
+def test_a_held_state_dir_is_one_warning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    book = FollowBook(str(tmp_path))
+    book.put(FollowSpec("/dtn", "198.18.3.2/32", KEY, 0.3, "198.18.3.2", 1000.0))
+    monkeypatch.setattr(statedir, "LOCK_WAIT_S", 0.3)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        cap = Cap(7, "/dtn", 42, True, "198.18.3.2/32", "ipv4", None, 4, 0, 0, 0, 0, 0)
+        started = time.monotonic()
+        warnings = plan.sync_follows([], [cap], book=book)
+        assert time.monotonic() - started < 5.0
+    finally:
+        holder.kill()
+        holder.wait()
+    assert len(warnings) == 1, warnings
+    assert "caps are set" in warnings[0] and f"PID {holder.pid}" in warnings[0] \
+        and "again" in warnings[0]
+    # nothing was changed: the spec is still there, and goes once the lock is free
+    assert [s.cgroup for s in book.specs()] == ["/dtn"]
+    assert plan.sync_follows([], [cap], book=book) == [] and book.specs() == []
+
+
+def test_the_lock_is_really_exclusive(tmp_path: Path) -> None:
+    """What the test above stands on: flock of the directory excludes this process."""
+    fd = os.open(str(tmp_path), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        other = os.open(str(tmp_path), os.O_RDONLY | os.O_DIRECTORY)
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.close(other)
+    finally:
+        os.close(fd)
