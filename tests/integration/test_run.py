@@ -1,9 +1,10 @@
 """`tamebpf run -- CMD` on the real kernel (docs/run.md): exit status as a
-shell gives it, signals passed to CMD once, nothing left after it ends (or,
-after a kill -9 of run, after the next `cap list`), and a transfer on the
-testbed that teaches path memory. Each test uses a private pin directory
-(`pins`) and path memory (conftest), and touches only the run cgroups of
-the runs it started (tamebpf-run-PID of their own PIDs)."""
+shell gives it, signals passed to CMD once, nothing left after it ends,
+nor after a signal during its set-up or its tidy (or, after a kill -9 of
+run, after the next `cap list`), and a transfer on the testbed that
+teaches path memory. Each test uses a private pin directory (`pins`) and
+path memory (conftest), and touches only the run cgroups of the runs it
+started (tamebpf-run-PID of their own PIDs)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,17 @@ import contextlib
 import fcntl
 import json
 import os
+import resource
 import select
+import shlex
 import signal
+import socket
 import subprocess
 import sys
 import termios
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +68,21 @@ def wait_ready(proc: subprocess.Popen[str]) -> None:
     assert line.strip() == "ready", f"CMD said {line!r}; stderr: {err}"
 
 
+def ended(proc: subprocess.Popen[str]) -> None:
+    """A run the test started is over, and its cgroup with the processes in
+    it gone (there is one only if the test failed half-way)."""
+    proc.kill()
+    proc.wait()
+    empty_and_remove(run_cgroup(proc.pid))
+
+
+def counting(got: Path, then: str) -> list[str]:
+    """CMD: it says 'ready', writes a line to got for each signal run
+    passes on, and after the first does `then`."""
+    return ["sh", "-c", f"trap 'echo x >> {got}' INT TERM HUP QUIT; echo ready; "
+            f"while [ ! -s {got} ]; do sleep 0.05; done; {then}"]
+
+
 def left_by(proc: subprocess.Popen[str]) -> list[str]:
     """What a run that has ended left: its cgroup, its caps."""
     left = [run_cgroup(proc.pid)] if os.path.exists(run_cgroup(proc.pid)) else []
@@ -94,14 +115,14 @@ def test_exit_status_is_cmds_own(pins: str, tmp_path: Path, argv: list[str], sta
     assert CapTable("test").list() == [], "the run's caps are left"
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+PASSED = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT]
+
+
+@pytest.mark.parametrize("sig", PASSED, ids=lambda s: s.name)
 def test_a_signal_reaches_cmd_once_and_nothing_is_left(pins: str, tmp_path: Path,
                                                        sig: signal.Signals) -> None:
     got = tmp_path / "got"
-    # CMD counts the signals it gets, and ends 0.5 s after the first with 7.
-    script = (f"trap 'echo x >> {got}' INT TERM; echo ready; "
-              f"while [ ! -s {got} ]; do sleep 0.05; done; sleep 0.5; exit 7")
-    proc = start_run("--", "sh", "-c", script)
+    proc = start_run("--", *counting(got, "sleep 0.5; exit 7"))  # a second one would count
     try:
         wait_ready(proc)
         assert os.path.isdir(run_cgroup(proc.pid)), "no run cgroup while CMD runs"
@@ -336,3 +357,166 @@ def test_ctrl_c_on_a_terminal_ends_cmd_and_nothing_is_left(pins: str, tmp_path: 
     times = got.read_text().count("x")
     assert times == 1, f"CMD got Ctrl-C's SIGINT {times} times"
     assert left_by(proc) == [], f"left after Ctrl-C: {left_by(proc)}"
+
+
+@contextlib.contextmanager
+def sink() -> Iterator[tuple[int, dict[int, int]]]:
+    """A loopback TCP server that reads all it is sent: its port, and the
+    bytes each connection (by the sender's port) has sent so far."""
+    server = socket.create_server(("127.0.0.1", 0))
+    got: dict[int, int] = {}
+    conns: dict[socket.socket, int] = {}
+    done = threading.Event()
+
+    def serve() -> None:
+        while not done.is_set():
+            for s in select.select([server, *conns], [], [], 0.1)[0]:
+                if s is server:
+                    conn, (_, port) = server.accept()
+                    conns[conn], got[port] = port, 0
+                elif data := s.recv(1 << 16):
+                    got[conns[s]] += len(data)
+                else:
+                    del conns[s]
+                    s.close()
+
+    thread = threading.Thread(target=serve, name="sink", daemon=True)
+    thread.start()
+    try:
+        yield server.getsockname()[1], got
+    finally:
+        done.set()
+        thread.join()
+        for s in [server, *conns]:
+            s.close()
+
+
+def sender(port: int) -> str:
+    """A shell word: a process that sends to the sink for as long as it lives."""
+    code = (f"import socket\ns = socket.create_connection(('127.0.0.1', {port}))\n"
+            "while True:\n    s.sendall(bytes(1 << 16))")
+    return shlex.join([sys.executable, "-c", code])
+
+
+def no_core_dump() -> None:  # SIGQUIT's default action dumps core
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGQUIT], ids=lambda s: s.name)
+def test_a_signal_mid_transfer_ends_cmd_and_leaves_nothing(pins: str,
+                                                          sig: signal.Signals) -> None:
+    """CMD sends to a loopback sink, beside a second sender it started in
+    the background. SIGHUP or SIGQUIT to run reaches CMD, which dies of it
+    (128+N comes back, as a shell gives); the background sender is killed
+    with the run; no cgroup, cap or process is left."""
+    with sink() as (port, got):
+        proc = subprocess.Popen([*TAMEBPF, "run", "--", "sh", "-c",
+                                 f"{sender(port)} & exec {sender(port)}"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=no_core_dump)
+        try:
+            wait_for(lambda: len([n for n in got.values() if n > 1 << 20]) == 2, 20,
+                     "CMD and its background sender to send 1 MB each")
+            with open(os.path.join(run_cgroup(proc.pid), "cgroup.procs")) as f:
+                senders = [int(p) for p in f.read().split()]
+            assert len(senders) == 2, f"processes in the run's cgroup: {senders}"
+            proc.send_signal(sig)
+            _, err = proc.communicate(timeout=30)
+        finally:
+            ended(proc)
+    assert proc.returncode == 128 + sig, f"exit {proc.returncode}: {err}"
+    assert f"tamebpf run: sh exited {128 + sig} after" in err, err
+    alive = [p for p in senders if not dead(p)]
+    assert alive == [], f"senders alive after {sig.name} to run: {alive}"
+    assert left_by(proc) == [], f"left after {sig.name}: {left_by(proc)}"
+
+
+@contextlib.contextmanager
+def pin_lock(pins: str) -> Iterator[None]:
+    """The pin directory's lock held, as another tamebpf command holds it
+    while it changes a cap: until it is let go, the run can neither read
+    nor change a cap, and waits."""
+    os.makedirs(pins, exist_ok=True)
+    fd = os.open(pins, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def waits_for_lock(pid: int, path: str) -> bool:
+    """pid is blocked on the flock of the directory at path (/proc/locks:
+    '1: -> FLOCK ADVISORY WRITE PID MAJ:MIN:INODE 0 EOF')."""
+    ino = str(os.stat(path).st_ino)
+    with open("/proc/locks") as f:
+        return any(w[1:3] == ["->", "FLOCK"] and w[5] == str(pid) and w[6].endswith(f":{ino}")
+                   for w in (line.split() for line in f))
+
+
+def holds(proc: subprocess.Popen[str], sig: signal.Signals) -> bool:
+    """sig waits in proc, blocked (process-wide pending: ShdPnd)."""
+    try:
+        with open(f"/proc/{proc.pid}/status") as f:
+            mask = next(int(ln.split()[1], 16) for ln in f if ln.startswith("ShdPnd:"))
+    except FileNotFoundError:
+        return False
+    return bool(mask >> (sig - 1) & 1)
+
+
+def acted_on(proc: subprocess.Popen[str], sig: signal.Signals) -> bool:
+    """proc has taken sig: holds it for later, or has ended."""
+    return proc.poll() is not None or holds(proc, sig)
+
+
+@pytest.mark.parametrize("sig", PASSED, ids=lambda s: s.name)
+def test_a_signal_while_run_tidies_does_not_cut_the_tidy_short(
+        pins: str, tmp_path: Path, sig: signal.Signals) -> None:
+    """The first signal ends CMD (7). The same signal again (for SIGINT: a
+    second Ctrl-C) comes while the run waits to remove its caps: the test
+    holds the pin directory's lock, as another tamebpf command can. Once
+    the lock is free the tidy completes: the caps and the cgroup go, CMD's
+    7 comes back with the summary line."""
+    got = tmp_path / "got"
+    proc = start_run("--", *counting(got, "exit 7"))
+    try:
+        wait_ready(proc)
+        with pin_lock(pins):
+            proc.send_signal(sig)
+            wait_for(lambda: waits_for_lock(proc.pid, pins), 20,
+                     "CMD to end and the run to wait for the pin lock to remove its caps")
+            proc.send_signal(sig)
+            wait_for(lambda: acted_on(proc, sig), 10, f"run to take the second {sig.name}")
+        _, err = proc.communicate(timeout=30)
+    finally:
+        ended(proc)
+    assert proc.returncode == 7, f"exit {proc.returncode} after a {sig.name} in the tidy: {err}"
+    assert "tamebpf run: sh exited 7" in err, err
+    assert left_by(proc) == [], f"left after a {sig.name} in the tidy: {left_by(proc)}"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
+def test_a_signal_during_set_up_ends_the_run_before_cmd(pins: str, tmp_path: Path,
+                                                        sig: signal.Signals) -> None:
+    """A signal while the run sets up (it waits for the pin directory's
+    lock, held by the test, to read the cap table) ends it once set-up is
+    done and before CMD starts: 128+N and one line, as a shell gives; CMD
+    never ran; the cgroup and caps set-up made are gone."""
+    ran = tmp_path / "ran"
+    proc = None
+    try:
+        with pin_lock(pins):
+            proc = start_run("--", "sh", "-c", f"touch {ran}")
+            wait_for(lambda: waits_for_lock(proc.pid, pins), 20,
+                     "the run to wait for the pin lock to read the cap table")
+            proc.send_signal(sig)
+            wait_for(lambda: acted_on(proc, sig), 10, f"run to take {sig.name}")
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc is not None:
+            ended(proc)
+    assert proc.returncode == 128 + sig, f"exit {proc.returncode} after {sig.name}: {err}"
+    assert err.strip().splitlines() == [f"tamebpf: interrupted by {sig.name} before sh started"], \
+        err
+    assert not ran.exists(), f"CMD ran after {sig.name} during set-up"
+    assert left_by(proc) == [], f"left after {sig.name} during set-up: {left_by(proc)}"

@@ -41,12 +41,13 @@ Exit status: CMD's own (128+N when a signal N ended it); 127 when CMD is not
 found and 126 when it cannot be executed, as a shell gives; tamebpf's own
 failures before CMD starts: 1 or 2 (tamebpf(1), EXIT STATUS).
 
-Ctrl-C, SIGTERM and SIGHUP are passed to CMD once; when it has ended, what it
-left in the cgroup is killed and the cap and the cgroup are removed. After a
-kill -9 of 'tamebpf run', the next tamebpf command that reads the cap table
-('cap list', 'cap rm', 'cap apply', 'watch', 'export', another 'run')
-removes the run's cgroup and caps once no process is left in it
-(docs/run.md).
+Ctrl-C, SIGTERM, SIGHUP and SIGQUIT are passed to CMD once; when it has
+ended, what it left in the cgroup is killed, then the cap and the cgroup are
+removed. One that comes before CMD starts ends the run (128+N); one that
+comes while the run tidies waits for the tidy. After a kill -9 of 'tamebpf
+run', the next tamebpf command that reads the cap table ('cap list', 'cap
+rm', 'cap apply', 'watch', 'export', another 'run') removes the run's cgroup
+and caps once no process is left in it (docs/run.md).
 """
 
 

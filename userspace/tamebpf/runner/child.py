@@ -16,13 +16,15 @@ from tamebpf.kernel.netns import enter_netns
 # As a shell gives them: the command was not found, or found but could not
 # be executed.
 EXIT_NOT_FOUND, EXIT_NOT_EXECUTABLE = 127, 126
-# The signals the run waits for (session.py blocks them; CMD must not
-# inherit them blocked).
-WAITED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD)
+# The signals the run passes on to CMD, and those it waits for: session.py
+# holds them blocked from set-up to tidy; CMD must not inherit them blocked.
+PASSED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+WAITED = (*PASSED, signal.SIGCHLD)
 
 
 class NotStarted(TamebpfError):
-    """CMD could not be started: exit 127 or 126, as a shell gives."""
+    """CMD could not be started: exit 127 or 126, as a shell gives (128+N
+    when signal N came first)."""
 
     def __init__(self, message: str, exit_code: int) -> None:
         super().__init__(message)
@@ -30,7 +32,13 @@ class NotStarted(TamebpfError):
 
 
 def start(argv: Sequence[str], cgroup: str, netns: str | None) -> subprocess.Popen[bytes]:
-    """CMD running, with our stdin, stdout and stderr, in CGROUP."""
+    """CMD running, with our stdin, stdout and stderr, in CGROUP; not
+    started when one of the PASSED signals came during set-up (held
+    pending): 128+N, as a shell gives."""
+    came = set(PASSED) & signal.sigpending()
+    if came:
+        sig = min(came)
+        raise NotStarted(f"interrupted by {sig.name} before {argv[0]} started", 128 + sig)
 
     def enter() -> None:
         # In the child, before exec: no Python thread runs here.

@@ -16,11 +16,15 @@ teaches path memory (docs/run.md).
    not step the run's cap too.
 3. The same readings feed the passive learner (paths/passive.PathLearner),
    as `export` feeds it every transfer; --no-learn turns both writers off.
-4. SIGINT, SIGTERM and SIGHUP are waited for (blocked, sigtimedwait) and
-   passed to CMD once: a Ctrl-C the terminal sent to the whole foreground
-   process group has reached CMD already and is not sent again. When CMD
-   has ended, processes it left in the cgroup are killed, the caps removed
-   and the cgroup with them.
+4. SIGINT, SIGTERM, SIGHUP and SIGQUIT are held blocked from the first
+   step of set-up to the last of the tidy, so none can leave a cap, a
+   cgroup, a BPF program or a process behind. One that came during set-up
+   ends the run before CMD starts (runner/child.start); while CMD runs
+   they are waited for (sigtimedwait) and passed to CMD once: a Ctrl-C the
+   terminal sent to the whole foreground process group has reached CMD
+   already and is not sent again; once CMD has ended they wait for the
+   tidy to finish and are dropped, and the status stays CMD's. The tidy
+   removes the caps, kills what CMD left in the cgroup and removes it.
 """
 
 from __future__ import annotations
@@ -147,6 +151,12 @@ class Session:
 
     def run(self) -> tuple[int, Summary]:
         """CMD's exit status (as a shell gives it) and the summary."""
+        with signals_held():
+            status, seconds = self._run_and_tidy()
+        return status, self._summary(seconds, status)
+
+    def _run_and_tidy(self) -> tuple[int, float]:
+        """CMD's exit status and how long it ran."""
         self.table.list()  # sweeps what killed runs left (kernel/run_cgroups.py)
         cg = run_cgroups.create()
         try:
@@ -154,8 +164,7 @@ class Session:
                 [Add(cg.rel, parse_dest(w), PACE_NO_LIMIT, pace_bytes_per_s(self.target_mbps))
                  for w in WIDE])
             with FlowReader(cgroup=cg.path, netns=[self.opts.netns] if self.opts.netns else (),
-                            verbose=self.opts.verbose, command="run") as reader, \
-                    signals_waited():
+                            verbose=self.opts.verbose, command="run") as reader:
                 t0 = time.monotonic()
                 if self.opts.learn:
                     self._open_acks(cg.path, t0)
@@ -171,7 +180,7 @@ class Session:
             if self.acks is not None:
                 self.acks.close()
             self._tidy(cg)
-        return status, self._summary(seconds, status)
+        return status, seconds
 
     def _wait(self, child: subprocess.Popen[bytes], reader: FlowReader) -> int:
         next_step = time.monotonic() + STEP_S
@@ -404,10 +413,11 @@ class Session:
 
 
 @contextlib.contextmanager
-def signals_waited() -> Iterator[None]:
-    """SIGINT, SIGTERM, SIGHUP and SIGCHLD held for sigtimedwait while the
-    block runs (CMD unblocks them before exec); those still pending on the
-    way out are dropped: CMD has ended, and tidying must not be cut short."""
+def signals_held() -> Iterator[None]:
+    """The signals passed to CMD, and SIGCHLD, blocked while the block runs
+    (CMD unblocks them before exec), for sigtimedwait or for later; those
+    still pending on the way out are dropped: CMD has ended (or never
+    started) and all is tidied."""
     old = signal.pthread_sigmask(signal.SIG_BLOCK, WAITED)
     try:
         yield
