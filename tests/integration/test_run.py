@@ -1,10 +1,11 @@
 """`tamebpf run -- CMD` on the real kernel (docs/run.md): exit status as a
 shell gives it, signals passed to CMD once, nothing left after it ends,
 nor after a signal during its set-up or its tidy (or, after a kill -9 of
-run, after the next `cap list`), and a transfer on the testbed that
-teaches path memory. Each test uses a private pin directory (`pins`) and
-path memory (conftest), and touches only the run cgroups of the runs it
-started (tamebpf-run-PID of their own PIDs)."""
+run, after the next `cap list`), what CMD left killed before the caps go,
+and a transfer on the testbed that teaches path memory. Each test uses a
+private pin directory (`pins`) and path memory (conftest), and touches
+only the run cgroups of the runs it started (tamebpf-run-PID of their own
+PIDs)."""
 
 from __future__ import annotations
 
@@ -520,3 +521,36 @@ def test_a_signal_during_set_up_ends_the_run_before_cmd(pins: str, tmp_path: Pat
         err
     assert not ran.exists(), f"CMD ran after {sig.name} during set-up"
     assert left_by(proc) == [], f"left after {sig.name} during set-up: {left_by(proc)}"
+
+
+def cap_pins(pins: str, cgroup_id: int) -> list[str]:
+    """The pinned links of the caps on a cgroup (cap_pins.c: cg<ID>_c4...):
+    there while a cap of it is in force."""
+    return [n for n in os.listdir(pins) if n.startswith(f"cg{cgroup_id}_")]
+
+
+def test_what_cmd_leaves_is_killed_before_its_caps_go(pins: str, tmp_path: Path) -> None:
+    """CMD ends but leaves a child in the run's cgroup that keeps sending.
+    The test holds the pin directory's lock as CMD ends, so the run cannot
+    remove a cap until it is let go: the child must die all the same, the
+    caps still in force when it does (never a moment unpaced); then the
+    caps and the cgroup go, and CMD's 0 comes back."""
+    pid_file, go = tmp_path / "child", tmp_path / "go"
+    with sink() as (port, got):
+        script = (f"{sender(port)} & echo $! > {pid_file}; echo ready; "
+                  f"while [ ! -e {go} ]; do sleep 0.05; done; exit 0")
+        proc = start_run("--", "sh", "-c", script)
+        try:
+            wait_ready(proc)
+            wait_for(lambda: sum(got.values()) > 1 << 20, 20, "CMD's child to send 1 MB")
+            child, cgroup_id = int(pid_file.read_text()), os.stat(run_cgroup(proc.pid)).st_ino
+            with pin_lock(pins):
+                go.touch()
+                wait_for(lambda: dead(child), 10,
+                         f"CMD's leftover child {child} to be killed before the caps go")
+                assert cap_pins(pins, cgroup_id), "the caps went before CMD's child died"
+            _, err = proc.communicate(timeout=30)
+        finally:
+            ended(proc)
+    assert proc.returncode == 0, f"exit {proc.returncode}: {err}"
+    assert left_by(proc) == [], f"left: {left_by(proc)}"

@@ -14,16 +14,19 @@ import contextlib
 import fcntl
 import os
 import re
+import signal
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from tamebpf.errors import TamebpfError
-from tamebpf.kernel.cgroups import require_cgroup2
+from tamebpf.kernel.cgroups import empty_and_remove, require_cgroup2
 
 PREFIX = "tamebpf-run-"
 # Exactly the names new_run_cgroup makes: a sweep never takes a cgroup of
 # someone else that merely starts with the prefix.
 RUN_NAME = re.compile(r"tamebpf-run-[0-9]+(-[0-9]+)?")
+KILL_WAIT_S = 2.0  # as long as cgroups.empty_and_remove waits for killed processes
 
 
 @dataclass(frozen=True)
@@ -78,12 +81,33 @@ def create() -> RunCgroup:
                        "remove the cgroups of that name that are left (rmdir), then run again")
 
 
+def kill_all(path: str) -> None:
+    """Every process in the cgroup at path, and below it, killed and gone
+    (populated 0: their sockets are closed too); the cgroup is kept, and
+    one already gone is no error."""
+    deadline = time.monotonic() + KILL_WAIT_S
+    while populated(path):
+        if time.monotonic() > deadline:
+            raise TamebpfError(f"the processes in {path} do not end", "kill them, then rmdir it")
+        for pid in _procs(path):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.01)
+
+
+def _procs(path: str) -> list[int]:
+    pids = []
+    for where, _dirs, _files in os.walk(path):
+        with contextlib.suppress(FileNotFoundError), \
+                open(os.path.join(where, "cgroup.procs"), encoding="ascii") as f:
+            pids += [int(p) for p in f.read().split()]
+    return pids
+
+
 def release(cg: RunCgroup) -> None:
-    """The run ends: the cgroup removed (its processes must have left),
-    then the lock let go."""
+    """The run ends: the cgroup emptied and removed, then the lock let go."""
     try:
-        with contextlib.suppress(FileNotFoundError):
-            os.rmdir(cg.path)
+        empty_and_remove(cg.path, "the run's cgroup")
     finally:
         os.close(cg.lock_fd)
 

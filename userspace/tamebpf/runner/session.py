@@ -24,7 +24,8 @@ teaches path memory (docs/run.md).
    terminal sent to the whole foreground process group has reached CMD
    already and is not sent again; once CMD has ended they wait for the
    tidy to finish and are dropped, and the status stays CMD's. The tidy
-   removes the caps, kills what CMD left in the cgroup and removes it.
+   kills what CMD left in the cgroup first, while the caps still pace it,
+   then removes the caps, then the cgroup.
 """
 
 from __future__ import annotations
@@ -49,7 +50,6 @@ from tamebpf.groups.aggregate import Aggregator
 from tamebpf.groups.group import Group
 from tamebpf.groups.passive_fit import LOSS_BASED
 from tamebpf.kernel import run_cgroups
-from tamebpf.kernel.cgroups import empty_and_remove
 from tamebpf.kernel.flows import FlowReader
 from tamebpf.logs import log
 from tamebpf.model import ModelInputError, Settings
@@ -339,18 +339,24 @@ class Session:
             return None
 
     def _tidy(self, cg: run_cgroups.RunCgroup) -> None:
-        """What CMD left in the cgroup is killed; the caps go, then the cgroup."""
+        """What CMD left in the cgroup is killed first, while the caps still
+        pace it (no leftover sends unpaced); then the caps go, then the
+        cgroup."""
         try:
-            if self.caps:
-                try:
-                    self.table.commit(self.caps)
-                except TamebpfError as err:  # removed meanwhile (cap rm): nothing to do
-                    log.debug("run: removing the caps: %s", err)
-        finally:
             try:
-                empty_and_remove(cg.path, "the run's cgroup")
+                run_cgroups.kill_all(cg.path)
             finally:
-                run_cgroups.release(cg)
+                self._remove_caps()
+        finally:
+            run_cgroups.release(cg)
+
+    def _remove_caps(self) -> None:
+        if not self.caps:
+            return
+        try:
+            self.table.commit(self.caps)
+        except TamebpfError as err:  # removed meanwhile (cap rm): nothing to do
+            log.debug("run: removing the caps: %s", err)
 
     def _summary(self, seconds: float, status: int) -> Summary:
         dests = []
