@@ -1,17 +1,21 @@
 """`tamebpf run` passes a signal on to CMD once (runner/session.forward):
 a terminal's Ctrl-C, which the kernel sent to the whole foreground process
-group, has reached CMD already; a signal sent to run alone has not. Real
-child processes, no root."""
+group, has reached CMD already; a signal sent to run alone has not. One
+that came during set-up means CMD is not started (runner/child.start).
+Real child processes and signals, no root."""
 
 from __future__ import annotations
 
 import signal
 import subprocess
 import sys
+import threading
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
+from tamebpf.runner.child import NotStarted, start
 from tamebpf.runner.session import SI_KERNEL, forward
 
 # The child blocks SIGINT, says it is ready, and after a while says whether
@@ -35,3 +39,20 @@ def test_forward_once(si_code: int, sent: bool) -> None:
     finally:
         child.kill()
         child.wait()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGQUIT], ids=lambda s: s.name)
+def test_a_signal_held_during_set_up_means_cmd_is_not_started(tmp_path: Path,
+                                                             sig: signal.Signals) -> None:
+    ran = tmp_path / "ran"
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {sig})
+    try:
+        signal.pthread_kill(threading.get_ident(), sig)  # pending, as in run's set-up
+        with pytest.raises(NotStarted) as got:
+            start(["touch", str(ran)], str(tmp_path), None)
+    finally:
+        signal.sigtimedwait({sig}, 0)
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+    assert (got.value.exit_code, str(got.value)) == (
+        128 + sig, f"interrupted by {sig.name} before touch started"), got.value
+    assert not ran.exists(), f"CMD started with {sig.name} pending"
