@@ -32,6 +32,7 @@ import pytest
 from tamebpf.cap.table import CapTable
 from tamebpf.kernel.cgroups import cgroup2_mount, empty_and_remove
 from tamebpf.present.toolflags import tool_flags
+from tamebpf.runner.session import STEP_S
 from tamebpf_testbed import iperf
 from tests.integration import test_toolflags_streams as toolflags
 from tests.integration import testbed_fixtures as tbfix
@@ -274,6 +275,9 @@ def test_a_transfer_tool_under_run_against_its_own_server(pins: str, tool: Any) 
             seen = 0
             while time.monotonic() < deadline and proc.poll() is None and seen < TOOL_STREAMS:
                 seen = max(seen, toolflags.moving_streams(cg)[0])
+            # run reads the flows once a STEP_S: let it read them moving
+            # (SIGTERM at the first sight counted 2 of 3, once in a few runs)
+            time.sleep(3 * STEP_S)
             assert proc.poll() is None, f"{tool.name} ended early: {proc.communicate()[1]}"
             proc.send_signal(signal.SIGTERM)
             _, err = proc.communicate(timeout=30)
