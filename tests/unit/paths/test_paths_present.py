@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from tamebpf.estimate.record import Target
 from tamebpf.model import Settings
+from tamebpf.paths.entry import Window
 from tamebpf.paths.recall import recall
 from tamebpf.present.advice import range_text
 from tamebpf.present.paths import age_text, entry_json, recalled_json, render_paths, render_recalled
@@ -64,3 +65,12 @@ def test_a_passive_answer_says_how_many_transfers_taught_it_over_how_long() -> N
     out = recalled_json(r, TARGET, 1125.0)
     assert out["from_memory"] is True and out["memory"]["source"] == "passive"
     assert (out["memory"]["transfers"], out["memory"]["learned_over_s"]) == (3, 750.0)
+    assert out["memory"]["pool"] is None
+    pooled = replace(e, windows=(Window(4, 30.0, 60.0),) * 9, spread=0.08)
+    r = replace(recall(pooled, Settings()), transfers=(3, 750.0))
+    text = render_recalled(r, TARGET, 1125.0)
+    assert "learned from 3 transfers over 12 min (a pool of 9 settled windows, 9.0 min), " \
+        "the last 2 min 5 s ago" in text, text
+    memory = recalled_json(r, TARGET, 1125.0)["memory"]
+    assert memory["pool"] == {"windows": 9, "seconds": 540.0}
+    assert memory["advice"]["spread"] == 0.08

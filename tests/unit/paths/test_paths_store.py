@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from tamebpf.model import Settings
-from tamebpf.paths.entry import PathEntry, PathKey
+from tamebpf.paths.entry import PathEntry, PathKey, Window
 from tamebpf.paths.recall import entry_from_advice
-from tamebpf.paths.store import APPLICATION_ID, DB_NAME, PathStore
+from tamebpf.paths.store import APPLICATION_ID, DB_NAME, SCHEMA_VERSION, PathStore
 from tests.unit.paths.test_paths_recall import results
 
 KEY = PathKey("198.18.3.2/32", "tb-snd", "cubic")
@@ -213,25 +213,32 @@ def test_passive_times_are_those_since_the_last_probed_entry(tmp_path: Path) -> 
     assert PathStore(str(tmp_path / "none")).passive_times(e.key) == []
 
 
-def test_a_schema_1_file_reads_and_gets_the_range_columns_at_its_first_write(
-        tmp_path: Path) -> None:
+@pytest.mark.parametrize("version, dropped", [
+    (1, ("streams_low", "streams_high", "spread", "windows")),  # before the count range
+    (2, ("windows",)),  # before pools
+])
+def test_an_older_file_reads_and_gets_the_new_columns_at_its_first_write(
+        tmp_path: Path, version: int, dropped: tuple[str, ...]) -> None:
     store = PathStore(str(tmp_path))
     store.put(an_entry())
-    # Make it a version-1 file, as tamebpf before the count range left it.
+    # Make it a file as an older tamebpf left it.
     db = sqlite3.connect(tmp_path / DB_NAME)
-    for column in ("streams_low", "streams_high", "spread"):
+    for column in dropped:
         db.execute(f"ALTER TABLE paths DROP COLUMN {column}")
-    db.execute("PRAGMA user_version = 1")
+    db.execute(f"PRAGMA user_version = {version}")
     db.commit()
     db.close()
     old = store.newest(KEY)
     assert old is not None and old.advised_streams == an_entry().advised_streams
-    assert (old.streams_low, old.streams_high, old.spread) == (None, None, None)
-    new = an_entry(advised_streams=7)
+    assert old.windows == ()
+    if version == 1:
+        assert (old.streams_low, old.streams_high, old.spread) == (None, None, None)
+    new = replace(an_entry(advised_streams=7), source="passive", probe_kind="none",
+                  windows=(Window(4, 30.5, 20.0), Window(4, 28.25, 60.0)))
     assert new.streams_low is not None and new.spread is not None
     store.put(new)
     got = store.newest(KEY)
     assert got == replace(new, id=got.id if got else None)
     db = sqlite3.connect(tmp_path / DB_NAME)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     db.close()

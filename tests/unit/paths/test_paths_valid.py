@@ -95,6 +95,14 @@ def test_a_sound_entry_passes_unchanged() -> None:
     (with_value(streams_high=0), "streams_high"),
     (with_value(spread=math.nan), "spread"),
     (with_value(id="7"), "id"),
+    (with_value(windows="[[4, 30.0"), "windows"),
+    (with_value(windows={"4": 30.0}), "windows"),
+    (with_value(windows=[[4, 30.0, 60.0]] * 65), "windows"),
+    (with_value(windows=[[4, 30.0]]), "windows[0]"),
+    (with_value(windows=[[4, 30.0, 60.0], [0, 30.0, 60.0]]), "windows[1].streams"),
+    (with_value(windows=[[4, math.inf, 60.0]]), "windows[0].goodput"),
+    (with_value(windows="[[4, 30.0, -1]]"), "windows[0].seconds"),
+    (with_value(windows=[[4, 30.0, 1e12]]), "windows[0].seconds"),
 ])
 def test_an_absurd_value_is_refused_naming_its_field(raw: dict[str, object],
                                                     field: str) -> None:

@@ -12,11 +12,35 @@ s is fitted on the stored draws' probes against their truth rounds
 (tamebpf_eval/range_design.py, docs/results/range-design.md), by the
 path's RTT class and whether a probe ended unsettled (at its time limit, or
 a fixed-length probe): those are where the rounds part most.
+
+Transfers teach more than one round: path memory pools the settled goodput
+windows that transfers (and the scout of a following cap) showed on a path
+(paths/pool.py), and the range narrows as they accumulate, from the path's
+own variation (`pooled_spread`). The rule, and why:
+
+- the windows' relative spread is measured in logs around each stream
+  count's own mean (windows at 2 and at 8 streams differ by the curve, not
+  by noise), as a band like the class spreads (BAND_Z standard deviations),
+  and shrunk toward the class spread with the weight of PRIOR_WINDOWS
+  windows: one window alone says nothing of the spread (it is the class's),
+  and two windows that happen to agree must not say "none";
+- the pooled value's spread is that over sqrt(k) (k: the windows at the
+  count with the fewest): the standard error of a mean of k draws;
+- never above the class spread (the measured round-to-round bound), never
+  below SPREAD_FLOOR.
+
+sqrt(k) takes the windows as independent draws. A path's cross traffic
+changes over minutes, so windows a minute apart may be correlated and the
+range narrow faster than the truth does: how fast it may narrow is an
+assumption until issue 45's long-path measurement (5-min transfers, 3
+rounds of 60-s truth windows) checks it.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -32,6 +56,19 @@ SPREAD: dict[tuple[bool, bool], float] = {
     (True, True): 0.725,
 }
 SETTLED = "settled"  # the one stop reason that says the probe converged
+# The truth windows the class spreads were fitted on (15 s, issue 44).
+SPREAD_WINDOW_S = 15.0
+# The narrowest a pooled range gets: 5%, the smallest target move the
+# follow cap acts on. Below it the windows' agreement would claim more than
+# minutes of a path can show; an assumption, as the rate of narrowing is.
+SPREAD_FLOOR = 0.05
+# How many windows' worth of weight the class spread keeps against the
+# windows' own spread (see the module's docstring).
+PRIOR_WINDOWS = 2.0
+# The class spreads are bands (the range they make holds the best count in
+# >= 85% of rounds), not standard deviations: a measured one is made a band
+# of 90% of a normal.
+BAND_Z = 1.645
 
 
 @dataclass(frozen=True)
@@ -55,6 +92,43 @@ def path_class(rtts_ms: Sequence[float], stopped: Sequence[str | None]) -> PathC
 
 def spread_for(cls: PathClass, table: dict[tuple[bool, bool], float] | None = None) -> float:
     return (SPREAD if table is None else table)[(cls.long, cls.unsettled)]
+
+
+def over_window(spread: float, seconds: float) -> float:
+    """The spread of one reading over `seconds`: a window shorter than
+    SPREAD_WINDOW_S is noisier by sqrt(SPREAD_WINDOW_S / seconds) (the
+    sawtooth averages out over a window: 8 s give about 30% where 15 s give
+    22.5%, as the follow cap's short window showed on the testbed); a longer
+    one is taken as no quieter (round-to-round variation does not average
+    out within a window)."""
+    return spread * math.sqrt(max(1.0, SPREAD_WINDOW_S / seconds))
+
+
+@dataclass(frozen=True)
+class Pooled:
+    """What a pool of windows says: one window's relative spread (the
+    path's own, shrunk toward the class's) and the pooled value's (the
+    range's s), both within SPREAD_FLOOR..the class spread."""
+
+    window: float
+    pooled: float
+
+
+def pooled_spread(by_count: Sequence[Sequence[float]], class_spread: float) -> Pooled:
+    """by_count: the windows' goodputs at each stream count (no window at
+    all gives the class spread)."""
+    cls = math.log1p(class_spread)
+    logs = [[math.log(g) for g in ws] for ws in by_count if ws]
+    if not logs:
+        return Pooled(class_spread, class_spread)
+    squares = sum((x - statistics.fmean(ws)) ** 2 for ws in logs for x in ws)
+    dof = sum(len(ws) for ws in logs) - len(logs)
+    var = (PRIOR_WINDOWS * cls ** 2 + BAND_Z ** 2 * squares) / (PRIOR_WINDOWS + dof)
+    k = min(len(ws) for ws in logs)
+
+    def bounded(log_band: float) -> float:
+        return min(class_spread, max(SPREAD_FLOOR, math.expm1(log_band)))
+    return Pooled(bounded(math.sqrt(var)), bounded(math.sqrt(var / k)))
 
 
 def count_range(count: Callable[[Sequence[Probe]], int], probes: Sequence[Probe], n: int,

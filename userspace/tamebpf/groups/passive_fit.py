@@ -41,6 +41,11 @@ class Observation:
     loss_rate: float | None  # retransmitted / data segments, over the samples
     srtt_s: float | None  # median
     samples: int
+    # The samples' goodputs, oldest first, and how many samples the count
+    # has taken in all (more than `samples` once old ones went): path
+    # memory pools each sample once (paths/passive.py).
+    goodputs: tuple[float, ...] = ()
+    taken: int = 0
 
 
 @dataclass(frozen=True)
@@ -85,6 +90,7 @@ class Levels:
     prev_streams: int | None = None
     history: dict[int, deque[_Sample]] = field(default_factory=dict)
     dirty: bool = False  # history changed since the last fit
+    taken: Tally[int] = field(default_factory=Tally)  # samples taken in all, by count
     observed: tuple[Observation, ...] = ()
     passive: PassiveFit | None = None
 
@@ -125,6 +131,7 @@ class Fitter:
             level = lv.history[streams] = deque(maxlen=self.samples_per_level)
         rtt = statistics.median(srtt) / 1e6 if srtt else None
         level.append(_Sample(now, mbps, retrans, data_segs, rtt))
+        lv.taken[streams] += 1
         lv.dirty = True
 
     def _prune(self, lv: Levels, now: int) -> None:
@@ -150,6 +157,8 @@ class Fitter:
                 loss_rate=min(sum(s.retrans for s in level) / segs, 1.0) if segs else None,
                 srtt_s=statistics.median(rtts) if rtts else None,
                 samples=len(level),
+                goodputs=tuple(s.goodput_mbps for s in level),
+                taken=lv.taken[n],
             ))
         return tuple(out)
 

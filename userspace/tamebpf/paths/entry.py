@@ -9,6 +9,7 @@ for its own limits, not the stored one.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -25,6 +26,17 @@ PROBE_KINDS: tuple[ProbeKind, ...] = ("settled", "quick", "fixed", "none")
 # Which estimator the stored advice used (estimate/record.AdviseResult.used).
 Estimator = Literal["capacity", "throughput", "share"]
 ESTIMATORS: tuple[Estimator, ...] = ("capacity", "throughput", "share")
+
+
+@dataclass(frozen=True)
+class Window:
+    """One settled goodput window a transfer (or a following cap's scout)
+    showed on the path: at `streams` streams, `mbps` of TCP goodput over
+    `seconds`."""
+
+    streams: int
+    mbps: float
+    seconds: float
 
 
 @dataclass(frozen=True)
@@ -66,6 +78,13 @@ class FitData:
         return json.dumps(self.as_dict(), allow_nan=False)
 
 
+def windows_json(windows: Sequence[Window]) -> str:
+    """A pool as the store keeps it: [[streams, Mbit/s, seconds], ...]
+    (paths/valid.checked_windows reads it back)."""
+    return json.dumps([[w.streams, w.mbps, w.seconds] for w in windows], allow_nan=False,
+                      separators=(",", ":"))
+
+
 @dataclass(frozen=True)
 class PathEntry:
     """One advice for a path, as it was when stored.
@@ -104,10 +123,18 @@ class PathEntry:
     streams_low: int | None = None
     streams_high: int | None = None
     spread: float | None = None
+    # A passive entry's pool: the settled windows, oldest first, that its
+    # fit and spread rest on (paths/passive.py); empty for a probed entry.
+    windows: tuple[Window, ...] = ()
     id: int | None = None  # the store's row id
 
     def age_s(self, now: float) -> float:
         return max(0.0, now - self.when)
+
+    @property
+    def pooled_s(self) -> float:
+        """The seconds of settled windows the entry holds."""
+        return sum(w.seconds for w in self.windows)
 
     def marked_changed(self) -> PathEntry:
         return replace(self, changed=True)

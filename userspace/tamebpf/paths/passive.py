@@ -8,11 +8,16 @@ is a point, as a probe would be, and no probe traffic is sent.
   measured on the transfer's own ACKs (`tamebpf run`: runner/acks.py): the
   capacity fit (model/capacity.fit_capacity) on that one point gives the
   competing flows, and so a curve.
+- What a group shows is pooled with what transfers before it showed on
+  the path (paths/pool.py): its samples become settled windows (at least
+  MIN_WINDOW_S each, every sample once), the entry takes over the pool of
+  the newest one and adds them, its points are the pool's medians and its
+  spread narrows as the pool grows (estimate/spread.pooled_spread).
 - A settled point outside the newest entry's interval (its predicted
-  goodput at that count, times or over 1 + the path's round-to-round
-  spread, change_tolerance) marks the path changed: the
+  goodput at that count, times or over 1 + the spread one reading may show
+  around it, pool.change_tolerance) marks the path changed: the
   next `advise` probes again (DualPats' re-probe rule), and nothing more is
-  learned for the path until it has.
+  learned for the path until it has; the next pool starts empty.
 
 `learn` is pure; `PathLearner` applies it to a store, at most once per
 path per STORE_EVERY_S unless the points changed (PathLearner._due).
@@ -25,20 +30,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from tamebpf.estimate.spread import SETTLED, path_class, spread_for
-from tamebpf.groups.group import Group
+from tamebpf.groups.group import Group, GroupKey
 from tamebpf.groups.passive_fit import LOSS_BASED, Observation
 from tamebpf.logs import log
-from tamebpf.model import (
-    ModelInputError,
-    Probe,
-    Settings,
-    competing_flows,
-    fit_capacity,
-    predict,
+from tamebpf.model import ModelInputError, Settings, competing_flows
+from tamebpf.paths.entry import FitData, PathEntry, PathKey, Window
+from tamebpf.paths.pool import (
+    by_count,
+    change_tolerance,
+    fit_points,
+    fresh_windows,
+    points,
+    pool_of,
+    pooled,
+    spreads,
 )
-from tamebpf.paths.entry import FitData, PathEntry, PathKey
-from tamebpf.paths.recall import entry_spread, recall
+from tamebpf.paths.recall import recall
 from tamebpf.paths.store import PathStore
 from tamebpf.paths.valid import refusal
 
@@ -112,15 +119,6 @@ def group_key(group: Group, netns: str) -> PathKey | None:
     return PathKey(dest, netns, cc)
 
 
-def change_tolerance(known: PathEntry) -> float:
-    """How far (relative) a transfer's goodput may lie from what the entry
-    predicts at its count before the path counts as changed: the path's
-    round-to-round spread, the one its count range was made with
-    (estimate/spread.py, docs/results/range-design.md). A goodput
-    that moves less than that is what the same path gives on another round."""
-    return entry_spread(known)
-
-
 def outside(known: PathEntry, obs: Observation, settings: Settings) -> str | None:
     """Why this point lies outside the entry's interval (None: inside)."""
     try:
@@ -139,10 +137,12 @@ def outside(known: PathEntry, obs: Observation, settings: Settings) -> str | Non
 
 
 def learn(group: Group, netns: str, now: float, settings: Settings,
-          known: PathEntry | None, measured: MeasuredCapacity | None = None
-          ) -> Learned | None:
+          known: PathEntry | None, measured: MeasuredCapacity | None = None,
+          fresh: Sequence[Window] = ()) -> Learned | None:
     """What the group teaches; `measured`: the capacity its own ACKs gave,
-    used when no entry holds one (one stream count then makes a curve)."""
+    used when no entry holds one (one stream count then makes a curve);
+    `fresh`: the settled windows its samples make that no entry pooled yet
+    (pool.fresh_windows)."""
     key = group_key(group, netns)
     obs = group.observed
     if key is None or not obs or PROBE_CGROUP in (group.cgroup or ""):
@@ -166,39 +166,33 @@ def learn(group: Group, netns: str, now: float, settings: Settings,
         return Learned(key)  # the loss law's fits do not describe BBR
     rtts = [o.srtt_s for o in obs if o.srtt_s is not None]
     rtt_ms = min(rtts) * 1000 if rtts else None
-    base = {"key": key, "when": now, "source": "passive", "probe_kind": "none",
-            "rtt_ms": rtt_ms, "host": group.remote_addr,
-            # A transfer's points are long steady windows: the settled class.
-            "spread": spread_for(path_class([rtt_ms or 0.0], [SETTLED]))}
-    if group.passive is not None and len(obs) >= 2:
-        pred = group.passive.prediction
-        f = pred.fit
-        fit = FitData("throughput", tuple((p.streams, p.throughput) for p in f.probes),
-                      f.model, f.coeffs, f.evidence_limit, f.capacity)
-        capacity: Capacity | None = None
-    elif (known is not None and known.capacity_mbps is not None) or measured is not None:
+    pool = pooled(pool_of(known), fresh)
+    # A count the pool has no window for yet: what the transfer shows so far.
+    counts = by_count(pool, {o.streams: o.goodput_mbps for o in obs})
+    ps = points(counts)
+    capacity: Capacity | None = None
+    if len(ps) < 2:
         if known is not None and known.capacity_mbps is not None:
             capacity = Capacity(known.capacity_mbps, known.capacity_low_mbps,
                                 known.capacity_high_mbps, known.capacity_method,
                                 known.link_mbps)
-        else:
-            assert measured is not None
+        elif measured is not None:
             capacity = Capacity(measured.mbps, measured.low_mbps, measured.high_mbps,
                                 measured.method, None)
-        o = obs[0]
-        try:
-            pred = predict(fit_capacity([Probe(o.streams, o.goodput_mbps)],
-                                        capacity.mbps), settings)
-        except ModelInputError:
+        else:
             return Learned(key)
-        f = pred.fit
-        fit = FitData("capacity", ((o.streams, o.goodput_mbps),), f.model, f.coeffs,
-                      f.evidence_limit, f.capacity)
-    else:
+    try:
+        pred = fit_points(ps, None if capacity is None else capacity.mbps, settings)
+    except ModelInputError:
         return Learned(key)
-    a = pred.advice
+    f, a = pred.fit, pred.advice
+    fit = FitData("throughput" if capacity is None else "capacity",
+                  tuple((p.streams, p.throughput) for p in ps), f.model, f.coeffs,
+                  f.evidence_limit, f.capacity)
     entry = PathEntry(
-        **base, fit=fit, advised_streams=a.num_flows,  # type: ignore[arg-type]
+        key=key, when=now, source="passive", probe_kind="none", rtt_ms=rtt_ms,
+        host=group.remote_addr, spread=spreads(counts, rtt_ms).pooled, windows=pool,
+        fit=fit, advised_streams=a.num_flows,
         advised_mbps=a.max_nondisruptive_thru, advised_impact=a.cross_traffic_impact,
         max_impact=settings.max_impact,
         capacity_mbps=None if capacity is None else capacity.mbps,
@@ -219,6 +213,9 @@ class PathLearner:
         self.store_every_s = store_every_s
         # Per path: when its last passive entry was stored, and from which points.
         self._stored: dict[PathKey, tuple[float, tuple[tuple[int, int], ...]]] = {}
+        # Per group, by stream count: its samples taken when a stored entry
+        # last pooled them (each sample joins the pool once).
+        self._pooled: dict[GroupKey, dict[int, int]] = {}
         self.entries = 0
         self.changed = 0
 
@@ -226,6 +223,8 @@ class PathLearner:
                 measured: Mapping[str, MeasuredCapacity] | None = None) -> None:
         """`measured`: capacities the transfers' own ACKs gave, by address."""
         seen = [g for g in groups if g.observed]
+        for gone in set(self._pooled) - {g.key for g in seen}:
+            del self._pooled[gone]  # its aggregator's samples went with it
         if not seen:
             return
         newest = {e.key: e for e in self.store.latest()}  # one read per reading
@@ -234,8 +233,9 @@ class PathLearner:
             if key is None:
                 continue
             known = newest.get(key)
+            fresh = fresh_windows(g.observed, g.interval_s, self._pooled.get(g.key, {}))
             got = learn(g, self.netns, now, self.settings, known,
-                        (measured or {}).get(g.remote_addr))
+                        (measured or {}).get(g.remote_addr), [w for w, _ in fresh.values()])
             if got is None:
                 continue
             if got.changed is not None:
@@ -249,11 +249,12 @@ class PathLearner:
                 # back goes through: an absurd point is not stored.
                 log.debug("not stored for %s: its entry's %s", key, bad)
                 continue
-            points = tuple((o.streams, o.samples) for o in g.observed)
-            if not self._due(key, points, now):
+            held = tuple((o.streams, o.samples) for o in g.observed)
+            if not self._due(key, held, now):
                 continue
             self.store.put(got.entry)
-            self._stored[key] = (now, points)
+            self._stored[key] = (now, held)
+            self._pooled.setdefault(g.key, {}).update({n: t for n, (_, t) in fresh.items()})
             self.entries += 1
 
     def _due(self, key: PathKey, points: tuple[tuple[int, int], ...], now: float) -> bool:

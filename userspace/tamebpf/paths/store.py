@@ -23,7 +23,7 @@ import urllib.parse
 from collections.abc import Iterable, Iterator
 
 from tamebpf.logs import log
-from tamebpf.paths.entry import PathEntry, PathKey
+from tamebpf.paths.entry import PathEntry, PathKey, windows_json
 from tamebpf.paths.fsuid import as_owner
 from tamebpf.paths.statedir import DEFAULT_STATE_DIR as DEFAULT_STATE_DIR
 from tamebpf.paths.statedir import DIR_MODE as DIR_MODE
@@ -44,11 +44,13 @@ DB_NAME = "paths.db"
 # 'tame' in the SQLite header's application_id field: tells our file from
 # any other SQLite database placed at the same name.
 APPLICATION_ID = 0x74616D65
-# 2: streams_low, streams_high, spread (the advised count's range). A
-# version-1 file is read as it is (the missing columns read as NULL) and
-# gets the columns at its first write.
-SCHEMA_VERSION = 2
-_ADDED_IN_2 = (("streams_low", "INTEGER"), ("streams_high", "INTEGER"), ("spread", "REAL"))
+# 2: streams_low, streams_high, spread (the advised count's range); 3:
+# windows (a passive entry's pool of settled windows, JSON). An older file
+# is read as it is (the missing columns read as NULL) and gets the columns
+# at its first write.
+SCHEMA_VERSION = 3
+_ADDED = (("streams_low", "INTEGER"), ("streams_high", "INTEGER"), ("spread", "REAL"),
+          ("windows", "TEXT"))
 DEFAULT_RETENTION_S = 7 * 24 * 3600.0
 DEFAULT_MAX_ROWS = 10_000
 BUSY_TIMEOUT_S = 10.0  # another writer holds the lock: wait this long
@@ -61,7 +63,7 @@ _COLUMNS = ("dest", "netns", "congestion", "host", "created", "source", "probe_k
             "changed", "estimator", "fit", "advised_streams", "advised_mbps",
             "advised_impact", "max_impact", "impact_low", "impact_high", "capacity_mbps",
             "capacity_low_mbps", "capacity_high_mbps", "capacity_method", "link_mbps",
-            "competing_flows", "rtt_ms", "streams_low", "streams_high", "spread")
+            "competing_flows", "rtt_ms", "streams_low", "streams_high", "spread", "windows")
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS paths (
     id INTEGER PRIMARY KEY,
@@ -72,7 +74,8 @@ CREATE TABLE IF NOT EXISTS paths (
     advised_impact REAL NOT NULL, max_impact REAL NOT NULL,
     impact_low REAL, impact_high REAL, capacity_mbps REAL, capacity_low_mbps REAL,
     capacity_high_mbps REAL, capacity_method TEXT, link_mbps REAL,
-    competing_flows REAL, rtt_ms REAL, streams_low INTEGER, streams_high INTEGER, spread REAL);
+    competing_flows REAL, rtt_ms REAL, streams_low INTEGER, streams_high INTEGER, spread REAL,
+    windows TEXT);
 CREATE INDEX IF NOT EXISTS paths_by_key ON paths (dest, netns, congestion, created);
 CREATE INDEX IF NOT EXISTS paths_by_age ON paths (created);
 PRAGMA application_id = {APPLICATION_ID};
@@ -311,7 +314,7 @@ class PathStore:
                 db.close()
                 return None  # an empty file holds nothing to read
             version = db.execute("PRAGMA user_version").fetchone()[0]
-            if not fresh and version not in (1, SCHEMA_VERSION):
+            if not fresh and not 1 <= version <= SCHEMA_VERSION:
                 raise NotOurs(f"schema version {version}, this tamebpf reads "
                               f"{SCHEMA_VERSION}")
             if not fresh and db.execute("PRAGMA quick_check(1)").fetchone()[0] != "ok":
@@ -396,19 +399,19 @@ def _immediate(db: sqlite3.Connection) -> Iterator[None]:
 
 
 def _selected(db: sqlite3.Connection) -> str:
-    """_COLUMNS as a SELECT list; a column a version-1 file lacks reads NULL."""
+    """_COLUMNS as a SELECT list; a column an older file lacks reads NULL."""
     have = {r[1] for r in db.execute("PRAGMA table_info(paths)")}
     return ", ".join(c if c in have else f"NULL AS {c}" for c in _COLUMNS)
 
 
 def _upgrade(db: sqlite3.Connection) -> None:
-    """A version-1 file gets version 2's columns, once (another writer may
+    """An older file gets the columns added since, once (another writer may
     have done it while this one waited for the lock)."""
     with _immediate(db):
         if db.execute("PRAGMA user_version").fetchone()[0] >= SCHEMA_VERSION:
             return
         have = {r[1] for r in db.execute("PRAGMA table_info(paths)")}
-        for name, kind in _ADDED_IN_2:
+        for name, kind in _ADDED:
             if name not in have:
                 db.execute(f"ALTER TABLE paths ADD COLUMN {name} {kind}")
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -419,7 +422,8 @@ def _row(e: PathEntry) -> tuple[object, ...]:
             int(e.changed), e.fit.estimator, e.fit.to_json(), e.advised_streams,
             e.advised_mbps, e.advised_impact, e.max_impact, e.impact_low, e.impact_high,
             e.capacity_mbps, e.capacity_low_mbps, e.capacity_high_mbps, e.capacity_method,
-            e.link_mbps, e.competing_flows, e.rtt_ms, e.streams_low, e.streams_high, e.spread)
+            e.link_mbps, e.competing_flows, e.rtt_ms, e.streams_low, e.streams_high, e.spread,
+            windows_json(e.windows) if e.windows else None)
 
 
 def _raw(row: tuple[object, ...]) -> dict[str, object]:

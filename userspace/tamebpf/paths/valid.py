@@ -31,6 +31,7 @@ from tamebpf.paths.entry import (
     FitData,
     PathEntry,
     PathKey,
+    Window,
 )
 from tamebpf.words import printable
 
@@ -41,6 +42,8 @@ MAX_COMPETING = 1e6  # competing flows: far above any path's
 MAX_SPREAD = 100.0  # a relative round-to-round spread: 1 is already wild
 MAX_TEXT = 256  # characters of a label (an address, a namespace name, a method)
 MAX_PROBES = MAX_STREAMS_LIMIT  # points of one fit: one per stream count at most
+MAX_WINDOWS = 64  # a pool's windows (paths/passive.POOL_WINDOWS keeps fewer)
+MAX_WINDOW_S = 7 * 24 * 3600.0  # one window's seconds: at most the store's retention
 
 
 @dataclass(frozen=True)
@@ -178,7 +181,34 @@ def _entry(raw: Mapping[str, object], now: float) -> PathEntry:
         impact_low=share("impact_low"), impact_high=share("impact_high"),
         host=_text(raw.get("host", ""), "host", empty=True), changed=bool(changed),
         streams_low=low, streams_high=high,
-        spread=_number(raw.get("spread"), "spread", 0.0, MAX_SPREAD, optional=True), id=row_id)
+        spread=_number(raw.get("spread"), "spread", 0.0, MAX_SPREAD, optional=True),
+        windows=_windows(raw.get("windows")), id=row_id)
+
+
+def _windows(raw: object) -> tuple[Window, ...]:
+    """A pool: JSON text, or a list, of [streams, Mbit/s, seconds] (or
+    Windows); missing (an entry stored before pools were) is none."""
+    if raw is None:
+        return ()
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except (ValueError, RecursionError):
+            raise _Refused("windows", "is not JSON") from None
+    if not isinstance(raw, list | tuple) or len(raw) > MAX_WINDOWS:
+        raise _Refused("windows", f"is {show(raw)}, not a list of at most {MAX_WINDOWS} "
+                       "[streams, Mbit/s, seconds]")
+    out = []
+    for i, w in enumerate(raw):
+        field = f"windows[{i}]"
+        if isinstance(w, Window):
+            w = [w.streams, w.mbps, w.seconds]
+        if not isinstance(w, list | tuple) or len(w) != 3:
+            raise _Refused(field, f"is {show(w)}, not [streams, Mbit/s, seconds]")
+        out.append(Window(cast(int, _streams(w[0], field + ".streams")),
+                          cast(float, _mbps(w[1], field + ".goodput")),
+                          _number(w[2], field + ".seconds", 0.0, MAX_WINDOW_S, low_open=True)))
+    return tuple(out)
 
 
 def _probe(raw: object, i: int) -> tuple[int, float]:

@@ -48,6 +48,9 @@ def entry_json(e: PathEntry, now: float) -> dict[str, Any]:
                    "impact_low": e.impact_low, "impact_high": e.impact_high,
                    "streams_range": None if e.streams_low is None or e.streams_high is None
                    else [e.streams_low, e.streams_high], "spread": e.spread},
+        # The settled windows a passive entry pools (paths/pool.py).
+        "pool": {"windows": len(e.windows), "seconds": round(e.pooled_s, 3)}
+        if e.windows else None,
     }
 
 
@@ -56,8 +59,10 @@ def _how(e: PathEntry, taught: tuple[int, float] | None = None) -> str:
     if e.source == "passive":
         if taught is None or taught[0] == 0:
             return "learned from transfers"
-        return (f"learned from {count(taught[0], 'transfer')} over {minutes(taught[1])}, "
-                "the last")
+        pool = (f" (a pool of {count(len(e.windows), 'settled window')}, "
+                f"{minutes(e.pooled_s)})" if e.windows else "")
+        return (f"learned from {count(taught[0], 'transfer')} over {minutes(taught[1])}"
+                f"{pool}, the last")
     kind = "" if e.probe_kind == "none" else f"{e.probe_kind} probes"
     return ("probed with --capacity" if e.source == "--capacity" else "probed") + (
         f" ({kind})" if kind else "")
