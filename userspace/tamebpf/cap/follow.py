@@ -11,8 +11,10 @@ For each cap in the follow book (cap/book.py), every step:
    `advise` would give now at the cap's limit;
 3. the paced streams get the target less what the scout takes, so the
    cap's streams together stay on the target; a target that moved by more
-   than MIN_CHANGE is a change: logged, kept in the book (cap list, watch,
-   metrics) and stored in path memory as a passive entry.
+   than the reading's own noise allows (the path's spread: `decide`) is a
+   change: logged, kept in the book (cap list, watch, metrics) and stored in
+   path memory as a passive entry, whose pool of scout windows restarts
+   there (paths/pool.py).
 
 `decide` is pure; `Follower` reads the kernel and writes.
 """
@@ -26,9 +28,10 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from tamebpf.cap.book import FollowBook, FollowChange, FollowSpec, normal_cgroup
-from tamebpf.cap.scout import FollowAnswer, ScoutReading, follow_target
+from tamebpf.cap.scout import FollowAnswer, ScoutReading, follow_target, target_range
 from tamebpf.cap.spec import parse_dest
 from tamebpf.cap.table import Add
+from tamebpf.estimate.spread import over_window
 from tamebpf.groups.caps import CapLimit
 from tamebpf.logs import log
 from tamebpf.model import (
@@ -40,6 +43,17 @@ from tamebpf.model import (
     predict,
 )
 from tamebpf.paths.entry import FitData, PathEntry
+from tamebpf.paths.pool import (
+    MIN_WINDOW_S,
+    by_count,
+    fit_points,
+    points,
+    pool_of,
+    pooled,
+    reading_spread,
+    spreads,
+    window,
+)
 from tamebpf.paths.store import PathStore
 from tamebpf.paths.valid import refusal
 from tamebpf.records import Cap, Flow
@@ -59,13 +73,17 @@ SETTLE_S = 5.0
 # docs/cap.md, "Caps that follow the path, measured").
 AFTER_CHANGE_S = 2.0
 # Decrease fast, increase slow: the last SHORT_S alone may lower the target
-# when it reads FAST_DROP below the one in force (more cross traffic came:
-# every second at the old target is over the limit); raising it takes a
-# whole WINDOW_S. The sawtooth moves a short window's share by about 30%
-# on the testbed's crowded paths, hence the margin.
+# when it reads at least FAST_DROP below the one in force and the one in
+# force lies above every target the short reading's noise allows (more
+# cross traffic came: every second at the old target is over the limit);
+# raising it takes a whole WINDOW_S. The sawtooth moves a short window's
+# share by about 30% on the testbed's crowded paths: the noise is the
+# path's spread over the short window (estimate/spread.over_window), and
+# FAST_DROP the floor where the spread is not known.
 SHORT_S = 8.0
 FAST_DROP = 0.15
-# A target this far (relative) from the one in force is a change; nearer is noise.
+# A target at least this far (relative) from the one in force, and outside
+# the targets the reading's noise allows, is a change; nearer is noise.
 MIN_CHANGE = 0.05
 # The paced streams keep at least this share of the target, whatever the
 # scout takes (a scout above the target means the reading is off, not that
@@ -154,18 +172,33 @@ def reading_of(track: Track, now: float, window_s: float) -> ScoutReading | None
     return ScoutReading(scout, group, seconds)
 
 
+def noise(reading: ScoutReading, capacity_mbps: float, settings: Settings,
+          spread: float | None) -> tuple[float, float] | None:
+    """The targets `reading` cannot tell apart, its goodput moved by the
+    path's spread over its window (None: the spread is not known)."""
+    if spread is None:
+        return None
+    return target_range(reading, capacity_mbps, settings,
+                        over_window(spread, reading.window_s))
+
+
 def decide(spec: FollowSpec, reading: ScoutReading | None, capacity_mbps: float | None,
-           current_mbps: float, now_wall: float, short: ScoutReading | None = None
-           ) -> Decision:
+           current_mbps: float, now_wall: float, short: ScoutReading | None = None,
+           spread: float | None = None) -> Decision:
     """The target from the window's reading, or from the short one when it
-    reads FAST_DROP lower (decrease fast, increase slow)."""
+    reads lower beyond its noise (decrease fast, increase slow). `spread`:
+    how far one reading on the path may lie from another for noise alone
+    (paths/pool.reading_spread); None: only the fixed MIN_CHANGE and
+    FAST_DROP tell a change from noise."""
     settings = Settings(max_impact=spec.max_impact)
     if capacity_mbps is None:
         return Decision(reading, note=f"path memory has no capacity for {spec.path.dest} "
                         "(run 'tamebpf advise' to that host, or cap set --auto again)")
     if short is not None and current_mbps > 0:
         fast = follow_target(short, capacity_mbps, settings)
-        if fast.target_mbps is not None and fast.target_mbps < current_mbps * (1 - FAST_DROP):
+        band = noise(short, capacity_mbps, settings, spread)
+        if fast.target_mbps is not None and fast.target_mbps < current_mbps * (1 - FAST_DROP) \
+                and (band is None or current_mbps > band[1]):
             long = None if reading is None else follow_target(reading, capacity_mbps, settings)
             if long is None or long.target_mbps is None or fast.target_mbps < long.target_mbps:
                 reading = short
@@ -176,8 +209,10 @@ def decide(spec: FollowSpec, reading: ScoutReading | None, capacity_mbps: float 
         return Decision(reading, answer, note=answer.why_not)
     target = answer.target_mbps
     paced = max(target - reading.scout_mbps, MIN_PACED * target)
+    band = noise(reading, capacity_mbps, settings, spread)
     change = None
-    if current_mbps <= 0 or abs(target / current_mbps - 1) > MIN_CHANGE:
+    if current_mbps <= 0 or (abs(target / current_mbps - 1) > MIN_CHANGE and (
+            band is None or not band[0] <= current_mbps <= band[1])):
         m = answer.competing_flows
         others = reading.group_mbps - reading.scout_mbps
         change = FollowChange(
@@ -191,22 +226,33 @@ def decide(spec: FollowSpec, reading: ScoutReading | None, capacity_mbps: float 
 
 def entry_of(spec: FollowSpec, d: Decision, known: PathEntry, when: float) -> PathEntry | None:
     """What path memory keeps of a follow reading: a passive entry, the
-    capacity fit on the one stream the scout stands for."""
-    a = d.answer
-    if a is None or a.prediction is None or a.one_stream_mbps is None:
+    one stream the scout stands for pooled with the readings before it
+    (paths/pool.py; a change of target restarts the pool: the path moved),
+    and the fit on the pool's points."""
+    a, r = d.answer, d.reading
+    if a is None or a.one_stream_mbps is None or r is None:
         return None
-    f = a.prediction.fit
-    adv = a.prediction.advice
+    pool = pooled(() if d.change is not None else pool_of(known),
+                  [window(1, a.one_stream_mbps, r.window_s)] if r.window_s >= MIN_WINDOW_S
+                  else [])
+    counts = by_count(pool, {1: a.one_stream_mbps})
+    ps = points(counts)
+    try:
+        pred = fit_points(ps, known.capacity_mbps, Settings(max_impact=spec.max_impact))
+    except (ModelInputError, ValueError):
+        return None
+    f, adv = pred.fit, pred.advice
     return PathEntry(
         key=spec.path, when=when, source="passive", probe_kind="none",
-        fit=FitData("capacity", ((1, a.one_stream_mbps),), f.model, f.coeffs,
+        fit=FitData("throughput" if len(ps) >= 2 else "capacity",
+                    tuple((p.streams, p.throughput) for p in ps), f.model, f.coeffs,
                     f.evidence_limit, f.capacity),
         advised_streams=adv.num_flows, advised_mbps=adv.max_nondisruptive_thru,
         advised_impact=adv.cross_traffic_impact, max_impact=spec.max_impact,
         capacity_mbps=known.capacity_mbps, capacity_low_mbps=known.capacity_low_mbps,
         capacity_high_mbps=known.capacity_high_mbps, capacity_method=known.capacity_method,
-        link_mbps=known.link_mbps, competing_flows=a.competing_flows, rtt_ms=known.rtt_ms,
-        host=spec.host)
+        link_mbps=known.link_mbps, competing_flows=competing_flows(f), rtt_ms=known.rtt_ms,
+        host=spec.host, spread=spreads(counts, known.rtt_ms).pooled, windows=pool)
 
 
 class Follower:
@@ -339,7 +385,8 @@ class Follower:
         known = self.store.newest(spec.path, with_capacity=True)
         d = decide(spec, reading_of(track, now, self.window_s),
                    None if known is None else known.capacity_mbps, current, now_wall,
-                   reading_of(track, now, min(SHORT_S, self.window_s)))
+                   reading_of(track, now, min(SHORT_S, self.window_s)),
+                   None if known is None else reading_spread(known))
         if d.paced_mbps is not None:
             self.kernel.set_follow(cap.id, track.scout, pace_bytes_per_s(d.paced_mbps))
             track.cap_id = cap.id

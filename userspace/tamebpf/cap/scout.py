@@ -16,6 +16,7 @@ Pure: the agent (cap/follow.py) measures, this computes.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from tamebpf.model import (
@@ -32,6 +33,9 @@ from tamebpf.model import (
 # for the scout's share to say anything: with the link all ours, every m
 # fits.
 MIN_LEFT = 0.05
+# Readings target_range tries across the noise (odd: the reading itself
+# is one); the target steps with whole streams, 2 to 8 steps across a band.
+RANGE_STEPS = 17
 
 
 @dataclass(frozen=True)
@@ -80,3 +84,23 @@ def follow_target(reading: ScoutReading, capacity_mbps: float,
         return FollowAnswer(None, why_not=str(err))
     return FollowAnswer(pred.advice.max_nondisruptive_thru, pred, one,
                         competing_flows(pred.fit))
+
+
+def target_range(reading: ScoutReading, capacity_mbps: float, settings: Settings,
+                 spread: float) -> tuple[float, float] | None:
+    """The targets this reading cannot tell apart: those it gives with the
+    scout's goodput moved by up to 1 + spread either way (its noise; the
+    paced streams are held, so theirs is not). The target moves in steps
+    of whole streams, not monotonically, so the moves are a grid of
+    RANGE_STEPS, not just the two ends. None: the reading gives no target."""
+    targets = []
+    top = math.log1p(spread)
+    for i in range(RANGE_STEPS):
+        f = math.exp(top * (2 * i / (RANGE_STEPS - 1) - 1))
+        moved = ScoutReading(reading.scout_mbps * f,
+                             reading.group_mbps + reading.scout_mbps * (f - 1.0),
+                             reading.window_s)
+        t = follow_target(moved, capacity_mbps, settings).target_mbps
+        if t is not None:
+            targets.append(t)
+    return (min(targets), max(targets)) if targets else None
