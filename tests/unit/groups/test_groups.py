@@ -237,6 +237,20 @@ def test_changing_intervals_are_not_observations() -> None:
     assert [o.streams for o in g.observed] == [3], f"got {g.observed}"
 
 
+def test_an_observation_counts_every_sample_it_took() -> None:
+    """Path memory pools each sample once (paths/pool.fresh_windows): an
+    observation holds its newest samples' goodputs and how many it took in
+    all, past the ones it keeps."""
+    agg = Aggregator(min_samples=1, samples_per_level=5)
+    t = Transfer(streams=2, mbps=40.0)
+    g = one(run(agg, [t], 9))
+    (o,) = g.observed
+    assert (o.streams, o.samples, o.taken) == (2, 5, 8), o  # the first interval is none
+    assert len(o.goodputs) == 5 and all(x == pytest.approx(40.0, rel=0.05) for x in o.goodputs)
+    g = one(run(agg, [t], 3, start=9 * SECOND))
+    assert (g.observed[0].samples, g.observed[0].taken) == (5, 11), g.observed
+
+
 def test_old_observations_are_forgotten() -> None:
     agg = Aggregator(min_samples=1, history_s=10)
     t = Transfer(streams=1, mbps=50.0)
