@@ -48,7 +48,7 @@ ACK_LOG = {
     "advise": "while it probes",
     "run": "for the transfer's first 5 s",
     "export": ("during 5-s sampling windows on transfers whose path has no capacity in "
-               "memory, at most 3 an hour per path (--no-ack-sampling: never)"),
+               "memory, at most 3 an hour per path, with --ack-sampling only"),
 }
 ACK_LOG_TEXT = (
     "{cmd} also attaches a tracepoint that runs for every TCP segment the host receives "

@@ -1,7 +1,8 @@
-"""`tamebpf export` samples a path's capacity from a real transfer's ACKs
-(acksampling.py) on the testbed's shaped path: a window opens on
-connections that existed before export started, logs their ACKs, is
-detached, and a trusted capacity lands in path memory's entry; a paced
+"""`tamebpf export --ack-sampling` samples a path's capacity from a real
+transfer's ACKs (acksampling.py) on the testbed's shaped path: a window
+opens on connections that existed before export started, logs their ACKs
+at the link's rate and is detached; the estimate, that near the transfer's
+own goodput, is not trusted (on a shared path it is the share); a paced
 group gets no window. Underneath, a window (kernel/acktrain.AckWindow) logs
 the ACKs of exactly the connections it names. Each test uses its own path
 memory (conftest) and pin directory; which BPF programs export holds is read
@@ -80,7 +81,7 @@ def exporter(ns: str) -> Iterator[tuple[subprocess.Popen[bytes], IO[str], str]]:
     named. Stopped with SIGTERM."""
     with tempfile.TemporaryFile("w+") as err, tempfile.NamedTemporaryFile() as jsonl:
         proc = subprocess.Popen([*TAMEBPF, "export", "--netns", ns, "--listen", "off",
-                                 "--jsonl", jsonl.name, "--interval", "1",
+                                 "--jsonl", jsonl.name, "--interval", "1", "--ack-sampling",
                                  "--log-format", "json"],
                                 stdout=subprocess.DEVNULL, stderr=err)
         try:
@@ -150,7 +151,9 @@ def test_a_window_logs_the_acks_of_the_established_connections_it_names(tb: Test
                for a, b in zip(acks, acks[1:], strict=False)), "ACKs out of order"
 
 
-def test_a_window_on_a_transfers_acks_gives_the_path_its_capacity(tb: Testbed) -> None:
+def test_a_window_on_a_transfers_acks_reads_the_link_and_is_not_trusted(tb: Testbed) -> None:
+    """The one transfer on this path moves at the link's rate, so its ACKs
+    do too; a window cannot tell that from a share of a shared path."""
     dst, ns = tb.addresses["receiver"], tb.namespaces["sender"]
     key = PathKey(f"{dst}/32", ns, "cubic")
     server = iperf.start_server(tb, 5201)
@@ -160,24 +163,24 @@ def test_a_window_on_a_transfers_acks_gives_the_path_its_capacity(tb: Testbed) -
         time.sleep(2)  # the connections are established before export starts
         with exporter(ns) as (proc, err, _):
             programs = Programs(proc.pid)
-            held = watch(programs, lambda: learned(key) is not None or proc.poll() is not None,
-                         timeout=35)
-            entry = learned(key)
-            assert entry is not None, (
-                f"no capacity learned; export said: {[e['msg'] for e in events(err)][-6:]}")
+            held = watch(programs, lambda: proc.poll() is not None or any(
+                e.get("event") in ("ack_capacity", "ack_no_capacity") for e in events(err)),
+                timeout=35)
+            time.sleep(0.5)  # the window's programs go as it closes
             after = programs.held()
-            logged = [e for e in events(err) if e.get("event") == "ack_window"]
+            said = events(err)
         assert proc.returncode == 0, f"export exited {proc.returncode}"
+    logged = [e for e in said if e.get("event") == "ack_window"]
     assert any(h >= WINDOW_PROGRAMS for h in held), (
         f"export never held the window's programs {WINDOW_PROGRAMS}: {held[-1:]}")
     assert not WINDOW_PROGRAMS & after, f"still held after the window: {after}"
     assert logged and logged[0]["dest"] == dst, logged
-    assert entry.source == "passive" and entry.capacity_method == "ack-spacing (transfer)", entry
-    assert entry.capacity_mbps is not None
-    assert abs(entry.capacity_mbps / CAPACITY - 1) <= 0.10, (
-        f"capacity from the ACKs {entry.capacity_mbps:.2f} Mbit/s, the link gives "
-        f"{CAPACITY:.2f}")
-    assert entry.competing_flows is not None, "one stream count made no curve"
+    refused = [e["msg"] for e in said if e.get("event") == "ack_no_capacity"]
+    assert refused and "share" in refused[0], [e["msg"] for e in said][-6:]
+    ran = float(re.search(r"ran at ([0-9.]+) Mbit/s", refused[0]).group(1))  # type: ignore[union-attr]
+    assert abs(ran / CAPACITY - 1) <= 0.10, (
+        f"the ACKs ran at {ran:.2f} Mbit/s, the link gives {CAPACITY:.2f}")
+    assert learned(key) is None, "a capacity that may be a share was stored"
 
 
 def test_a_paced_group_gets_no_window(tb: Testbed, pins: str, cg: str) -> None:

@@ -23,7 +23,7 @@ from tamebpf.paths.store import PathStore
 from tamebpf.records import AckLog, Flow
 from tests.unit.groups.test_groups_fakes import make_flow
 
-LINK = 40.0  # Mbit/s of goodput at the bottleneck
+LINK = 60.0  # Mbit/s of goodput at the bottleneck: the group below moves 36 of it
 MSS = 1448
 DEST = "10.0.0.2"
 
@@ -153,6 +153,17 @@ def test_paced_streams_give_no_capacity(tmp_path: Path) -> None:
     e = sample(s, [group()])
     assert e is not None and not e.trusted
     assert s.measured(100.0) == {}
+
+
+def test_acks_at_the_groups_own_goodput_give_no_capacity(tmp_path: Path) -> None:
+    """ACKs spaced at 1.1x the group's own 36 Mbit/s: on a shared path that
+    is its share (measured on the testbed: 19.2 Mbit/s for a 2-stream
+    transfer on a 40 Mbit/s link), so the estimator's trust is not enough."""
+    opener = Opener(mbps=36.0 * 1.1)
+    s = sampler(tmp_path, opener)
+    e = sample(s, [group()])
+    assert e is not None and not e.trusted and "share" in (e.reason or ""), e
+    assert s.measured(100.0) == {} and s.counts() == {"capacity": 0, "none": 1}
 
 
 def test_a_window_cut_short_estimates_nothing_and_closes(tmp_path: Path) -> None:

@@ -89,10 +89,10 @@ def register(sub: Any) -> None:
     p.add_argument("--no-learn", action="store_true",
                    help="do not feed what the transfers do into path memory (by default "
                    "every --interval; docs/paths.md)")
-    p.add_argument("--no-ack-sampling", action="store_true",
-                   help="learn without sampling a path's capacity from its transfers' ACKs "
-                   "(by default a few 5-s windows an hour on a path that has none; "
-                   "docs/paths.md)")
+    p.add_argument("--ack-sampling", action="store_true",
+                   help="also sample a path's capacity from its transfers' ACKs, in a few "
+                   "5-s windows an hour on a path that has none (off by default: on a "
+                   "shared path a steady window read the transfer's share; docs/paths.md)")
     add_state_dir_option(p)
     p.set_defaults(func=run)
 
@@ -125,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
                                              verbose=args.verbose, command="export") as reader:
             book = FollowBook(state_dir(args.state_dir))
             learner = None if args.no_learn else path_learner(args)
-            sampler = None if learner is None or args.no_ack_sampling else \
+            sampler = None if learner is None or not args.ack_sampling else \
                 AckSampler(learner.store, learner.netns, args.netns[0] if args.netns else None)
             collector = TamebpfCollector(reader, agg, per_flow=args.per_flow, caps=read_caps,
                                          cap_table=cap_table,
