@@ -29,6 +29,7 @@ from typing import Protocol
 
 from tamebpf.cap.book import FollowBook, FollowChange, FollowSpec, normal_cgroup
 from tamebpf.cap.scout import FollowAnswer, ScoutReading, follow_target, target_range
+from tamebpf.cap.scoutacks import ScoutAcks
 from tamebpf.cap.spec import parse_dest
 from tamebpf.cap.table import Add
 from tamebpf.estimate.spread import over_window
@@ -259,8 +260,11 @@ class Follower:
     """Runs the follow caps of one agent (export's loop calls step)."""
 
     def __init__(self, book: FollowBook, store: PathStore, kernel: FollowKernel,
-                 window_s: float = WINDOW_S, store_every_s: float = 60.0) -> None:
+                 window_s: float = WINDOW_S, store_every_s: float = 60.0,
+                 scout_acks: ScoutAcks | None = None) -> None:
         self.book, self.store, self.kernel = book, store, kernel
+        # The capacity of a path memory has none for, from the scout's ACKs.
+        self.scout_acks = scout_acks
         self.window_s = window_s
         self.store_every_s = store_every_s
         self.tracks: dict[tuple[str, str], Track] = {}
@@ -294,6 +298,8 @@ class Follower:
         """The agent stops: no scout any more, every stream of a following
         cap shares the target in force (the cap holds it until an agent
         runs again)."""
+        if self.scout_acks is not None:
+            self.scout_acks.close()
         for track in self.tracks.values():
             if track.scout is not None and track.cap_id is not None \
                     and track.target_mbps is not None:
@@ -383,6 +389,8 @@ class Follower:
                      scout.cookie, extra={"event": "follow_scout", "cookie": scout.cookie})
             return
         known = self.store.newest(spec.path, with_capacity=True)
+        if self.scout_acks is not None:
+            known = self.scout_acks.step(spec, track.scout, flows, now, known is None) or known
         d = decide(spec, reading_of(track, now, self.window_s),
                    None if known is None else known.capacity_mbps, current, now_wall,
                    reading_of(track, now, min(SHORT_S, self.window_s)),

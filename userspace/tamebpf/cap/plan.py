@@ -105,8 +105,9 @@ def _sync_follows(book: FollowBook, set_caps: Sequence[tuple[CapSpec, Cap, PathK
                 warnings.append(
                     f"{cap.cgroup}: the cap to {cap.dest} cannot follow its path yet: path "
                     f"memory has no capacity for {path.dest} (the advisor's ACK-spacing "
-                    f"estimate was not trusted); 'tamebpf advise {spec.auto} --capacity "
-                    "RATE' with the bottleneck's rate stores one")
+                    "estimate was not trusted); the agent ('tamebpf export') samples its "
+                    "scout's ACKs for one once two of its streams send, or 'tamebpf advise "
+                    f"{spec.auto} --capacity RATE' with the bottleneck's rate stores one")
         else:
             book.remove(cap.cgroup, cap.dest)
     return warnings

@@ -22,6 +22,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from tamebpf.acksampling import AckSampler
 from tamebpf.cap.book import FollowBook
 from tamebpf.cap.follow import Follower
+from tamebpf.cap.scoutacks import ScoutAcks
 from tamebpf.cap.view import cap_kernel, cap_table, read_caps
 from tamebpf.errors import TamebpfError, UsageError
 from tamebpf.groups.aggregate import Aggregator
@@ -227,8 +228,13 @@ def following(collector: TamebpfCollector, args: argparse.Namespace) -> Iterator
     if kernel is None:
         yield
         return
-    follower = Follower(FollowBook(state_dir(args.state_dir)),
-                        PathStore(state_dir(args.state_dir)), kernel)
+    store = PathStore(state_dir(args.state_dir))
+    # A following cap whose path has no capacity samples its scout's ACKs
+    # (cap/scoutacks.py), with export's other learning.
+    scout_acks = None if args.no_learn else \
+        ScoutAcks(store, args.netns[0] if len(args.netns) == 1 else None)
+    follower = Follower(FollowBook(state_dir(args.state_dir)), store, kernel,
+                        scout_acks=scout_acks)
 
     def step() -> None:
         specs = follower.book.specs()

@@ -1,0 +1,128 @@
+"""The scout's ACK windows (cap/scoutacks.py) with a stand-in for the
+kernel's window: when one opens and on which stream, one at a time, a few an
+hour per path, closed when the cap moves on, and what a trusted estimate
+stores (the real window: tests/integration/test_scout_acks.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from tamebpf.cap.book import FollowSpec
+from tamebpf.cap.scoutacks import METHOD, WINDOW_S, WINDOWS_PER_HOUR, ScoutAcks
+from tamebpf.errors import TamebpfError
+from tamebpf.paths.entry import PathKey
+from tamebpf.paths.store import PathStore
+from tamebpf.records import AckLog, Flow
+from tests.unit.cap.test_cap_follow import flow
+
+KEY = PathKey("198.18.3.2/32", "tb-snd", "cubic")
+SPEC = FollowSpec("/dtn", "198.18.3.2/32", KEY, 0.3, "198.18.3.2", 0.0)
+LINK = 20.0  # Mbit/s of TCP goodput the ACKs are spaced at
+MSS = 1448
+
+
+class Window:
+    """A window that logs the scout's ACKs two segments apart at LINK (or
+    too few of them for the trust rule)."""
+
+    def __init__(self, cookies: Sequence[int], netns: str | None, spaced: bool) -> None:
+        self.cookies, self.netns, self.spaced, self.closed = list(cookies), netns, spaced, False
+
+    def read(self) -> AckLog:
+        assert not self.closed, "read after close"
+        t, seq, acks = 0, 0, []
+        for _ in range(400 if self.spaced else 10):
+            t, seq = t + int(2 * MSS * 8e3 / LINK), seq + 2 * MSS
+            acks.append((t, seq))
+        return AckLog({self.cookies[0]: acks})
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class Opener:
+    def __init__(self, spaced: bool = True, fails: bool = False) -> None:
+        self.spaced, self.fails, self.windows = spaced, fails, []
+
+    def __call__(self, cookies: Sequence[int], netns: str | None) -> Window:
+        if self.fails:
+            raise TamebpfError("no BPF here")
+        self.windows.append(Window(cookies, netns, self.spaced))
+        return self.windows[-1]
+
+
+def streams(t: float, scout: int = 1) -> dict[int, Flow]:
+    """Four streams after t seconds: the scout at 12 Mbit/s, the others at 2."""
+    return {c: replace(flow(c, int((12 if c == scout else 2) * 1e6 / 8 * t), 50.0),
+                       mss=MSS, read_monotonic_ns=int(t * 1e9), srtt_us=20_000)
+            for c in range(1, 5)}
+
+
+def sampler(tmp_path: Path, opener: Opener) -> ScoutAcks:
+    return ScoutAcks(PathStore(str(tmp_path)), "tb-snd", open_window=opener)
+
+
+def test_a_window_on_the_scout_alone_stores_a_trusted_capacity(tmp_path: Path) -> None:
+    opener = Opener()
+    acks = sampler(tmp_path, opener)
+    assert acks.step(SPEC, 1, streams(10.0), 10.0, needed=True) is None
+    assert [(w.cookies, w.netns) for w in opener.windows] == [([1], "tb-snd")]
+    assert acks.step(SPEC, 1, streams(12.0), 12.0, needed=True) is None  # not yet
+    got = acks.step(SPEC, 1, streams(10.0 + WINDOW_S), 10.0 + WINDOW_S, needed=True)
+    assert got is not None and got.capacity_method == METHOD and got.source == "passive"
+    assert got.capacity_mbps is not None and abs(got.capacity_mbps / LINK - 1) < 0.02, got
+    assert opener.windows[0].closed
+    stored = acks.store.newest(KEY, with_capacity=True)
+    assert stored is not None and stored.capacity_mbps == got.capacity_mbps
+    assert stored.rtt_ms == 20.0 and stored.competing_flows is not None
+    assert (acks.windows, acks.trusted) == (1, 1)
+
+
+def test_an_untrusted_window_stores_nothing_and_windows_are_few(tmp_path: Path) -> None:
+    opener = Opener(spaced=False)
+    acks = sampler(tmp_path, opener)
+    t = 0.0
+    for _ in range(3 * WINDOWS_PER_HOUR):
+        assert acks.step(SPEC, 1, streams(t), t, needed=True) is None
+        t += WINDOW_S
+    assert len(opener.windows) == WINDOWS_PER_HOUR, "more windows than an hour allows"
+    assert all(w.closed for w in opener.windows)
+    assert acks.store.newest(KEY) is None
+    assert (acks.windows, acks.trusted) == (WINDOWS_PER_HOUR, 0)
+    assert acks.spent(KEY, t) and not acks.spent(replace(KEY, dest="198.18.3.9/32"), t)
+    assert not acks.spent(KEY, t + 3600)
+    acks.step(SPEC, 1, streams(t + 3600), t + 3600, needed=True)
+    assert len(opener.windows) == WINDOWS_PER_HOUR + 1, "no window an hour later"
+
+
+def test_one_window_at_a_time_closed_when_the_cap_moves_on(tmp_path: Path) -> None:
+    opener = Opener()
+    acks = sampler(tmp_path, opener)
+    other = replace(SPEC, cgroup="/other", path=replace(KEY, dest="198.18.3.9/32"))
+    acks.step(SPEC, 1, streams(0.0), 0.0, needed=True)
+    acks.step(other, 3, streams(1.0, scout=3), 1.0, needed=True)
+    assert len(opener.windows) == 1, "a second window while one was open"
+    acks.step(SPEC, 2, streams(2.0, scout=2), 2.0, needed=True)  # a new scout
+    assert opener.windows[0].closed and acks.now is None
+    acks.step(SPEC, 2, streams(3.0, scout=2), 3.0, needed=True)
+    acks.step(SPEC, 2, streams(4.0, scout=2), 4.0, needed=False)  # a capacity came meanwhile
+    assert opener.windows[1].closed and acks.now is None
+    acks.step(other, 3, streams(5.0, scout=3), 5.0, needed=True)
+    acks.close()
+    assert all(w.closed for w in opener.windows) and acks.now is None
+    assert acks.store.newest(KEY) is None
+
+
+def test_no_window_when_not_ready_nor_on_bbr_and_none_after_a_bpf_failure(
+        tmp_path: Path) -> None:
+    opener = Opener()
+    waiting = ScoutAcks(PathStore(str(tmp_path)), open_window=opener, ready=lambda: False)
+    waiting.step(SPEC, 1, streams(0.0), 0.0, needed=True)
+    bbr = replace(SPEC, path=replace(KEY, congestion="bbr"))
+    sampler(tmp_path, opener).step(bbr, 1, streams(0.0), 0.0, needed=True)
+    assert opener.windows == []
+    broken = sampler(tmp_path, Opener(fails=True))
+    broken.step(SPEC, 1, streams(0.0), 0.0, needed=True)
+    assert broken.broken == "no BPF here" and broken.now is None and broken.spent(KEY, 0.0)

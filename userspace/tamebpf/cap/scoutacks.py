@@ -1,0 +1,208 @@
+"""A following cap's path capacity from its scout's ACKs (issue 45, item 1).
+
+A following cap reads its path from its scout's share (cap/scout.py), and
+that reading says nothing without the path's capacity: a path that no
+probe measured has none, so the cap "cannot follow its path yet"
+(cap/plan.py). The scout is the one stream of the cap that the kernel
+leaves unpaced (bpf/cap_pace.bpf.h). A loss-based sender's bursts leave
+the bottleneck one transmission time apart, so the scout's ACKs are spaced
+at the bottleneck's rate; the paced streams' ACKs are spaced at our own
+pacing rate and are never logged here.
+
+So while path memory holds no capacity for a following cap's path, the
+agent (cap/follow.Follower: `export`'s, and `tamebpf run`'s) opens an ACK
+window on the scout alone (kernel/acktrain.AckWindow) for WINDOW_S, and
+reads it with the probes' estimator and trust rule (estimate/acktrain.py),
+pairs at or above the scout's own goodput over the window. A trusted
+capacity is stored as a passive entry (method METHOD): the capacity fit on
+the one stream the scout stands for over the window (cap/scout.py), which
+the agent's own readings replace once it follows. Nothing runs per packet
+between windows; one window at a time per agent, WINDOWS_PER_HOUR per path.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from tamebpf.cap.book import FollowSpec
+from tamebpf.cap.scout import ScoutReading, follow_target
+from tamebpf.errors import TamebpfError
+from tamebpf.estimate.acktrain import CapacityEstimate, estimate_capacity, pair_rates
+from tamebpf.groups.passive_fit import LOSS_BASED
+from tamebpf.kernel.acktrain import AckWindow
+from tamebpf.logs import log
+from tamebpf.model import Settings
+from tamebpf.paths.entry import FitData, PathEntry, PathKey
+from tamebpf.paths.store import PathStore
+from tamebpf.paths.valid import refusal
+from tamebpf.records import AckLog, Flow
+from tamebpf.units import mbps_over
+
+METHOD = "ack-spacing (scout)"
+WINDOW_S = 5.0  # about 2,500 ACKs of a 12 Mbit/s scout: enough pairs for the trust rule
+WINDOWS_PER_HOUR = 3  # per path: a window that gave nothing is not retried at once
+HOUR_S = 3600.0
+# A window no step read for this long belongs to a cap that stopped following.
+STALE_S = 3 * WINDOW_S
+
+
+class AckLogHandle(Protocol):
+    """An open window (kernel/acktrain.AckWindow)."""
+
+    def read(self) -> AckLog: ...
+
+    def close(self) -> None: ...
+
+
+OpenWindow = Callable[[Sequence[int], "str | None"], AckLogHandle]
+
+
+@dataclass
+class _Open:
+    """The window open now: on which cap's scout, and the cap's streams then."""
+
+    ident: tuple[str, str]
+    scout: int
+    window: AckLogHandle
+    opened: float
+    flows: dict[int, Flow]
+
+
+class ScoutAcks:
+    """Opens ACK windows on following caps' scouts while their paths have
+    no capacity, and stores what a trusted one measured. `ready`: whether a
+    window may open now (`run` lets its first seconds' ACK log finish)."""
+
+    def __init__(self, store: PathStore, netns: str | None = None,
+                 open_window: OpenWindow = AckWindow, window_s: float = WINDOW_S,
+                 per_hour: int = WINDOWS_PER_HOUR,
+                 ready: Callable[[], bool] = lambda: True) -> None:
+        self.store, self.netns = store, netns
+        self.open_window, self.window_s, self.per_hour = open_window, window_s, per_hour
+        self.ready = ready
+        self.now: _Open | None = None
+        self._opened: dict[PathKey, list[float]] = {}
+        self.windows = 0  # opened
+        self.trusted = 0  # gave a capacity
+        self.broken: str | None = None  # why windows stopped (the BPF side failed)
+
+    def step(self, spec: FollowSpec, scout: int, flows: Mapping[int, Flow], now: float,
+             needed: bool) -> PathEntry | None:
+        """One follower step of a cap whose scout is `scout` among its
+        streams `flows` (`now`: time.monotonic()); `needed`: its path has no
+        capacity in memory. The entry stored when a window gave one."""
+        w = self.now
+        if w is not None and (now - w.opened >= STALE_S or (w.ident == spec.ident and (
+                not needed or w.scout != scout or scout not in flows))):
+            self.close()  # not read: the cap moved on
+        elif w is not None and w.ident == spec.ident and now - w.opened >= self.window_s * 0.999:
+            try:
+                acks = w.window.read()
+            finally:
+                self.close()
+            return self._store(spec, w, acks, flows)
+        elif w is None and needed:
+            self._open(spec, scout, flows, now)
+        return None
+
+    def spent(self, path: PathKey, now: float) -> bool:
+        """Whether no window will open on this path for now: as many as an
+        hour allows gave nothing, or the BPF side failed."""
+        recent = [t for t in self._opened.get(path, []) if now - t < HOUR_S]
+        return self.broken is not None or (self.now is None and len(recent) >= self.per_hour)
+
+    def close(self) -> None:
+        if self.now is not None:
+            self.now.window.close()
+            self.now = None
+
+    def _open(self, spec: FollowSpec, scout: int, flows: Mapping[int, Flow],
+              now: float) -> None:
+        times = [t for t in self._opened.get(spec.path, []) if now - t < HOUR_S]
+        self._opened[spec.path] = times
+        if (self.broken is not None or len(times) >= self.per_hour or scout not in flows
+                or spec.path.congestion not in LOSS_BASED or not self.ready()):
+            return
+        try:
+            window = self.open_window([scout], self.netns)
+        except TamebpfError as err:
+            self.broken = str(err)
+            log.warning("follow: no capacity from the scouts' ACKs: %s", err,
+                        extra={"event": "scout_acks_error"})
+            return
+        times.append(now)
+        self.windows += 1
+        self.now = _Open(spec.ident, scout, window, now, dict(flows))
+        log.info("follow: %s to %s: sampling its scout's ACKs for %g s (path memory has no "
+                 "capacity for %s)", spec.cgroup, spec.dest, self.window_s, spec.path.dest,
+                 extra={"event": "scout_ack_window", "cookie": scout})
+
+    def _store(self, spec: FollowSpec, w: _Open, acks: AckLog,
+               flows: Mapping[int, Flow]) -> PathEntry | None:
+        """The capacity the window's ACKs gave, stored (None: none trusted)."""
+        reading = reading_over(w.flows, flows, w.scout)
+        e = scout_capacity(acks, w.scout, flows.get(w.scout), reading)
+        entry = None
+        if e.trusted and e.goodput_mbps is not None and reading is not None:
+            scout_flow = flows[w.scout]
+            rtt = scout_flow.srtt_us / 1000 if scout_flow.srtt_us else None
+            entry = capacity_entry(spec, e, reading, rtt, time.time())
+        why = e.reason if entry is None else refusal(entry, time.time())
+        if entry is not None and why is None:
+            self.store.put(entry)
+            self.trusted += 1
+            log.info("follow: %s to %s: capacity %.1f Mbit/s from its scout's ACKs",
+                     spec.cgroup, spec.dest, e.goodput_mbps,
+                     extra={"event": "scout_capacity", "capacity_mbps": e.goodput_mbps})
+            return entry
+        log.info("follow: %s to %s: no capacity from its scout's ACKs: %s", spec.cgroup,
+                 spec.dest, why or "the scout's share left no fit",
+                 extra={"event": "scout_no_capacity"})
+        return None
+
+
+def reading_over(before: Mapping[int, Flow], after: Mapping[int, Flow],
+                 scout: int) -> ScoutReading | None:
+    """The scout's goodput and the whole cap's between two readings of its
+    streams (None: the scout is not in both)."""
+    if scout not in before or scout not in after:
+        return None
+    both = [(before[c], f) for c, f in after.items() if c in before]
+    seconds = (after[scout].read_monotonic_ns - before[scout].read_monotonic_ns) / 1e9
+    if seconds <= 0:
+        return None
+    group = sum(max(b.bytes_acked - a.bytes_acked, 0) for a, b in both)
+    return ScoutReading(mbps_over(after[scout].bytes_acked - before[scout].bytes_acked, seconds),
+                        mbps_over(group, seconds), seconds)
+
+
+def scout_capacity(acks: AckLog, scout: int, flow: Flow | None,
+                   reading: ScoutReading | None) -> CapacityEstimate:
+    """The estimate from the scout's ACK pairs at or above its own goodput."""
+    if flow is None or reading is None:
+        return CapacityEstimate(None, None, None, 0, 0, False,
+                                "the scout closed during the window")
+    return estimate_capacity(pair_rates(acks.only([scout]), flow.mss), reading.scout_mbps)
+
+
+def capacity_entry(spec: FollowSpec, e: CapacityEstimate, reading: ScoutReading,
+                   rtt_ms: float | None, when: float) -> PathEntry | None:
+    """Path memory's entry for a trusted capacity: the capacity fit on the
+    one stream the scout stood for over the window (None: the paced
+    streams left it too little to tell)."""
+    assert e.goodput_mbps is not None
+    a = follow_target(reading, e.goodput_mbps, Settings(max_impact=spec.max_impact))
+    if a.prediction is None or a.one_stream_mbps is None:
+        return None
+    f, adv = a.prediction.fit, a.prediction.advice
+    return PathEntry(
+        spec.path, when, "passive", "none",
+        FitData("capacity", ((1, a.one_stream_mbps),), f.model, f.coeffs, f.evidence_limit,
+                f.capacity),
+        adv.num_flows, adv.max_nondisruptive_thru, adv.cross_traffic_impact, spec.max_impact,
+        capacity_mbps=e.goodput_mbps, capacity_low_mbps=e.low_mbps,
+        capacity_high_mbps=e.high_mbps, capacity_method=METHOD,
+        competing_flows=a.competing_flows, rtt_ms=rtt_ms, host=spec.host)
