@@ -12,7 +12,9 @@ rule) reads only the pairs at or above the transfer's own goodput, so
 segments the pace cap spaced (each stream's share, below the group's
 goodput when it has 2 streams or more) do not count: what is left is the
 bottleneck's spacing of segments sent faster than it, which needs a cap
-above the path (`--rate`) or a stream the cap does not pace.
+above the path (`--rate`). When the cap held the streams, the capacity
+comes from the following cap's scout, the one stream it does not pace
+(cap/scoutacks.py), once this log is read.
 """
 
 from __future__ import annotations

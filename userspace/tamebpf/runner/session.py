@@ -10,8 +10,9 @@ teaches path memory (docs/run.md).
 2. Every STEP_S the cgroup's flows are read. The first destination CMD
    sends to sets the path: path memory's advice for it becomes the target
    (unless --rate was given), and the cap follows that path as `export`
-   makes a `cap set --follow` cap follow (cap_follow.Follower: a scout
-   stream, the target from its share and the capacity path memory holds).
+   makes a `cap set --follow` cap follow (cap/follow.Follower: a scout
+   stream, the target from its share and the capacity path memory holds,
+   else the one its ACKs give: cap/scoutacks.py).
    The spec lives in this process only, so an `export` on the host does
    not step the run's cap too.
 3. The same readings feed the passive learner (paths/passive.PathLearner),
@@ -42,6 +43,7 @@ from typing import Any
 
 from tamebpf.cap.book import FollowBook, FollowSpec
 from tamebpf.cap.follow import SAMPLE_EVERY_S, SETTLE_S, WINDOW_S, Follower
+from tamebpf.cap.scoutacks import ScoutAcks
 from tamebpf.cap.spec import parse_dest
 from tamebpf.cap.table import PACE_NO_LIMIT, Add, CapTable
 from tamebpf.cap.view import limit_of
@@ -131,7 +133,11 @@ class Session:
             else None
         self.book = MemoryBook()
         self.table = CapTable("run", verbose=opts.verbose)
-        self.follower = Follower(self.book, self.store, self.table)
+        # The path's capacity from the scout's ACKs, once the first seconds'
+        # ACK log is read and gave none (runner/acks.py).
+        self.scout_acks = ScoutAcks(self.store, opts.netns, ready=self._first_acks_gave_none) \
+            if opts.learn else None
+        self.follower = Follower(self.book, self.store, self.table, scout_acks=self.scout_acks)
         self.agg = Aggregator("cgroup", opts.settings)
         self.caps: list[Cap] = []
         self.moved: dict[str, _Moved] = {}
@@ -147,6 +153,7 @@ class Session:
         self._followed_at = 0.0
         self.acks: FirstAcks | None = None
         self.measured: dict[str, MeasuredCapacity] = {}
+        self._acks_why: str | None = None  # why the first seconds' ACKs gave no capacity
         self._broken: str | None = None
 
     def run(self) -> tuple[int, Summary]:
@@ -227,6 +234,21 @@ class Session:
             spec = self.book.specs()[0]
             if spec.target_mbps is not None:
                 self.target_mbps = spec.target_mbps
+            self._follow_or_hold(spec, now)
+
+    def _follow_or_hold(self, spec: FollowSpec, now: float) -> None:
+        """Back to holding every stream at the target when the scout's ACKs
+        gave no capacity in as many windows as allowed: without one, an
+        unpaced scout reads nothing the target can use."""
+        sa = self.scout_acks
+        if sa is None or not sa.spent(spec.path, now) or \
+                self.store.newest(spec.path, with_capacity=True) is not None:
+            return
+        self.follower.close()
+        self.follower.scout_acks = None  # and no following starts again
+        self.book.remove(spec.cgroup, spec.dest)
+        self.notes.append(f"held at the target: the scout's ACKs gave {spec.path.dest} no "
+                          "capacity to follow from")
 
     def _open_acks(self, cgroup: str, now: float) -> None:
         try:
@@ -251,14 +273,16 @@ class Session:
                            max((f.mss for f in mine), default=0))
         why = e.reason
         if goodput >= UNBOUND_SHARE * self.target_mbps:
-            why = ("the pace cap held the streams, so their ACKs are spaced at our own "
-                   "rate (give --rate above the path)")
+            why = "the pace cap held the streams, so their ACKs are spaced at our own rate"
         got = measured(e) if why is None else None
         if got is not None:
             self.measured[addr] = got
             log.info("run: capacity %.1f Mbit/s from the ACKs to %s", got.mbps, addr)
-        elif self.store.newest(self.path, with_capacity=True) is None:
-            self.notes.append(f"no capacity from the ACKs to {addr}: {why}")
+        else:
+            self._acks_why = why
+
+    def _first_acks_gave_none(self) -> bool:
+        return (self.acks is None or self.acks.train is None) and not self.measured
 
     def _follows(self, cap: Cap) -> bool:
         return any(s.dest == cap.dest for s in self.book.specs())
@@ -316,11 +340,13 @@ class Session:
         self._start_following()
 
     def _start_following(self) -> None:
-        """Follow once path memory holds the path's capacity: until then a
-        scout (one unpaced stream) would read nothing the target can use."""
+        """Follow once path memory holds the path's capacity, or at once when
+        learning: the scout's ACKs then measure it (cap/scoutacks.py).
+        Without either, a scout would read nothing the target can use."""
         if self.book.specs() or self.path is None or self._cap is None:
             return
-        if self.store.newest(self.path, with_capacity=True) is None:
+        if self.follower.scout_acks is None and \
+                self.store.newest(self.path, with_capacity=True) is None:
             return
         cap = self._cap
         self.book.put(FollowSpec(cap.cgroup, cap.dest, self.path, self.opts.settings.max_impact,
@@ -389,7 +415,18 @@ class Session:
             cap_start_from=self.start_from, cap_end_mbps=self.target_mbps,
             learning=self.opts.learn, learned=tuple(learned),
             not_learned=None if learned else self._why_not_learned(),
-            notes=tuple(self.notes))
+            notes=tuple(self.notes) + tuple(n for n in [self._capacity_note()] if n))
+
+    def _capacity_note(self) -> str | None:
+        """Why the run's ACKs gave no capacity, when path memory has none."""
+        if self.path is None or self._acks_why is None or \
+                self.store.newest(self.path, with_capacity=True) is not None:
+            return None
+        sa = self.scout_acks
+        scout = "" if sa is None else f"; nor its scout's ({sa.windows} ACK windows)" \
+            if sa.windows else "; no scout was sampled (one stream, or CMD ended first)"
+        return f"no capacity from the ACKs to {self._host or self.path.dest}: " \
+            f"{self._acks_why}{scout}"
 
     def _entry_for(self, addr: str, congestion: str | None) -> PathEntry | None:
         if congestion is None:
