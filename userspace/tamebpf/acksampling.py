@@ -17,8 +17,9 @@ a 40 Mbit/s path shared with 2 CUBIC flows gave 19.2, the 2-stream
 transfer's share (its delayed ACKs each cover segments that left the
 queue apart, interleaved with the cross traffic's). The two cannot be told
 apart, so an estimate under SHARE_MARGIN times the connections' own
-goodput is not trusted; and export samples only when asked
-(--ack-sampling) until a fresh draw shows what the windows that pass give.
+goodput is not trusted (estimate/acktrain.capacity_above_own); and export
+samples only when asked (--ack-sampling) until a fresh draw shows what the
+windows that pass give.
 
 A loss-based sender's bursts (after a loss, while its window grows) leave
 the bottleneck one transmission time apart. Paced streams do not: a pace
@@ -32,11 +33,11 @@ them), and at most WINDOWS_PER_HOUR per path.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Protocol
 
 from tamebpf.errors import TamebpfError
-from tamebpf.estimate.acktrain import CapacityEstimate, estimate_capacity, pair_rates
+from tamebpf.estimate.acktrain import CapacityEstimate, capacity_above_own, pair_rates
 from tamebpf.groups.group import Group, GroupKey
 from tamebpf.groups.passive_fit import LOSS_BASED
 from tamebpf.kernel.acktrain import AckWindow
@@ -51,9 +52,6 @@ from tamebpf.units import mbps_over
 WINDOW_S = 5.0  # about 4,000 ACKs at 20 Mbit/s: enough pairs for the trust rule
 WINDOWS_PER_HOUR = 3  # per path: a window that gave nothing is not retried at once
 HOUR_S = 3600.0
-# An estimate nearer than this to the connections' own goodput may be their
-# share: not the link's rate (see above).
-SHARE_MARGIN = 1.2
 # A capacity measured this long ago is not the path's now (advise's --max-age).
 MEASURED_MAX_AGE_S = HOUR_S
 
@@ -201,11 +199,4 @@ class AckSampler:
         acked = sum(b.bytes_acked - a.bytes_acked for a, b in both)
         seconds = max(b.read_monotonic_ns - a.read_monotonic_ns for a, b in both) / 1e9
         rates = pair_rates(acks.only([f.cookie for f in c.flows]), max(f.mss for f in c.flows))
-        own = mbps_over(acked, max(seconds, 1e-3))
-        e = estimate_capacity(rates, own)
-        if e.trusted and e.goodput_mbps is not None and e.goodput_mbps < SHARE_MARGIN * own:
-            return replace(e, trusted=False, reason=(
-                f"the ACKs ran at {e.goodput_mbps:.1f} Mbit/s, within {SHARE_MARGIN:g}x of the "
-                f"connections' own {own:.1f}: on a shared path that is their share, not "
-                "the link's"))
-        return e
+        return capacity_above_own(rates, mbps_over(acked, max(seconds, 1e-3)))

@@ -53,9 +53,9 @@ class Opener:
         return self.windows[-1]
 
 
-def streams(t: float, scout: int = 1) -> dict[int, Flow]:
+def streams(t: float, scout: int = 1, scout_mbps: float = 12.0) -> dict[int, Flow]:
     """Four streams after t seconds: the scout at 12 Mbit/s, the others at 2."""
-    return {c: replace(flow(c, int((12 if c == scout else 2) * 1e6 / 8 * t), 50.0),
+    return {c: replace(flow(c, int((scout_mbps if c == scout else 2) * 1e6 / 8 * t), 50.0),
                        mss=MSS, read_monotonic_ns=int(t * 1e9), srtt_us=20_000)
             for c in range(1, 5)}
 
@@ -126,3 +126,12 @@ def test_no_window_when_not_ready_nor_on_bbr_and_none_after_a_bpf_failure(
     broken = sampler(tmp_path, Opener(fails=True))
     broken.step(SPEC, 1, streams(0.0), 0.0, needed=True)
     assert broken.broken == "no BPF here" and broken.now is None and broken.spent(KEY, 0.0)
+
+
+def test_acks_near_the_scouts_own_goodput_may_be_its_share(tmp_path: Path) -> None:
+    """A scout at 18 Mbit/s whose ACKs run at 20: on a shared path that is
+    what its own share reads, so it is not trusted and nothing is stored."""
+    acks = sampler(tmp_path, Opener())
+    acks.step(SPEC, 1, streams(0.0, scout_mbps=18.0), 0.0, needed=True)
+    assert acks.step(SPEC, 1, streams(WINDOW_S, scout_mbps=18.0), WINDOW_S, needed=True) is None
+    assert acks.store.newest(KEY) is None and (acks.windows, acks.trusted) == (1, 0)

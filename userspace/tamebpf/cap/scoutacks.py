@@ -13,7 +13,9 @@ So while path memory holds no capacity for a following cap's path, the
 agent (cap/follow.Follower: `export`'s, and `tamebpf run`'s) opens an ACK
 window on the scout alone (kernel/acktrain.AckWindow) for WINDOW_S, and
 reads it with the probes' estimator and trust rule (estimate/acktrain.py),
-pairs at or above the scout's own goodput over the window. A trusted
+pairs at or above the scout's own goodput over the window; an estimate near
+that goodput may be the scout's share of a shared path and is not trusted
+(capacity_above_own: on the testbed's shared paths no window was). A trusted
 capacity is stored as a passive entry (method METHOD): the capacity fit on
 the one stream the scout stands for over the window (cap/scout.py), which
 the agent's own readings replace once it follows. Nothing runs per packet
@@ -30,7 +32,7 @@ from typing import Protocol
 from tamebpf.cap.book import FollowSpec
 from tamebpf.cap.scout import ScoutReading, follow_target
 from tamebpf.errors import TamebpfError
-from tamebpf.estimate.acktrain import CapacityEstimate, estimate_capacity, pair_rates
+from tamebpf.estimate.acktrain import CapacityEstimate, capacity_above_own, pair_rates
 from tamebpf.groups.passive_fit import LOSS_BASED
 from tamebpf.kernel.acktrain import AckWindow
 from tamebpf.logs import log
@@ -181,11 +183,13 @@ def reading_over(before: Mapping[int, Flow], after: Mapping[int, Flow],
 
 def scout_capacity(acks: AckLog, scout: int, flow: Flow | None,
                    reading: ScoutReading | None) -> CapacityEstimate:
-    """The estimate from the scout's ACK pairs at or above its own goodput."""
+    """The estimate from the scout's ACK pairs at or above its own goodput
+    (not trusted near it: on a shared path that may be the scout's share)."""
     if flow is None or reading is None:
         return CapacityEstimate(None, None, None, 0, 0, False,
                                 "the scout closed during the window")
-    return estimate_capacity(pair_rates(acks.only([scout]), flow.mss), reading.scout_mbps)
+    return capacity_above_own(pair_rates(acks.only([scout]), flow.mss), reading.scout_mbps,
+                              "scout's")
 
 
 def capacity_entry(spec: FollowSpec, e: CapacityEstimate, reading: ScoutReading,

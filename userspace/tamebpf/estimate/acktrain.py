@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tamebpf.estimate.capacity import DEFAULT_MSS
 from tamebpf.records import AckLog
@@ -128,3 +128,23 @@ def estimate_capacity(rates: Sequence[float], floor_mbps: float = 0.0) -> Capaci
                   f"{median:.1f} Mbit/s)")
     return CapacityEstimate(median, lo, hi, k, len(above),
                             reason is None, reason)
+
+
+# A transfer's window (not a probe's) nearer than this to the connections'
+# own goodput may read their share of a shared path, not the link's rate:
+# on the testbed one on a 40 Mbit/s path shared with 2 CUBIC flows gave a
+# trusted 19.2, the 2-stream transfer's share (acksampling.py).
+SHARE_MARGIN = 1.2
+
+
+def capacity_above_own(rates: Sequence[float], own_mbps: float,
+                       whose: str = "connections'") -> CapacityEstimate:
+    """The estimate from a transfer's ACK pair rates at or above its own
+    goodput `own_mbps`, not trusted within SHARE_MARGIN of that goodput."""
+    e = estimate_capacity(rates, own_mbps)
+    if e.trusted and e.goodput_mbps is not None and e.goodput_mbps < SHARE_MARGIN * own_mbps:
+        return replace(e, trusted=False, reason=(
+            f"the ACKs ran at {e.goodput_mbps:.1f} Mbit/s, within {SHARE_MARGIN:g}x of the "
+            f"{whose} own {own_mbps:.1f}: on a shared path that is their share, not "
+            "the link's"))
+    return e
