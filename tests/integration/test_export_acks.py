@@ -75,13 +75,15 @@ class Programs:
 
 
 @contextlib.contextmanager
-def exporter(ns: str) -> Iterator[tuple[subprocess.Popen[bytes], IO[str], str]]:
-    """export reading the sender's namespace, learning every second; its
-    JSON log lines in the yielded file, its JSON-lines records in the file
-    named. Stopped with SIGTERM."""
+def exporter(ns: str, sampling: bool = True
+             ) -> Iterator[tuple[subprocess.Popen[bytes], IO[str], str]]:
+    """export reading the sender's namespace, learning every second (with
+    --ack-sampling if `sampling`); its JSON log lines in the yielded file,
+    its JSON-lines records in the file named. Stopped with SIGTERM."""
     with tempfile.TemporaryFile("w+") as err, tempfile.NamedTemporaryFile() as jsonl:
         proc = subprocess.Popen([*TAMEBPF, "export", "--netns", ns, "--listen", "off",
-                                 "--jsonl", jsonl.name, "--interval", "1", "--ack-sampling",
+                                 "--jsonl", jsonl.name, "--interval", "1",
+                                 *(["--ack-sampling"] if sampling else []),
                                  "--log-format", "json"],
                                 stdout=subprocess.DEVNULL, stderr=err)
         try:

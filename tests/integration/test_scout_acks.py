@@ -78,8 +78,9 @@ def test_run_held_by_its_cap_learns_the_capacity_from_its_scout(
 def test_a_following_cap_with_no_capacity_gets_one_from_its_scout_and_follows(
         tb: Testbed, pins: str, cg: str) -> None:
     """A pace cap that follows its path, path memory empty (the case
-    `cap set --follow` warns about): export's agent samples the scout's
-    ACKs, stores the capacity, detaches the window, and the cap follows."""
+    `cap set --follow` warns about): export's agent (by default: no
+    --ack-sampling) samples the scout's ACKs, stores the capacity, detaches
+    the window, and the cap follows."""
     dst, ns = tb.addresses["receiver"], tb.namespaces["sender"]
     key = PathKey(f"{dst}/32", ns, "cubic")
     table = CapTable("test")
@@ -93,7 +94,7 @@ def test_a_following_cap_with_no_capacity_gets_one_from_its_scout_and_follows(
         assert learned(key) is None
         client = spawn(iperf.client_argv(dst, 5212, 4, 90, "cubic", json_out=False),
                        cgroup_path=cg, netns=ns, stdout=subprocess.DEVNULL)
-        with tbfix.killed_on_exit(server), exporter(ns) as (proc, err, _):
+        with tbfix.killed_on_exit(server), exporter(ns, sampling=False) as (proc, err, _):
             programs = Programs(proc.pid)
             held = watch(programs, lambda: learned(key) is not None or proc.poll() is not None,
                          timeout=40)
