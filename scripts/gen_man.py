@@ -47,10 +47,10 @@ OVERHEAD_TEXT = {
 ACK_LOG = {
     "advise": "while it probes",
     "run": ("for the transfer's first 5 s, then, while the path has no capacity in "
-            "memory, during 5-s windows on the following cap's scout (3 at most)"),
-    "export": ("during 5-s windows on a following cap's scout whose path has no capacity "
-               "in memory, and with --ack-sampling on transfers whose path has none, at "
-               "most 3 an hour per path"),
+            "memory, for a 2-s window on each new scout of the following cap (3 at most)"),
+    "export": ("for a 2-s window on a following cap's new scout whose path has no capacity "
+               "in memory, and with --ack-sampling for 5-s windows on transfers whose path "
+               "has none, at most 3 an hour per path"),
 }
 ACK_LOG_TEXT = (
     "{cmd} also attaches a tracepoint that runs for every TCP segment the host receives "

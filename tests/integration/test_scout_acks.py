@@ -1,10 +1,11 @@
 """A following cap's path capacity from its scout's ACKs (cap/scoutacks.py)
 on the testbed's shaped path, path memory empty: under `tamebpf run` whose
 pace cap holds the transfer well below the path (its first seconds' ACKs
-are spaced at our own rate), and under `export`'s follow agent for a cap
-that could not follow (cap/plan.py's "cannot follow its path yet"). The
-scout is the one stream the kernel leaves unpaced; a window on its ACKs
-alone gives the capacity, stored as a passive entry, and the cap follows.
+are spaced at our own rate), also beside cross traffic, and under
+`export`'s follow agent for a cap that could not follow (cap/plan.py's
+"cannot follow its path yet"). The scout is the one stream the kernel
+leaves unpaced; a window on its first ACKs alone gives the capacity,
+stored as a passive entry, and the cap follows.
 Each test uses its own path memory (conftest) and pin directory."""
 
 from __future__ import annotations
@@ -72,6 +73,35 @@ def test_run_held_by_its_cap_learns_the_capacity_from_its_scout(
     assert abs(got["capacity_mbps"] / CAPACITY - 1) <= 0.10, (
         f"capacity from the scout's ACKs {got['capacity_mbps']:.2f} Mbit/s, the link gives "
         f"{CAPACITY:.2f}")
+    assert CapTable("test").list() == [], "the run's caps are left"
+
+
+def test_a_run_on_a_shared_path_learns_from_its_scout_or_holds_its_target(
+        tb: Testbed, pins: str, tmp_path: Path) -> None:
+    """The same run beside 2 CUBIC flows: the scout's first seconds unpaced
+    give the link's capacity (within 10%: it gave 19.13 and 19.20 here), or
+    no trusted one, and then the cap holds every stream at the target again
+    and says so; never a share of the link taken for its capacity."""
+    dst, ns = tb.addresses["receiver"], tb.namespaces["sender"]
+    servers = [iperf.start_server(tb, p) for p in (5213, 5214)]
+    cross = tb.popen("cross", iperf.client_argv(dst, 5214, 2, 120, "cubic", json_out=False),
+                     stdout=subprocess.DEVNULL)
+    with tbfix.killed_on_exit(*servers, cross):
+        iperf.wait_flows(tb, "cross", 5214, 2, cross)
+        summary = tmp_path / "summary.json"
+        res = subprocess.run(
+            [*TAMEBPF, "run", "--netns", ns, "--rate", f"{HELD_MBPS / 2:g}M",
+             f"--json={summary}", "--",
+             *iperf.client_argv(dst, 5213, 4, 40, "cubic", json_out=False)],
+            capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    s = json.loads(summary.read_text())
+    got = [x for x in s["learned"] if x["capacity_method"] == METHOD]
+    if got:
+        assert abs(got[0]["capacity_mbps"] / CAPACITY - 1) <= 0.10, s
+    else:
+        held = [n for n in s["notes"] if n.startswith("held at the target: the scout's ACKs")]
+        assert held, f"neither a capacity nor the hold: {s['notes']}; {s['not_learned']}"
     assert CapTable("test").list() == [], "the run's caps are left"
 
 

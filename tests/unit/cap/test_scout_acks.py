@@ -25,14 +25,19 @@ MSS = 1448
 
 class Window:
     """A window that logs the scout's ACKs two segments apart at LINK (or
-    too few of them for the trust rule)."""
+    too few of them for the trust rule; or, late, all but the first after
+    its first seconds)."""
 
-    def __init__(self, cookies: Sequence[int], netns: str | None, spaced: bool) -> None:
-        self.cookies, self.netns, self.spaced, self.closed = list(cookies), netns, spaced, False
+    def __init__(self, cookies: Sequence[int], netns: str | None, spaced: bool,
+                 late: bool) -> None:
+        self.cookies, self.netns, self.closed = list(cookies), netns, False
+        self.spaced, self.late = spaced, late
 
     def read(self) -> AckLog:
         assert not self.closed, "read after close"
-        t, seq, acks = 0, 0, []
+        t, seq, acks = 0, 0, [(0, 0)]
+        if self.late:
+            t = int(1.5 * WINDOW_S * 1e9)
         for _ in range(400 if self.spaced else 10):
             t, seq = t + int(2 * MSS * 8e3 / LINK), seq + 2 * MSS
             acks.append((t, seq))
@@ -43,13 +48,14 @@ class Window:
 
 
 class Opener:
-    def __init__(self, spaced: bool = True, fails: bool = False) -> None:
-        self.spaced, self.fails, self.windows = spaced, fails, []
+    def __init__(self, spaced: bool = True, fails: bool = False, late: bool = False) -> None:
+        self.spaced, self.fails, self.late = spaced, fails, late
+        self.windows: list[Window] = []
 
     def __call__(self, cookies: Sequence[int], netns: str | None) -> Window:
         if self.fails:
             raise TamebpfError("no BPF here")
-        self.windows.append(Window(cookies, netns, self.spaced))
+        self.windows.append(Window(cookies, netns, self.spaced, self.late))
         return self.windows[-1]
 
 
@@ -64,12 +70,14 @@ def sampler(tmp_path: Path, opener: Opener) -> ScoutAcks:
     return ScoutAcks(PathStore(str(tmp_path)), "tb-snd", open_window=opener)
 
 
-def test_a_window_on_the_scout_alone_stores_a_trusted_capacity(tmp_path: Path) -> None:
+def test_a_window_on_a_new_scout_alone_stores_a_trusted_capacity(tmp_path: Path) -> None:
     opener = Opener()
     acks = sampler(tmp_path, opener)
-    assert acks.step(SPEC, 1, streams(10.0), 10.0, needed=True) is None
+    assert acks.step(SPEC, 1, streams(8.0), 8.0, needed=True) is None
+    assert opener.windows == [], "a window on a scout that was not new"
+    acks.begin(SPEC, 1, streams(10.0), 10.0)
     assert [(w.cookies, w.netns) for w in opener.windows] == [([1], "tb-snd")]
-    assert acks.step(SPEC, 1, streams(12.0), 12.0, needed=True) is None  # not yet
+    assert acks.step(SPEC, 1, streams(11.0), 11.0, needed=True) is None  # not yet
     got = acks.step(SPEC, 1, streams(10.0 + WINDOW_S), 10.0 + WINDOW_S, needed=True)
     assert got is not None and got.capacity_method == METHOD and got.source == "passive"
     assert got.capacity_mbps is not None and abs(got.capacity_mbps / LINK - 1) < 0.02, got
@@ -80,20 +88,33 @@ def test_a_window_on_the_scout_alone_stores_a_trusted_capacity(tmp_path: Path) -
     assert (acks.windows, acks.trusted) == (1, 1)
 
 
+def test_only_the_first_seconds_of_the_scout_count(tmp_path: Path) -> None:
+    """ACKs logged after the scout's first WINDOW_S unpaced (read late) are
+    left out: by then its segments interleave with the other traffic's."""
+    acks = sampler(tmp_path, Opener(late=True))
+    acks.begin(SPEC, 1, streams(0.0), 0.0)
+    assert acks.step(SPEC, 1, streams(2 * WINDOW_S), 2 * WINDOW_S, needed=True) is None
+    assert acks.store.newest(KEY) is None and (acks.windows, acks.trusted) == (1, 0)
+
+
 def test_an_untrusted_window_stores_nothing_and_windows_are_few(tmp_path: Path) -> None:
     opener = Opener(spaced=False)
     acks = sampler(tmp_path, opener)
     t = 0.0
-    for _ in range(3 * WINDOWS_PER_HOUR):
-        assert acks.step(SPEC, 1, streams(t), t, needed=True) is None
+    for k in range(2 * WINDOWS_PER_HOUR):
+        scout = k % 4 + 1  # a new scout each time (the last one closed)
+        acks.begin(SPEC, scout, streams(t, scout), t)
+        assert acks.spent(KEY, t) is (k >= WINDOWS_PER_HOUR)
         t += WINDOW_S
+        assert acks.step(SPEC, scout, streams(t, scout), t, needed=True) is None
+        assert acks.spent(KEY, t)
     assert len(opener.windows) == WINDOWS_PER_HOUR, "more windows than an hour allows"
     assert all(w.closed for w in opener.windows)
     assert acks.store.newest(KEY) is None
     assert (acks.windows, acks.trusted) == (WINDOWS_PER_HOUR, 0)
-    assert acks.spent(KEY, t) and not acks.spent(replace(KEY, dest="198.18.3.9/32"), t)
+    assert not acks.spent(replace(KEY, dest="198.18.3.9/32"), t)
     assert not acks.spent(KEY, t + 3600)
-    acks.step(SPEC, 1, streams(t + 3600), t + 3600, needed=True)
+    acks.begin(SPEC, 1, streams(t + 3600), t + 3600)
     assert len(opener.windows) == WINDOWS_PER_HOUR + 1, "no window an hour later"
 
 
@@ -101,30 +122,27 @@ def test_one_window_at_a_time_closed_when_the_cap_moves_on(tmp_path: Path) -> No
     opener = Opener()
     acks = sampler(tmp_path, opener)
     other = replace(SPEC, cgroup="/other", path=replace(KEY, dest="198.18.3.9/32"))
-    acks.step(SPEC, 1, streams(0.0), 0.0, needed=True)
-    acks.step(other, 3, streams(1.0, scout=3), 1.0, needed=True)
+    acks.begin(SPEC, 1, streams(0.0), 0.0)
+    acks.begin(other, 3, streams(0.5, scout=3), 0.5)
     assert len(opener.windows) == 1, "a second window while one was open"
-    acks.step(SPEC, 2, streams(2.0, scout=2), 2.0, needed=True)  # a new scout
+    acks.step(SPEC, 2, streams(1.0, scout=2), 1.0, needed=True)  # a new scout
     assert opener.windows[0].closed and acks.now is None
-    acks.step(SPEC, 2, streams(3.0, scout=2), 3.0, needed=True)
-    acks.step(SPEC, 2, streams(4.0, scout=2), 4.0, needed=False)  # a capacity came meanwhile
+    acks.begin(SPEC, 2, streams(1.0, scout=2), 1.0)
+    acks.step(SPEC, 2, streams(1.5, scout=2), 1.5, needed=False)  # a capacity came meanwhile
     assert opener.windows[1].closed and acks.now is None
-    acks.step(other, 3, streams(5.0, scout=3), 5.0, needed=True)
+    acks.begin(other, 3, streams(2.0, scout=3), 2.0)
     acks.close()
     assert all(w.closed for w in opener.windows) and acks.now is None
     assert acks.store.newest(KEY) is None
 
 
-def test_no_window_when_not_ready_nor_on_bbr_and_none_after_a_bpf_failure(
-        tmp_path: Path) -> None:
+def test_no_window_on_bbr_and_none_after_a_bpf_failure(tmp_path: Path) -> None:
     opener = Opener()
-    waiting = ScoutAcks(PathStore(str(tmp_path)), open_window=opener, ready=lambda: False)
-    waiting.step(SPEC, 1, streams(0.0), 0.0, needed=True)
     bbr = replace(SPEC, path=replace(KEY, congestion="bbr"))
-    sampler(tmp_path, opener).step(bbr, 1, streams(0.0), 0.0, needed=True)
+    sampler(tmp_path, opener).begin(bbr, 1, streams(0.0), 0.0)
     assert opener.windows == []
     broken = sampler(tmp_path, Opener(fails=True))
-    broken.step(SPEC, 1, streams(0.0), 0.0, needed=True)
+    broken.begin(SPEC, 1, streams(0.0), 0.0)
     assert broken.broken == "no BPF here" and broken.now is None and broken.spent(KEY, 0.0)
 
 
@@ -132,6 +150,6 @@ def test_acks_near_the_scouts_own_goodput_may_be_its_share(tmp_path: Path) -> No
     """A scout at 18 Mbit/s whose ACKs run at 20: on a shared path that is
     what its own share reads, so it is not trusted and nothing is stored."""
     acks = sampler(tmp_path, Opener())
-    acks.step(SPEC, 1, streams(0.0, scout_mbps=18.0), 0.0, needed=True)
+    acks.begin(SPEC, 1, streams(0.0, scout_mbps=18.0), 0.0)
     assert acks.step(SPEC, 1, streams(WINDOW_S, scout_mbps=18.0), WINDOW_S, needed=True) is None
     assert acks.store.newest(KEY) is None and (acks.windows, acks.trusted) == (1, 0)

@@ -383,6 +383,9 @@ class Follower:
             # Until the first reading, the scout's fair part comes off the target.
             paced = current * (len(sending) - 1) / len(sending)
             self.kernel.set_follow(cap.id, scout.cookie, pace_bytes_per_s(paced))
+            if self.scout_acks is not None and \
+                    self.store.newest(spec.path, with_capacity=True) is None:
+                self.scout_acks.begin(spec, scout.cookie, flows, now)
             self.book.update(spec.ident, lambda s: replace(s, scout_cookie=scout.cookie,
                                                            updated=now_wall))
             log.info("follow: %s to %s: scout is stream %d", spec.cgroup, spec.dest,

@@ -9,17 +9,19 @@ the bottleneck one transmission time apart, so the scout's ACKs are spaced
 at the bottleneck's rate; the paced streams' ACKs are spaced at our own
 pacing rate and are never logged here.
 
-So while path memory holds no capacity for a following cap's path, the
+So when path memory holds no capacity for a following cap's path, the
 agent (cap/follow.Follower: `export`'s, and `tamebpf run`'s) opens an ACK
-window on the scout alone (kernel/acktrain.AckWindow) for WINDOW_S, and
-reads it with the probes' estimator and trust rule (estimate/acktrain.py),
-pairs at or above the scout's own goodput over the window; an estimate near
-that goodput may be the scout's share of a shared path and is not trusted
-(capacity_above_own: on the testbed's shared paths no window was). A trusted
+window on a new scout alone (kernel/acktrain.AckWindow) as it unpaces it,
+and reads the first WINDOW_S of its ACKs (why the first: WINDOW_S) with
+the probes' estimator and trust rule (estimate/acktrain.py), pairs at or
+above the scout's own goodput over the window; an estimate near that
+goodput may be the scout's share of a shared path and is not trusted
+(estimate/acktrain.capacity_above_own). A trusted
 capacity is stored as a passive entry (method METHOD): the capacity fit on
 the one stream the scout stands for over the window (cap/scout.py), which
 the agent's own readings replace once it follows. Nothing runs per packet
-between windows; one window at a time per agent, WINDOWS_PER_HOUR per path.
+between windows; one window at a time per agent, on a scout's start only,
+WINDOWS_PER_HOUR per path.
 """
 
 from __future__ import annotations
@@ -44,11 +46,19 @@ from tamebpf.records import AckLog, Flow
 from tamebpf.units import mbps_over
 
 METHOD = "ack-spacing (scout)"
-WINDOW_S = 5.0  # about 2,500 ACKs of a 12 Mbit/s scout: enough pairs for the trust rule
+# Its first seconds unpaced: a stream paced without a loss has not left slow
+# start, so once unpaced it sends bursts at line rate, which the bottleneck
+# spaces at its own rate. Later its segments reach the queue at its share's
+# rate, interleaved with the other traffic's, and a delayed ACK then spans
+# segments that left the queue apart: on the testbed's 20 Mbit/s path
+# shared with 2 CUBIC flows the first 2 s gave 19.3-19.4 Mbit/s in 3 of 4
+# scouts (one had too few pairs), 5 s gave its own rate in 2 of 4, and a
+# window opened seconds after the scout started gave a trusted 9.6.
+WINDOW_S = 2.0
 WINDOWS_PER_HOUR = 3  # per path: a window that gave nothing is not retried at once
 HOUR_S = 3600.0
 # A window no step read for this long belongs to a cap that stopped following.
-STALE_S = 3 * WINDOW_S
+STALE_S = 5 * WINDOW_S
 
 
 class AckLogHandle(Protocol):
@@ -74,59 +84,30 @@ class _Open:
 
 
 class ScoutAcks:
-    """Opens ACK windows on following caps' scouts while their paths have
-    no capacity, and stores what a trusted one measured. `ready`: whether a
-    window may open now (`run` lets its first seconds' ACK log finish)."""
+    """Opens an ACK window on a following cap's scout as the kernel stops
+    pacing it (`begin`), while its path has no capacity, and stores what a
+    trusted one measured (`step`, the follower's later steps)."""
 
     def __init__(self, store: PathStore, netns: str | None = None,
                  open_window: OpenWindow = AckWindow, window_s: float = WINDOW_S,
-                 per_hour: int = WINDOWS_PER_HOUR,
-                 ready: Callable[[], bool] = lambda: True) -> None:
+                 per_hour: int = WINDOWS_PER_HOUR) -> None:
         self.store, self.netns = store, netns
         self.open_window, self.window_s, self.per_hour = open_window, window_s, per_hour
-        self.ready = ready
         self.now: _Open | None = None
         self._opened: dict[PathKey, list[float]] = {}
         self.windows = 0  # opened
         self.trusted = 0  # gave a capacity
         self.broken: str | None = None  # why windows stopped (the BPF side failed)
 
-    def step(self, spec: FollowSpec, scout: int, flows: Mapping[int, Flow], now: float,
-             needed: bool) -> PathEntry | None:
-        """One follower step of a cap whose scout is `scout` among its
-        streams `flows` (`now`: time.monotonic()); `needed`: its path has no
-        capacity in memory. The entry stored when a window gave one."""
-        w = self.now
-        if w is not None and (now - w.opened >= STALE_S or (w.ident == spec.ident and (
-                not needed or w.scout != scout or scout not in flows))):
-            self.close()  # not read: the cap moved on
-        elif w is not None and w.ident == spec.ident and now - w.opened >= self.window_s * 0.999:
-            try:
-                acks = w.window.read()
-            finally:
-                self.close()
-            return self._store(spec, w, acks, flows)
-        elif w is None and needed:
-            self._open(spec, scout, flows, now)
-        return None
-
-    def spent(self, path: PathKey, now: float) -> bool:
-        """Whether no window will open on this path for now: as many as an
-        hour allows gave nothing, or the BPF side failed."""
-        recent = [t for t in self._opened.get(path, []) if now - t < HOUR_S]
-        return self.broken is not None or (self.now is None and len(recent) >= self.per_hour)
-
-    def close(self) -> None:
-        if self.now is not None:
-            self.now.window.close()
-            self.now = None
-
-    def _open(self, spec: FollowSpec, scout: int, flows: Mapping[int, Flow],
+    def begin(self, spec: FollowSpec, scout: int, flows: Mapping[int, Flow],
               now: float) -> None:
+        """A new scout, `scout` among the cap's streams `flows`, is unpaced
+        now (time.monotonic()) on a path with no capacity: a window opens
+        on it, unless one is open or the path had per_hour this hour."""
         times = [t for t in self._opened.get(spec.path, []) if now - t < HOUR_S]
         self._opened[spec.path] = times
-        if (self.broken is not None or len(times) >= self.per_hour or scout not in flows
-                or spec.path.congestion not in LOSS_BASED or not self.ready()):
+        if (self.now is not None or self.broken is not None or len(times) >= self.per_hour
+                or scout not in flows or spec.path.congestion not in LOSS_BASED):
             return
         try:
             window = self.open_window([scout], self.netns)
@@ -138,9 +119,40 @@ class ScoutAcks:
         times.append(now)
         self.windows += 1
         self.now = _Open(spec.ident, scout, window, now, dict(flows))
-        log.info("follow: %s to %s: sampling its scout's ACKs for %g s (path memory has no "
-                 "capacity for %s)", spec.cgroup, spec.dest, self.window_s, spec.path.dest,
+        log.info("follow: %s to %s: sampling its new scout's ACKs for %g s (path memory has "
+                 "no capacity for %s)", spec.cgroup, spec.dest, self.window_s, spec.path.dest,
                  extra={"event": "scout_ack_window", "cookie": scout})
+
+    def step(self, spec: FollowSpec, scout: int, flows: Mapping[int, Flow], now: float,
+             needed: bool) -> PathEntry | None:
+        """A later follower step of a cap whose scout is `scout` among its
+        streams `flows`; `needed`: its path has no capacity in memory. Reads
+        the window open on it once window_s have passed: the entry stored
+        when it gave a capacity."""
+        w = self.now
+        if w is not None and (now - w.opened >= STALE_S or (w.ident == spec.ident and (
+                not needed or w.scout != scout or scout not in flows))):
+            self.close()  # not read: the cap moved on
+        elif w is not None and w.ident == spec.ident and now - w.opened >= self.window_s * 0.999:
+            try:
+                acks = w.window.read()
+            finally:
+                self.close()
+            first = min((t for t, _ in acks.flows.get(w.scout, [])), default=0)
+            return self._store(spec, w, acks.between(first, first + int(self.window_s * 1e9)),
+                               flows)
+        return None
+
+    def spent(self, path: PathKey, now: float) -> bool:
+        """Whether this path's scout was sampled (or could not be) and no
+        window is open: a scout already unpaced is not sampled again."""
+        recent = [t for t in self._opened.get(path, []) if now - t < HOUR_S]
+        return self.now is None and (self.broken is not None or bool(recent))
+
+    def close(self) -> None:
+        if self.now is not None:
+            self.now.window.close()
+            self.now = None
 
     def _store(self, spec: FollowSpec, w: _Open, acks: AckLog,
                flows: Mapping[int, Flow]) -> PathEntry | None:

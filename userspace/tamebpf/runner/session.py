@@ -133,10 +133,9 @@ class Session:
             else None
         self.book = MemoryBook()
         self.table = CapTable("run", verbose=opts.verbose)
-        # The path's capacity from the scout's ACKs, once the first seconds'
-        # ACK log is read and gave none (runner/acks.py).
-        self.scout_acks = ScoutAcks(self.store, opts.netns, ready=self._first_acks_gave_none) \
-            if opts.learn else None
+        # The path's capacity from the scout's ACKs, when the cap held the
+        # first seconds' (runner/acks.py).
+        self.scout_acks = ScoutAcks(self.store, opts.netns) if opts.learn else None
         self.follower = Follower(self.book, self.store, self.table, scout_acks=self.scout_acks)
         self.agg = Aggregator("cgroup", opts.settings)
         self.caps: list[Cap] = []
@@ -186,6 +185,8 @@ class Session:
         finally:
             if self.acks is not None:
                 self.acks.close()
+            if self.scout_acks is not None:
+                self.scout_acks.close()  # a window CMD's end cut short
             self._tidy(cg)
         return status, seconds
 
@@ -238,10 +239,10 @@ class Session:
 
     def _follow_or_hold(self, spec: FollowSpec, now: float) -> None:
         """Back to holding every stream at the target when the scout's ACKs
-        gave no capacity in as many windows as allowed: without one, an
-        unpaced scout reads nothing the target can use."""
+        gave no capacity (nor the first seconds'): without one, an unpaced
+        scout reads nothing the target can use."""
         sa = self.scout_acks
-        if sa is None or not sa.spent(spec.path, now) or \
+        if sa is None or not sa.spent(spec.path, now) or self.measured or \
                 self.store.newest(spec.path, with_capacity=True) is not None:
             return
         self.follower.close()
@@ -280,9 +281,6 @@ class Session:
             log.info("run: capacity %.1f Mbit/s from the ACKs to %s", got.mbps, addr)
         else:
             self._acks_why = why
-
-    def _first_acks_gave_none(self) -> bool:
-        return (self.acks is None or self.acks.train is None) and not self.measured
 
     def _follows(self, cap: Cap) -> bool:
         return any(s.dest == cap.dest for s in self.book.specs())
