@@ -194,7 +194,8 @@ def decide(spec: FollowSpec, reading: ScoutReading | None, capacity_mbps: float 
     settings = Settings(max_impact=spec.max_impact)
     if capacity_mbps is None:
         return Decision(reading, note=f"path memory has no capacity for {spec.path.dest} "
-                        "(run 'tamebpf advise' to that host, or cap set --auto again)")
+                        "(a new scout's first ACKs measure one when they can; else run "
+                        "'tamebpf advise' to that host, or cap set --auto again)")
     if short is not None and current_mbps > 0:
         fast = follow_target(short, capacity_mbps, settings)
         band = noise(short, capacity_mbps, settings, spread)
