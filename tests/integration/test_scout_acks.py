@@ -92,7 +92,7 @@ def test_a_run_on_a_shared_path_learns_from_its_scout_or_holds_its_target(
         res = subprocess.run(
             [*TAMEBPF, "run", "--netns", ns, "--rate", f"{HELD_MBPS / 2:g}M",
              f"--json={summary}", "--",
-             *iperf.client_argv(dst, 5213, 4, 40, "cubic", json_out=False)],
+             *iperf.client_argv(dst, 5213, 4, 15, "cubic", json_out=False)],
             capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     s = json.loads(summary.read_text())
