@@ -34,13 +34,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 from tamebpf.errors import TamebpfError
 from tamebpf.estimate.acktrain import CapacityEstimate, capacity_above_own, pair_rates
 from tamebpf.groups.group import Group, GroupKey
 from tamebpf.groups.passive_fit import LOSS_BASED
-from tamebpf.kernel.acktrain import AckWindow
+from tamebpf.kernel.acktrain import AckWindow, OpenWindow
 from tamebpf.kernel.run_cgroups import PREFIX as RUN_CGROUP
 from tamebpf.logs import log
 from tamebpf.paths.entry import PathKey
@@ -54,15 +53,6 @@ WINDOWS_PER_HOUR = 3  # per path: a window that gave nothing is not retried at o
 HOUR_S = 3600.0
 # A capacity measured this long ago is not the path's now (advise's --max-age).
 MEASURED_MAX_AGE_S = HOUR_S
-
-
-class AckLogHandle(Protocol):
-    def read(self) -> AckLog: ...
-
-    def close(self) -> None: ...
-
-
-OpenWindow = Callable[[Sequence[int], "str | None"], AckLogHandle]
 
 
 @dataclass(frozen=True)

@@ -27,16 +27,15 @@ WINDOWS_PER_HOUR per path.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
 
 from tamebpf.cap.book import FollowSpec
 from tamebpf.cap.scout import ScoutReading, follow_target
 from tamebpf.errors import TamebpfError
 from tamebpf.estimate.acktrain import CapacityEstimate, capacity_above_own, pair_rates
 from tamebpf.groups.passive_fit import LOSS_BASED
-from tamebpf.kernel.acktrain import AckWindow
+from tamebpf.kernel.acktrain import AckLogHandle, AckWindow, OpenWindow
 from tamebpf.logs import log
 from tamebpf.model import Settings
 from tamebpf.paths.entry import FitData, PathEntry, PathKey
@@ -59,17 +58,6 @@ WINDOWS_PER_HOUR = 3  # per path: a window that gave nothing is not retried at o
 HOUR_S = 3600.0
 # A window no step read for this long belongs to a cap that stopped following.
 STALE_S = 5 * WINDOW_S
-
-
-class AckLogHandle(Protocol):
-    """An open window (kernel/acktrain.AckWindow)."""
-
-    def read(self) -> AckLog: ...
-
-    def close(self) -> None: ...
-
-
-OpenWindow = Callable[[Sequence[int], "str | None"], AckLogHandle]
 
 
 @dataclass

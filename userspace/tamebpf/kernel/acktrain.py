@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import ctypes
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from tamebpf.kernel.abi import TB_ACK_FLOWS_MAX, TB_ACKS_MAX, TbAck
 from tamebpf.kernel.handle import NativeHandle
@@ -67,3 +68,15 @@ class AckWindow(AckTrain):
         finally:
             if fd >= 0:
                 os.close(fd)
+
+
+class AckLogHandle(Protocol):
+    """An open ACK log (AckTrain, AckWindow), or a test's stand-in."""
+
+    def read(self) -> AckLog: ...
+
+    def close(self) -> None: ...
+
+
+# What opens a window: cookies, the network namespace (None: ours) -> its log.
+OpenWindow = Callable[[Sequence[int], "str | None"], AckLogHandle]
