@@ -19,7 +19,6 @@ from tamebpf.paths.recall import recall
 from tamebpf.paths.remote import fetch
 from tamebpf.paths.store import PathStore, state_dir
 from tamebpf_testbed import Testbed, iperf
-from tamebpf_testbed.config import HOST_IF
 from tests.integration import testbed_fixtures as tbfix
 from tests.integration.test_export import exporter, prometheus, query
 from tests.unit.paths.test_paths_store import an_entry
@@ -27,29 +26,6 @@ from tests.unit.paths.test_paths_store import an_entry
 pytestmark = pytest.mark.root
 
 RATE, RTT, QUEUE = 20.0, 20.0, 25
-
-
-def tx_packets(tb: Testbed) -> int:
-    """Packets the sender's link has sent (its veth's counter)."""
-    out = subprocess.run(["ip", "-n", tb.namespaces["sender"], "-j", "-s", "link", "show",
-                          HOST_IF], capture_output=True, text=True, check=True).stdout
-    links: list[dict[str, Any]] = json.loads(out)
-    return int(links[0]["stats64"]["tx"]["packets"])
-
-
-def settled_tx_packets(tb: Testbed, quiet_s: float = 1.0, within_s: float = 10.0) -> int:
-    """The sender link's counter once it has not moved for quiet_s (a probe's
-    connections close after it returns: a late FIN or ACK counted after the
-    reading was once taken for the next command's)."""
-    deadline = time.monotonic() + within_s
-    last = tx_packets(tb)
-    while time.monotonic() < deadline:
-        time.sleep(quiet_s)
-        now = tx_packets(tb)
-        if now == last:
-            return now
-        last = now
-    return last
 
 
 def tamebpf(*argv: str) -> tuple[subprocess.CompletedProcess[str], float]:
@@ -68,20 +44,20 @@ def test_a_second_advise_answers_from_memory_and_sends_nothing() -> None:
     with tbfix.running_testbed(rate_mbit=RATE, rtt_ms=RTT, queue_pkts=QUEUE, cc="cubic") as tb:
         server = iperf.start_server(tb, 5201)
         with tbfix.killed_on_exit(server):
-            before = tx_packets(tb)
+            before = tb.tx_packets()
             res, _ = advise(tb, "--quick", "--json")
             assert res.returncode == 0, res.stderr
             probed = json.loads(res.stdout)
             assert probed["from_memory"] is False
-            sent = tx_packets(tb) - before
+            sent = tb.tx_packets() - before
             assert sent > 1000, f"the probes sent only {sent} packets"
 
-            before = settled_tx_packets(tb)  # the probes' last FINs and ACKs are out
+            before = tb.settled_tx_packets()  # the probes' last FINs and ACKs are out
             res, took = advise(tb, "--quick", "--json")
             assert res.returncode == 0, res.stderr
             # A probe sends thousands; the link itself may send a stray
             # neighbour-discovery packet meanwhile, which is not ours.
-            stray = tx_packets(tb) - before
+            stray = tb.tx_packets() - before
             assert stray <= 3, f"an answer from memory sent {stray} packets"
             assert took < 1.0, f"the answer from memory took {took:.2f} s"
             memo = json.loads(res.stdout)
@@ -107,11 +83,11 @@ def test_a_second_advise_answers_from_memory_and_sends_nothing() -> None:
             # not answer it. Checked with --max-age 0 to keep the test short:
             # an entry older than --max-age is not used either.
             iperf.wait_for(lambda: iperf.server_idle(tb, 5201), 30.0, "the iperf3 server")
-            before = tx_packets(tb)
+            before = tb.tx_packets()
             res, _ = advise(tb, "--quick", "--json", "--max-age", "0")
             assert res.returncode == 0, res.stderr
             assert json.loads(res.stdout)["from_memory"] is False
-            assert tx_packets(tb) - before > 1000
+            assert tb.tx_packets() - before > 1000
 
             listed, _ = tamebpf("paths", "--json")
             assert listed.returncode == 0, listed.stderr

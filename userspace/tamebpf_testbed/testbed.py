@@ -124,6 +124,28 @@ class Testbed:
         result: dict[str, Any] = json.loads(out)
         return result
 
+    def tx_packets(self, role: str = "sender") -> int:
+        """Packets role's link has sent (its veth's counter): whether a
+        command sent anything at all (an answer from path memory must not)."""
+        links = json.loads(run(["ip", "-n", self.namespaces[role], "-j", "-s", "link", "show",
+                                C.HOST_IF]))
+        return int(links[0]["stats64"]["tx"]["packets"])
+
+    def settled_tx_packets(self, role: str = "sender", quiet_s: float = 1.0,
+                           within_s: float = 10.0) -> int:
+        """role's tx_packets once it has not moved for quiet_s (a transfer's
+        connections close after it returns: a late FIN or ACK counted after
+        the reading was once taken for the next command's)."""
+        deadline = time.monotonic() + within_s
+        last = self.tx_packets(role)
+        while time.monotonic() < deadline:
+            time.sleep(quiet_s)
+            now = self.tx_packets(role)
+            if now == last:
+                return now
+            last = now
+        return last
+
     # -- health ---------------------------------------------------------------
     def dead_delay_lines(self) -> list[str]:
         return [label for label, pid in self.pids.items() if not delay.alive(pid)]
