@@ -48,6 +48,7 @@ from collections.abc import Iterator
 from tamebpf.cap.spec import parse_dest
 from tamebpf.cap.table import CapTable
 from tamebpf.kernel.cgroups import require_cgroup2
+from tamebpf_eval.commands import pin_dir
 from tamebpf_eval.docsection import markers, write_section
 
 START, END = markers("bench_cap")
@@ -133,26 +134,13 @@ def bench_cgroup() -> Iterator[str]:
             time.sleep(0.05)
 
 
-@contextlib.contextmanager
-def pin_dir() -> Iterator[str]:
-    path = f"/sys/fs/bpf/tamebpf-bench-{secrets.token_hex(3)}"
-    os.environ["TAMEBPF_PIN_DIR"] = path
-    try:
-        yield path
-    finally:  # unpinning detaches whatever a failed run left attached
-        if os.path.isdir(path):
-            for name in os.listdir(path):
-                os.unlink(os.path.join(path, name))
-            os.rmdir(path)
-
-
 Results = dict[str, dict[str, list[float]]]
 
 
 def run(rounds: int, batch: int) -> tuple[Results, dict[str, dict[str, list[int]]]]:
     res: Results = {m: {"lat": [], "medians": [], "rates": []} for m in MODES}
     costs: dict[str, dict[str, list[int]]] = {m: {} for m in MODES if m != "none"}
-    with bench_cgroup() as cg, pin_dir() as pin, bpf_run_stats():
+    with bench_cgroup() as cg, pin_dir("tamebpf-bench-") as pin, bpf_run_stats():
         table = CapTable("bench")
         server = subprocess.Popen([sys.executable, "-c", SERVER], stdout=subprocess.PIPE,
                                   text=True)
@@ -246,7 +234,7 @@ VARIANTS = ("before", "after")
 def run_per_socket(rounds: int, sockets: int, size: int) -> dict[str, dict[str, list[int]]]:
     """(runs, ns) of each of our programs per variant, summed over rounds."""
     costs: dict[str, dict[str, list[int]]] = {v: {} for v in VARIANTS}
-    with bench_cgroup() as cg, pin_dir() as pin, bpf_run_stats():
+    with bench_cgroup() as cg, pin_dir("tamebpf-bench-") as pin, bpf_run_stats():
         table = CapTable("bench")
         server = subprocess.Popen([sys.executable, "-c", SINK], stdout=subprocess.PIPE,
                                   text=True)

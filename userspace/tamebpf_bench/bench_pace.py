@@ -27,7 +27,8 @@ import time
 
 from tamebpf.cap.spec import parse_dest
 from tamebpf.cap.table import PACE_NO_LIMIT, CapTable
-from tamebpf_bench.bench_cap import bench_cgroup, bpf_run_stats, pin_dir, prog_costs
+from tamebpf_bench.bench_cap import bench_cgroup, bpf_run_stats, prog_costs
+from tamebpf_eval.commands import pin_dir
 from tamebpf_eval.docsection import markers, write_section
 
 START, END = markers("bench_pace")
@@ -51,7 +52,7 @@ def run(rounds: int, seconds: float) -> tuple[dict[str, list[float]], dict[str, 
     gbit: dict[str, list[float]] = {m: [] for m in MODES}
     cost = {"runs": 0, "ns": 0, "streams": 0}
     dest = parse_dest("127.0.0.0/8")
-    with bench_cgroup() as cg, pin_dir() as pin, bpf_run_stats():
+    with bench_cgroup() as cg, pin_dir("tamebpf-bench-") as pin, bpf_run_stats():
         table = CapTable("bench")
         server = subprocess.Popen(["iperf3", "-s", "-p", str(PORT), "-B", "127.0.0.1"],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -25,14 +25,12 @@ SAMPLE_S: our goodput, the cross traffic's, the target in force. Scored:
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from typing import Any
 
 from tamebpf.advise.advisor import Target, run_advice
@@ -44,6 +42,7 @@ from tamebpf.model import Settings
 from tamebpf.paths.store import STATE_DIR_ENV
 from tamebpf.paths.where import path_key
 from tamebpf_bench.bench_cap import bench_cgroup
+from tamebpf_eval.commands import agent
 from tamebpf_eval.docsection import write_section
 from tamebpf_eval.records import read_json, write_json
 from tamebpf_eval.truth import settle
@@ -114,31 +113,6 @@ class Cross:
                 p.wait()
 
 
-@contextlib.contextmanager
-def agent(state: str, netns: str) -> Iterator[subprocess.Popen[bytes]]:
-    """`tamebpf export` as the service runs it (the follow caps' agent)."""
-    env = {**os.environ, STATE_DIR_ENV: state}
-    logfile = os.path.join(state, "agent.log")
-    with open(logfile, "w") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "tamebpf", "export", "--netns", netns,
-                                 "--listen", "off", "--jsonl", os.devnull, "--interval", "5"],
-                                env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=err)
-    try:
-        time.sleep(3.0)
-        if proc.poll() is not None:
-            with open(logfile) as f:
-                raise SystemExit(f"the agent exited: {f.read()}")
-        yield proc
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 def references(tb: Testbed, cross: Cross, target: Target) -> dict[str, Any]:
     """Per cross level: a fresh settled advise, and the cross traffic beside
     one stream of ours (the impact's reference)."""
@@ -194,7 +168,7 @@ def run(tb: Testbed, cross: Cross, refs: dict[str, Any], follow: bool, state: st
         try:
             if follow:
                 book.put(FollowSpec(cap.cgroup, cap.dest, key, LIMIT, recv, time.time()))
-            with agent(state, tb.namespaces["sender"]):
+            with agent(state, tb.namespaces["sender"], "--interval", "5"):
                 total = 3 * PHASE_S
                 seconds = round(total + 10)
 
