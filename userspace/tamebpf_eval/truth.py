@@ -18,7 +18,7 @@ import os
 import statistics
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from tamebpf_testbed import Testbed, iperf, topology
@@ -52,7 +52,8 @@ class Point:
 class Truth:
     points: dict[int, Point]
     cross_alone: list[float]  # the cross traffic with none of our streams, per round
-
+    # The same runs over a longer window (measure's longer_s), when asked.
+    longer: Truth | None = None
 
 
 def start_cross(tb: Testbed, m: int, cc: str, warmup_s: float) -> subprocess.Popen[bytes]:
@@ -67,9 +68,19 @@ def start_cross(tb: Testbed, m: int, cc: str, warmup_s: float) -> subprocess.Pop
 
 
 def cross_rate(tb: Testbed, seconds: float) -> float:
+    return cross_rates(tb, (seconds,))[0]
+
+
+def cross_rates(tb: Testbed, windows_s: Sequence[float]) -> list[float]:
+    """The cross traffic's goodput over each window, all opening now (the
+    shorter ones are the first seconds of the longer ones)."""
     a = iperf.acked_bytes(tb, "cross", iperf.PORT_CROSS)
-    time.sleep(seconds)
-    return iperf.mbit_between(a, iperf.acked_bytes(tb, "cross", iperf.PORT_CROSS))
+    t0 = time.monotonic()
+    out = {}
+    for w in sorted(set(windows_s)):
+        time.sleep(max(0.0, t0 + w - time.monotonic()))
+        out[w] = iperf.mbit_between(a, iperf.acked_bytes(tb, "cross", iperf.PORT_CROSS))
+    return [out[w] for w in windows_s]
 
 
 def settle(tb: Testbed, m: int, alone_mbit: float | None) -> None:
@@ -100,7 +111,17 @@ def run_streams(tb: Testbed, n: int, cc: str, m: int, warmup_s: float, window_s:
     """iperf3 -P n from the sender (inside `cgroup` when given): our goodput
     and the cross traffic's over the same window after warmup_s, iperf3's
     exit status and the end of its stderr."""
-    seconds = round(warmup_s + window_s + 1)
+    ((mbit, cross),), code, err = run_windows(tb, n, cc, m, warmup_s, (window_s,), cgroup)
+    return mbit, cross, code, err
+
+
+def run_windows(tb: Testbed, n: int, cc: str, m: int, warmup_s: float,
+                windows_s: Sequence[float], cgroup: str | None = None
+                ) -> tuple[list[tuple[float, float | None]], int, str]:
+    """run_streams over several windows of one run, all opening after
+    warmup_s (nested: the shorter ones are the first seconds of the longer
+    ones): (ours, the cross traffic's) per window in the order given."""
+    seconds = round(warmup_s + max(windows_s) + 1)
 
     def enter_cgroup() -> None:  # in the child, before `ip netns exec` hides the host's /sys
         if cgroup:
@@ -111,47 +132,59 @@ def run_streams(tb: Testbed, n: int, cc: str, m: int, warmup_s: float, window_s:
                                                 seconds, cc, json_out=False),
                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                     preexec_fn=enter_cgroup)
+    got: dict[float, tuple[float, float | None]] = {}
     try:
         iperf.wait_flows(tb, "sender", iperf.PORT_MAIN, n, proc)
         time.sleep(warmup_s)
         s1 = iperf.acked_bytes(tb, "sender", iperf.PORT_MAIN)
         c1 = iperf.acked_bytes(tb, "cross", iperf.PORT_CROSS) if m else None
-        time.sleep(window_s)
-        s2 = iperf.acked_bytes(tb, "sender", iperf.PORT_MAIN)
-        c2 = iperf.acked_bytes(tb, "cross", iperf.PORT_CROSS) if m else None
+        t0 = time.monotonic()
+        for w in sorted(set(windows_s)):
+            time.sleep(max(0.0, t0 + w - time.monotonic()))
+            s2 = iperf.acked_bytes(tb, "sender", iperf.PORT_MAIN)
+            c2 = iperf.acked_bytes(tb, "cross", iperf.PORT_CROSS) if m else None
+            got[w] = (iperf.mbit_between(s1, s2),
+                      iperf.mbit_between(c1, c2) if c1 and c2 else None)
         _, err = proc.communicate(timeout=seconds + 30)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
     tb.check()  # a delay line that died mid-run invalidates the run
-    return (iperf.mbit_between(s1, s2), iperf.mbit_between(c1, c2) if c1 and c2 else None,
-            proc.returncode, err.decode(errors="replace").strip()[-200:])
-
-
-def _one(tb: Testbed, n: int, cc: str, m: int, warmup_s: float, window_s: float
-         ) -> tuple[float, float | None]:
-    mbit, cross, _, _ = run_streams(tb, n, cc, m, warmup_s, window_s)
-    return mbit, cross
+    return ([got[w] for w in windows_s], proc.returncode,
+            err.decode(errors="replace").strip()[-200:])
 
 
 def measure(tb: Testbed, ns: list[int], cc: str, m: int, rounds: int,
             reference: float | None, *, warmup_s: float = 2.0, window_s: float = 4.0,
-            progress: Callable[[str], None] | None = None) -> Truth:
+            progress: Callable[[str], None] | None = None,
+            longer_s: float | None = None) -> Truth:
     """Needs the iperf3 servers up and, when m > 0, the cross traffic running;
-    reference is its rate alone, measured before anything disturbed it."""
-    truth = Truth({n: Point(n) for n in ns}, [])
+    reference is its rate alone, measured before anything disturbed it.
+    With longer_s, each run also goes on to a window of longer_s from the
+    same start (Truth.longer): two truths from one set of runs."""
+    truths = [Truth({n: Point(n) for n in ns}, [])]
+    windows = [window_s]
+    if longer_s is not None:
+        truths.append(Truth({n: Point(n) for n in ns}, []))
+        windows.append(longer_s)
     for r in range(rounds):
         if m:
             settle(tb, m, reference)
-            truth.cross_alone.append(cross_rate(tb, window_s))
+            for t, alone in zip(truths, cross_rates(tb, windows), strict=True):
+                t.cross_alone.append(alone)
         for n in (ns if r % 2 == 0 else list(reversed(ns))):
             settle(tb, m, reference)
-            mbit, cross = _one(tb, n, cc, m, warmup_s, window_s)
-            truth.points[n].mbit.append(mbit)
-            if cross is not None:
-                truth.points[n].cross_with.append(cross)
+            got, _, _ = run_windows(tb, n, cc, m, warmup_s, windows)
+            for t, (mbit, cross) in zip(truths, got, strict=True):
+                t.points[n].mbit.append(mbit)
+                if cross is not None:
+                    t.points[n].cross_with.append(cross)
             if progress:
-                progress(f"round {r + 1}/{rounds} n={n}: {mbit:.2f} Mbit/s"
-                         + (f", cross {cross:.2f}" if cross is not None else ""))
+                progress(f"round {r + 1}/{rounds} n={n}: " + "; ".join(
+                    f"{mbit:.2f} Mbit/s" + (f", cross {cross:.2f}" if cross is not None else "")
+                    + (f" over {w:g} s" if longer_s is not None else "")
+                    for w, (mbit, cross) in zip(windows, got, strict=True)))
+    truth = truths[0]
+    truth.longer = truths[1] if longer_s is not None else None
     return truth
