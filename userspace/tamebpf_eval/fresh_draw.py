@@ -46,6 +46,7 @@ from tamebpf.advise.probes import StopRule, probe_congestion, run_probes
 from tamebpf.estimate.advice import build
 from tamebpf.estimate.record import TIME_LIMIT, AdviseResult, Target
 from tamebpf.estimate.settled import DEFAULT_MAX_PROBE_S, Settled
+from tamebpf.estimate.spread import LONG_RTT_MS
 from tamebpf.estimate.steady import Steady
 from tamebpf.model import DEFAULT_MODEL, Settings
 from tamebpf.present.advice import refusal_text, warning_texts
@@ -55,6 +56,8 @@ from tamebpf_eval.report import OVER_BY, TARGET_QUALITY
 from tamebpf_eval.resumable import arguments, measure_missing, publish
 from tamebpf_eval.score import p90, probe_to_dict, score, truth_table
 from tamebpf_eval.truth import measure, settle
+
+LOSS_BASED, BBR_CUBIC, BBR_BBR = 18, 3, 3
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,13 @@ class Draw:
     # that had it.
     retired: str = ""
     rounds: int = 2  # truth rounds a case; with 3 or more, issue 44's by-class bar
+    # The mix of cases: loss-based, BBR against CUBIC, BBR against BBR; and
+    # how many of the loss-based have an RTT of LONG_RTT_MS or more (None:
+    # each RTT drawn from all of RTTS, as in draws 3-8).
+    loss_based: int = LOSS_BASED
+    bbr_cubic: int = BBR_CUBIC
+    bbr_bbr: int = BBR_BBR
+    long: int | None = None
 
     @property
     def results(self) -> str:
@@ -114,7 +124,6 @@ RATES = (20, 30, 40, 60, 80, 100, 120, 150, 200)  # Mbit/s
 RTTS = (10, 20, 30, 45, 60, 80, 100, 120, 150)  # ms
 BDP_SHARES = (0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0)
 CROSS_FLOWS = (1, 2, 3, 5, 8, 12, 20, 30)
-LOSS_BASED, BBR_CUBIC, BBR_BBR = 18, 3, 3
 MAX_IMPACT = 0.30
 TRUTH_STREAMS = (1, 4, 16)
 WARMUP_S, WINDOW_S = 20.0, 15.0
@@ -122,14 +131,20 @@ WARMUP_S, WINDOW_S = 20.0, 15.0
 
 def draw(d: Draw) -> list[Case]:
     rnd = random.Random(d.seed)
-    kinds = [("loss", None)] * LOSS_BASED + [("bbr", "cubic")] * BBR_CUBIC + \
-        [("bbr", "bbr")] * BBR_BBR
+    kinds = [("loss", None)] * d.loss_based + [("bbr", "cubic")] * d.bbr_cubic + \
+        [("bbr", "bbr")] * d.bbr_bbr
     # Exactly a third of the loss-based cases get a cross-traffic RTT of
     # their own (half or twice ours).
-    other_rtt = set(rnd.sample(range(LOSS_BASED), LOSS_BASED // 3))
+    other_rtt = set(rnd.sample(range(d.loss_based), d.loss_based // 3))
+    # A draw that fixes how many loss-based cases are long picks which next;
+    # their RTT comes from the long RTTs, the others' from the short ones.
+    # (Without, nothing more is drawn here: draws 3-8 are as they were.)
+    long = None if d.long is None else set(rnd.sample(range(d.loss_based), d.long))
     out = []
     for i, (kind, cross_cc) in enumerate(kinds):
-        rate, rtt, bdp = rnd.choice(RATES), rnd.choice(RTTS), rnd.choice(BDP_SHARES)
+        rtts = RTTS if long is None or kind != "loss" else \
+            tuple(r for r in RTTS if (r >= LONG_RTT_MS) == (i in long))
+        rate, rtt, bdp = rnd.choice(RATES), rnd.choice(rtts), rnd.choice(BDP_SHARES)
         aqm = rnd.choice(("droptail", "red"))
         m = rnd.choice(CROSS_FLOWS)
         cc = rnd.choice(("cubic", "reno")) if kind == "loss" else "bbr"
@@ -141,6 +156,12 @@ def draw(d: Draw) -> list[Case]:
         out.append(Case(name, float(rate), float(rtt), queue, aqm, cc, m, cross_rtt,
                         cross_cc or cc))
     return out
+
+
+def print_cases(d: Draw) -> None:
+    """--list: the drawn cases, one a line."""
+    for c in draw(d):
+        print(c.key, f"queue {c.queue}", f"cross RTT {c.cross_rtt}" if c.cross_rtt else "")
 
 
 # Plans measured on the loss-based cases only: BBR's probes have one order
@@ -291,7 +312,7 @@ def report(records: list[dict[str, Any]], d: Draw) -> str:
     bbr = [r for r in records if r["case"]["cc"] == "bbr"]
     lines = [f"<!-- {d.section}:start -->",
              f"## Fresh draw {d.name}: {d.why} (make eval-{d.name})", "",
-             f"{len(records)} of {LOSS_BASED + BBR_CUBIC + BBR_BBR} cases measured; impact "
+             f"{len(records)} of {d.loss_based + d.bbr_cubic + d.bbr_bbr} cases measured; impact "
              f"limit {MAX_IMPACT:g}; ground truth {WARMUP_S:g} s warm-up, {WINDOW_S:g} s window, "
              f"{d.rounds} rounds. Targets: over by > 0.05 in <= 1 in 10; >= 95% of the best in "
              ">= 90%; throughput error median <= 0.08, mean <= 0.15; impact error p90 <= 0.15; "
@@ -343,8 +364,7 @@ def main() -> int:
     args = ap.parse_args()
     d = DRAWS[args.draw]
     if args.list:
-        for c in draw(d):
-            print(c.key, f"queue {c.queue}", f"cross RTT {c.cross_rtt}" if c.cross_rtt else "")
+        print_cases(d)
         return 0
     if d.retired and not args.report:
         ap.error(f"{d.name} measured {d.retired}, which has left tamebpf: "
