@@ -32,6 +32,7 @@ TAMEBPF = [sys.executable, "-m", "tamebpf"]
 STRAY_PACKETS = 3
 AGENT_START_S = 3.0  # export attaches its programs before this
 STOP_WAIT_S = 30.0  # a command's time to end on SIGTERM (run: CMD, then its tidy)
+LOG_RECORDS = 400  # of a command's log, kept in a record
 
 
 @contextlib.contextmanager
@@ -89,21 +90,23 @@ def agent(state: str, netns: str, *extra: str) -> Iterator[subprocess.Popen[byte
         stop(proc, 10.0)
 
 
-def json_log(path: str, keep: Sequence[str] = ()) -> list[dict[str, Any]]:
+def json_log(path: str, keep: Sequence[str] = (), most: int = LOG_RECORDS
+             ) -> list[dict[str, Any]]:
     """The records of a `--log-format json` log at info or above, and those
-    with an event in `keep` at any level (a line that is not JSON, say a
-    libbpf message, is left out)."""
+    with an event in `keep` at any level; a line that is not JSON (the
+    one-line error a command ends with, a libbpf message) as {"level":
+    "text", "msg": line}. The last `most` of them: a record stays small."""
     out = []
     with open(path) as f:
         for line in f:
             try:
                 rec = json.loads(line)
             except json.JSONDecodeError:
-                continue
+                rec = {"level": "text", "msg": line.rstrip("\n")} if line.strip() else None
             if isinstance(rec, dict) and (rec.get("level") != "debug"
                                           or rec.get("event") in keep):
                 out.append(rec)
-    return out
+    return out[-most:]
 
 
 def run_transfer(tb: Testbed, state: str, max_impact: float, argv: Sequence[str],

@@ -31,7 +31,7 @@ spread for good, and whether by 3 min.
     make eval PRESET=fresh9 [EVAL_ARGS="--only KEY"]   # measure, resumable
     make eval PRESET=fresh9 EVAL_ARGS=--report         # score
     python -m tamebpf_eval.learned --draw fresh9 --short \\
-        --results /tmp/smoke.json.gz   # a smoke run on a case of its own (~7 min)
+        --results /tmp/smoke.json.gz   # a smoke run on a case of its own (~6 min)
 
 About 14 min a case under 80 ms, 33 min a case at 80 ms or more.
 """
@@ -89,8 +89,10 @@ class Durations:
 
 FULL = Durations(60.0, 300.0, BY_S, WARMUP_S, WINDOW_S, 60.0, 3)
 # --short: every step runs, shorter, on a case of its own (light, long, not
-# one of a draw's: a smoke run shows none of them before it runs).
-SHORT = Durations(20.0, 60.0, 40.0, 5.0, 5.0, 10.0, 2)
+# one of a draw's: a smoke run shows none of them before it runs). Its
+# transfers last 40 s: export learns from a count held for 3 readings, one
+# every 10 s (its default --interval), and opens a 5-s ACK window first.
+SHORT = Durations(40.0, 60.0, 40.0, 5.0, 5.0, 10.0, 2)
 SMOKE = Case("smoke-20M-80ms-0.5bdp-droptail", 20.0, 80.0, 66, "droptail", "cubic", 3, None,
              "cubic")
 
@@ -174,7 +176,7 @@ def main() -> int:
     ap.add_argument("--draw", choices=sorted(DRAWS), required=True)
     ap.add_argument("--list", action="store_true", help="print the drawn cases and exit")
     ap.add_argument("--short", action="store_true",
-                    help="every step, shorter (20-s transfers, a 60-s long run, 2 truth "
+                    help="every step, shorter (40-s transfers, a 60-s long run, 2 truth "
                     "rounds of 5 and 10 s), on a smoke case of its own, not the draw's: a "
                     "check of the harness, not for reporting; needs --results outside "
                     "docs/results")

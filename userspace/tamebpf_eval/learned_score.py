@@ -174,17 +174,19 @@ def long_score(rec: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def no_server_row(records: list[dict[str, Any]], plan: str) -> str | None:
-    """One plan over the cases that ran it: answered from memory, silent,
-    the learned capacity against the bottleneck's."""
+    """One plan over the cases that ran it: answered from memory, and of
+    those silent; the learned capacity against the bottleneck's. (An advise
+    with no answer tried the port, a packet or two: not counted.)"""
     ran = [(r, r["advice"][plan]) for r in records if plan in r["advice"]]
     if not ran:
         return None
     answered = [(r, a) for r, a in ran if a["refused"] is None]
-    quiet = sum(silent(a) for _, a in ran)
+    quiet = sum(silent(a) for _, a in answered)
     errs = [e for r, a in answered if (e := capacity_error(r, a)) is not None]
     near = sum(abs(e) <= CAPACITY_NEAR for e in errs)
-    most = max(a["sent_packets"] for _, a in ran)
-    return (f"| {plan} | {len(answered)}/{len(ran)} | {quiet}/{len(ran)} (most {most}) | "
+    most = max((a["sent_packets"] for _, a in answered), default=None)
+    return (f"| {plan} | {len(answered)}/{len(ran)} | {quiet}/{len(answered)}"
+            + ("" if most is None else f" (most {most})") + " | "
             + (f"{len(errs)}: {near} within {CAPACITY_NEAR:.0%}, median error "
                f"{statistics.median(errs):+.1%}" if errs else "-") + " |")
 
@@ -220,8 +222,8 @@ def case_rows(records: list[dict[str, Any]], plans: tuple[str, ...]) -> list[str
                 continue
             head = f"| {r['key']} | {plan} | "
             if a["refused"] is not None:
-                why = why_not(r, plan)
-                out.append(head + _cell(f"nothing: {a['refused']}" + (f" ({why})" if why else ""))
+                said = f"exit {a['exit']}" if a["exit"] else a["refused"]
+                out.append(head + _cell(f"nothing ({said}): {why_not(r, plan) or a['refused']}")
                            + f" | - | - | - | - | - | {a['sent_packets']} |")
                 continue
             s = plan_scored(r, plan)
@@ -244,9 +246,11 @@ def case_rows(records: list[dict[str, Any]], plans: tuple[str, ...]) -> list[str
 
 
 def long_rows(records: list[dict[str, Any]]) -> list[str]:
-    out = ["| case | 60-s rounds' best, Mbit/s | spread | cap start | at 3 min | at the end | "
-           "changes | within for good from | by 3 min | 3-5 min within |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+    first = next((r for r in records if long_score(r) is not None), {})
+    window, by_s = first.get("truth_long_window_s", 60.0), first.get("by_s", BY_S)
+    out = [f"| case | {window:g}-s rounds' best, Mbit/s | spread | cap start | at {by_s:g} s | "
+           f"at the end | changes | within for good from | by {by_s:g} s | after {by_s:g} s "
+           "within |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in records:
         s = long_score(r)
         if s is None:
@@ -282,20 +286,23 @@ def report(records: list[dict[str, Any]], d: Draw) -> str:
         + "; on the long cases the same runs to a "
         + (f"{first['truth_long_window_s']:g}-s" if first.get("truth_long_window_s")
            else "60-s") + " window too.", "",
-        "| plan | answered from what it learned | sent nothing (at most "
+        "| plan | answered from what it learned | of those, sent nothing (at most "
         f"{STRAY_PACKETS} packets) | capacity learned |", "|---|---|---|---|"]
     lines += [row for plan in d.plans if (row := no_server_row(records, plan)) is not None]
     lines += ["", *by_class.report(records, d.plans)]
     long_recs = [{**r, "truth": r["truth_long"]} for r in records if r.get("truth_long")]
     if long_recs:
-        lines += ["", "The long cases against the truth of the 60-s windows:", "",
+        lines += ["", f"The long cases against the truth of the "
+                  f"{long_recs[0]['truth_long_window_s']:g}-s windows:", "",
                   *by_class.class_rows(long_recs, d.plans)]
     lines += ["", *case_rows(records, d.plans)]
     if longs:
         within = sum(s["within_by"] for s in longs)
-        by = first.get("by_s", BY_S)
-        lines += ["", f"The long run ({first.get('long_s', 300):g} s under `tamebpf run`): its "
-                  "cap's target against the spread of the 60-s truth (each round's best "
+        lead = long_recs[0]
+        by = lead.get("by_s", BY_S)
+        lines += ["", f"The long run ({lead['long_s']:g} s under `tamebpf run`): its "
+                  f"cap's target against the spread of the {lead['truth_long_window_s']:g}-s "
+                  "truth (each round's best "
                   f"nondisruptive goodput, -{SPREAD_MARGIN:.0%} of the lowest to "
                   f"+{SPREAD_MARGIN:.0%} of the highest). Within for good by {by:g} s in "
                   f"{within} of {len(longs)} (issue 45: >= 5 of 6).", "", *long_rows(records)]
