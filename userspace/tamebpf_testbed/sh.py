@@ -12,11 +12,14 @@ class CommandError(TamebpfError):
     """A command the testbed needed failed."""
 
 
-def run(argv: Sequence[str], *, check: bool = True, timeout: float = 30.0) -> str:
-    """Runs argv, returns its stdout; raises CommandError with stderr on failure."""
+def run(argv: Sequence[str], *, check: bool = True, timeout: float = 30.0,
+        stdin: str | None = None) -> str:
+    """Runs argv (stdin: text it reads), returns its stdout; raises
+    CommandError with stderr on failure."""
     try:
         proc = subprocess.run(
-            list(argv), capture_output=True, text=True, timeout=timeout, check=False
+            list(argv), capture_output=True, text=True, timeout=timeout, check=False,
+            input=stdin,
         )
     except FileNotFoundError as err:
         raise CommandError(f"{argv[0]} not found", "run scripts/install-deps") from err
@@ -34,5 +37,15 @@ def in_ns(ns: str, argv: Sequence[str]) -> list[str]:
     return ["ip", "netns", "exec", ns, *argv]
 
 
-def ns_run(ns: str, argv: Sequence[str], *, check: bool = True, timeout: float = 30.0) -> str:
-    return run(in_ns(ns, argv), check=check, timeout=timeout)
+def ns_run(ns: str, argv: Sequence[str], *, check: bool = True, timeout: float = 30.0,
+           stdin: str | None = None) -> str:
+    return run(in_ns(ns, argv), check=check, timeout=timeout, stdin=stdin)
+
+
+def ip_batch(ns: str | None, commands: Sequence[str], *, check: bool = True) -> str:
+    """`ip` commands (without the leading "ip") run by one `ip -batch` process,
+    in network namespace ns (None: the root's); it stops at the first that
+    fails (unless check is False: then it goes on, -force) and names its line.
+    One process instead of one per command: every test's testbed pays for them."""
+    argv = ["ip", *(["-n", ns] if ns else []), *([] if check else ["-force"]), "-batch", "-"]
+    return run(argv, check=check, stdin="".join(f"{c}\n" for c in commands))

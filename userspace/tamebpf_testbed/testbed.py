@@ -199,15 +199,12 @@ def teardown(name: str) -> None:
         pass
     ours = set(C.namespaces(name).values()) & topology.existing_namespaces()
     # Whatever runs inside our namespaces (iperf3 servers, clients, pings).
-    inside: list[int] = []
-    for ns in ours:
-        out = run(["ip", "netns", "pids", ns], check=False)
-        inside += [int(p) for p in out.split() if p.isdigit()]
+    inside = topology.pids_inside(ours)
     _kill_all([p for p in inside if p not in pids])
     delay.kill([p for p in pids if delay.alive(p)])
     _kill_all(inside)
-    for ns in ours:
-        run(["ip", "netns", "del", ns], check=False)
+    if ours:
+        topology.delete_namespaces(ours)
     shutil.rmtree(sdir, ignore_errors=True)
 
 
