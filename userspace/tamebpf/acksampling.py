@@ -39,7 +39,7 @@ from tamebpf.errors import TamebpfError
 from tamebpf.estimate.acktrain import CapacityEstimate, capacity_above_own, pair_rates
 from tamebpf.groups.group import Group, GroupKey
 from tamebpf.groups.passive_fit import LOSS_BASED
-from tamebpf.kernel.acktrain import AckWindow, OpenWindow
+from tamebpf.kernel.acktrain import HOUR_S, WINDOWS_PER_HOUR, AckWindow, OpenWindow, WindowsPerHour
 from tamebpf.kernel.run_cgroups import PREFIX as RUN_CGROUP
 from tamebpf.logs import log
 from tamebpf.paths.entry import PathKey
@@ -49,8 +49,6 @@ from tamebpf.records import AckLog, Flow
 from tamebpf.units import mbps_over
 
 WINDOW_S = 5.0  # about 4,000 ACKs at 20 Mbit/s: enough pairs for the trust rule
-WINDOWS_PER_HOUR = 3  # per path: a window that gave nothing is not retried at once
-HOUR_S = 3600.0
 # A capacity measured this long ago is not the path's now (advise's --max-age).
 MEASURED_MAX_AGE_S = HOUR_S
 
@@ -77,8 +75,8 @@ class AckSampler:
                  open_window: OpenWindow = AckWindow, window_s: float = WINDOW_S,
                  per_hour: int = WINDOWS_PER_HOUR) -> None:
         self.store, self.netns_key, self.netns = store, netns_key, netns
-        self.open_window, self.window_s, self.per_hour = open_window, window_s, per_hour
-        self._opened: dict[PathKey, list[float]] = {}
+        self.open_window, self.window_s = open_window, window_s
+        self.per_path: WindowsPerHour[PathKey] = WindowsPerHour(per_hour)
         self._measured: dict[str, tuple[float, MeasuredCapacity]] = {}
         self.windows = 0  # opened
         self.trusted = 0  # gave a capacity
@@ -102,19 +100,17 @@ class AckSampler:
         per_hour windows in the last hour; the least sampled, then the
         fastest."""
         fresh = self.measured(now)
-        self._opened = {k: recent for k, times in self._opened.items()
-                        if (recent := [t for t in times if now - t < HOUR_S])}
         found: list[tuple[int, float, PathKey, Group]] = []
         for g in groups:
             key = group_key(g, self.netns_key)
             if (key is None or not g.observed or key.congestion not in LOSS_BASED
                     or g.paced_bps is not None or _ours(g.cgroup)
-                    or g.remote_addr in fresh or len(self._opened.get(key, [])) >= self.per_hour):
+                    or g.remote_addr in fresh or not self.per_path.allows(key, now)):
                 continue
             known = self.store.newest(key)
             if known is not None and (known.changed or known.capacity_mbps is not None):
                 continue
-            found.append((len(self._opened.get(key, [])), -(g.goodput_bps or 0.0), key, g))
+            found.append((self.per_path.count(key, now), -(g.goodput_bps or 0.0), key, g))
         found.sort(key=lambda x: x[:2])
         return [(key, g) for _, _, key, g in found]
 
@@ -145,7 +141,7 @@ class AckSampler:
         c = self.candidate(groups, flows_now, key_of, now)
         if c is None:
             return None
-        self._opened.setdefault(c.key, []).append(now)
+        self.per_path.opened(c.key, now)
         cookies = [f.cookie for f in c.flows]
         try:
             window = self.open_window(cookies, self.netns)

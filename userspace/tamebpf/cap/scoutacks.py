@@ -35,7 +35,13 @@ from tamebpf.cap.scout import ScoutReading, follow_target
 from tamebpf.errors import TamebpfError
 from tamebpf.estimate.acktrain import CapacityEstimate, capacity_above_own, pair_rates
 from tamebpf.groups.passive_fit import LOSS_BASED
-from tamebpf.kernel.acktrain import AckLogHandle, AckWindow, OpenWindow
+from tamebpf.kernel.acktrain import (
+    WINDOWS_PER_HOUR,
+    AckLogHandle,
+    AckWindow,
+    OpenWindow,
+    WindowsPerHour,
+)
 from tamebpf.logs import log
 from tamebpf.model import Settings
 from tamebpf.paths.entry import FitData, PathEntry, PathKey
@@ -54,8 +60,6 @@ METHOD = "ack-spacing (scout)"
 # scouts (one had too few pairs), 5 s gave its own rate in 2 of 4, and a
 # window opened seconds after the scout started gave a trusted 9.6.
 WINDOW_S = 2.0
-WINDOWS_PER_HOUR = 3  # per path: a window that gave nothing is not retried at once
-HOUR_S = 3600.0
 # A window no step read for this long belongs to a cap that stopped following.
 STALE_S = 5 * WINDOW_S
 
@@ -80,9 +84,9 @@ class ScoutAcks:
                  open_window: OpenWindow = AckWindow, window_s: float = WINDOW_S,
                  per_hour: int = WINDOWS_PER_HOUR) -> None:
         self.store, self.netns = store, netns
-        self.open_window, self.window_s, self.per_hour = open_window, window_s, per_hour
+        self.open_window, self.window_s = open_window, window_s
+        self.per_path: WindowsPerHour[PathKey] = WindowsPerHour(per_hour)
         self.now: _Open | None = None
-        self._opened: dict[PathKey, list[float]] = {}
         self.windows = 0  # opened
         self.trusted = 0  # gave a capacity
         self.broken: str | None = None  # why windows stopped (the BPF side failed)
@@ -92,9 +96,8 @@ class ScoutAcks:
         """A new scout, `scout` among the cap's streams `flows`, is unpaced
         now (time.monotonic()) on a path with no capacity: a window opens
         on it, unless one is open or the path had per_hour this hour."""
-        times = [t for t in self._opened.get(spec.path, []) if now - t < HOUR_S]
-        self._opened[spec.path] = times
-        if (self.now is not None or self.broken is not None or len(times) >= self.per_hour
+        if (self.now is not None or self.broken is not None
+                or not self.per_path.allows(spec.path, now)
                 or scout not in flows or spec.path.congestion not in LOSS_BASED):
             return
         try:
@@ -104,7 +107,7 @@ class ScoutAcks:
             log.warning("follow: no capacity from the scouts' ACKs: %s", err,
                         extra={"event": "scout_acks_error"})
             return
-        times.append(now)
+        self.per_path.opened(spec.path, now)
         self.windows += 1
         self.now = _Open(spec.ident, scout, window, now, dict(flows))
         log.info("follow: %s to %s: sampling its new scout's ACKs for %g s (path memory has "
@@ -134,8 +137,8 @@ class ScoutAcks:
     def spent(self, path: PathKey, now: float) -> bool:
         """Whether this path's scout was sampled (or could not be) and no
         window is open: a scout already unpaced is not sampled again."""
-        recent = [t for t in self._opened.get(path, []) if now - t < HOUR_S]
-        return self.now is None and (self.broken is not None or bool(recent))
+        return self.now is None and (self.broken is not None
+                                     or self.per_path.count(path, now) > 0)
 
     def close(self) -> None:
         if self.now is not None:

@@ -4,15 +4,17 @@ Attached to the advisor's probe cgroup while a probe runs (AckTrain), or to
 a few established connections while `export` samples them (AckTrain.window):
 every ACK that advances one of them is logged with its arrival time, which
 is what the capacity estimate (estimate/acktrain.py) reads. Closing detaches
-the programs and drops the marks; nothing is pinned.
+the programs and drops the marks; nothing is pinned. How often a path may
+have a window (WindowsPerHour) is kept here too, for export's sampler and
+the scouts' windows alike; that part is pure.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
-from collections.abc import Callable, Sequence
-from typing import Protocol
+from collections.abc import Callable, Hashable, Sequence
+from typing import Generic, Protocol, TypeVar
 
 from tamebpf.kernel.abi import TB_ACK_FLOWS_MAX, TB_ACKS_MAX, TbAck
 from tamebpf.kernel.handle import NativeHandle
@@ -80,3 +82,34 @@ class AckLogHandle(Protocol):
 
 # What opens a window: cookies, the network namespace (None: ours) -> its log.
 OpenWindow = Callable[[Sequence[int], "str | None"], AckLogHandle]
+
+
+HOUR_S = 3600.0
+WINDOWS_PER_HOUR = 3  # per path: a window that gave nothing is not retried at once
+
+K = TypeVar("K", bound=Hashable)
+
+
+class WindowsPerHour(Generic[K]):
+    """At most `per_hour` windows on each path (any key) in any hour: the
+    bound export's sampler and the scouts' windows keep. No clock: callers
+    pass `now` (time.monotonic())."""
+
+    def __init__(self, per_hour: int = WINDOWS_PER_HOUR) -> None:
+        self.per_hour = per_hour
+        self._opened: dict[K, list[float]] = {}
+
+    def count(self, key: K, now: float) -> int:
+        """Windows opened on `key` in the hour before `now`."""
+        return sum(1 for t in self._opened.get(key, ()) if now - t < HOUR_S)
+
+    def allows(self, key: K, now: float) -> bool:
+        """Whether `key` may have another window now."""
+        return self.count(key, now) < self.per_hour
+
+    def opened(self, key: K, now: float) -> None:
+        """A window opened on `key` at `now`. Paths with none in the last
+        hour are forgotten here (at most once a window, not once a read)."""
+        self._opened = {k: recent for k, times in self._opened.items()
+                        if (recent := [t for t in times if now - t < HOUR_S])}
+        self._opened.setdefault(key, []).append(now)
