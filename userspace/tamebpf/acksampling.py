@@ -32,7 +32,7 @@ them), and at most WINDOWS_PER_HOUR per path.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from tamebpf.errors import TamebpfError
@@ -42,9 +42,8 @@ from tamebpf.groups.passive_fit import LOSS_BASED
 from tamebpf.kernel.acktrain import HOUR_S, WINDOWS_PER_HOUR, AckWindow, OpenWindow, WindowsPerHour
 from tamebpf.kernel.run_cgroups import PREFIX as RUN_CGROUP
 from tamebpf.logs import log
-from tamebpf.paths.entry import PathKey
+from tamebpf.paths.entry import PathEntry, PathKey
 from tamebpf.paths.passive import PROBE_CGROUP, MeasuredCapacity, group_key
-from tamebpf.paths.store import PathStore
 from tamebpf.records import AckLog, Flow
 from tamebpf.units import mbps_over
 
@@ -71,10 +70,10 @@ class AckSampler:
     """Opens export's sampling windows, one at a time, and keeps what they
     measured by destination address (what PathLearner.observe takes)."""
 
-    def __init__(self, store: PathStore, netns_key: str, netns: str | None = None,
+    def __init__(self, netns_key: str, netns: str | None = None,
                  open_window: OpenWindow = AckWindow, window_s: float = WINDOW_S,
                  per_hour: int = WINDOWS_PER_HOUR) -> None:
-        self.store, self.netns_key, self.netns = store, netns_key, netns
+        self.netns_key, self.netns = netns_key, netns
         self.open_window, self.window_s = open_window, window_s
         self.per_path: WindowsPerHour[PathKey] = WindowsPerHour(per_hour)
         self._measured: dict[str, tuple[float, MeasuredCapacity]] = {}
@@ -93,12 +92,14 @@ class AckSampler:
                           if now - when < MEASURED_MAX_AGE_S}
         return {addr: m for addr, (_, m) in self._measured.items()}
 
-    def wanted(self, groups: Sequence[Group], now: float) -> list[tuple[PathKey, Group]]:
+    def wanted(self, groups: Sequence[Group], newest: Mapping[PathKey, PathEntry],
+               now: float) -> list[tuple[PathKey, Group]]:
         """The groups to sample, best first: those learn could use (a steady
         stream count), loss-based, not paced, not ours, whose path has no
-        capacity in memory nor a fresh one measured, and had fewer than
-        per_hour windows in the last hour; the least sampled, then the
-        fastest."""
+        capacity in memory (`newest`: path memory's newest entry of each
+        path, the learner's read of this step) nor a fresh one measured, and
+        had fewer than per_hour windows in the last hour; the least sampled,
+        then the fastest."""
         fresh = self.measured(now)
         found: list[tuple[int, float, PathKey, Group]] = []
         for g in groups:
@@ -107,18 +108,19 @@ class AckSampler:
                     or g.paced_bps is not None or _ours(g.cgroup)
                     or g.remote_addr in fresh or not self.per_path.allows(key, now)):
                 continue
-            known = self.store.newest(key)
+            known = newest.get(key)
             if known is not None and (known.changed or known.capacity_mbps is not None):
                 continue
             found.append((self.per_path.count(key, now), -(g.goodput_bps or 0.0), key, g))
         found.sort(key=lambda x: x[:2])
         return [(key, g) for _, _, key, g in found]
 
-    def candidate(self, groups: Sequence[Group], flows_now: Callable[[], Sequence[Flow]],
-                  key_of: Callable[[Flow], GroupKey], now: float) -> Candidate | None:
+    def candidate(self, groups: Sequence[Group], newest: Mapping[PathKey, PathEntry],
+                  flows_now: Callable[[], Sequence[Flow]], key_of: Callable[[Flow], GroupKey],
+                  now: float) -> Candidate | None:
         """The first wanted group with established loss-based connections
         (flows are read only when some group is wanted)."""
-        wanted = self.wanted(groups, now)
+        wanted = self.wanted(groups, newest, now)
         if not wanted:
             return None
         flows = flows_now()
@@ -130,15 +132,15 @@ class AckSampler:
                 return Candidate(key, g, mine)
         return None
 
-    def sample(self, groups: Sequence[Group], flows_now: Callable[[], Sequence[Flow]],
-               key_of: Callable[[Flow], GroupKey], wait: Callable[[float], bool],
-               now: float) -> CapacityEstimate | None:
+    def sample(self, groups: Sequence[Group], newest: Mapping[PathKey, PathEntry],
+               flows_now: Callable[[], Sequence[Flow]], key_of: Callable[[Flow], GroupKey],
+               wait: Callable[[float], bool], now: float) -> CapacityEstimate | None:
         """One window on the candidate, if there is one: open, `wait`
         window_s (True: stop now, nothing estimated), read, close. The
         estimate, trusted or not (None: no window)."""
         if self.broken is not None:
             return None
-        c = self.candidate(groups, flows_now, key_of, now)
+        c = self.candidate(groups, newest, flows_now, key_of, now)
         if c is None:
             return None
         self.per_path.opened(c.key, now)

@@ -18,6 +18,7 @@ from tamebpf.groups.counters import Counters
 from tamebpf.groups.group import Group, GroupKey
 from tamebpf.groups.passive_fit import Observation
 from tamebpf.model import Settings
+from tamebpf.paths.entry import PathEntry, PathKey
 from tamebpf.paths.passive import PathLearner
 from tamebpf.paths.store import PathStore
 from tamebpf.records import AckLog, Flow
@@ -74,21 +75,21 @@ class Opener:
         return self.windows[-1]
 
 
-def sampler(tmp_path: Path, opener: Opener, per_hour: int = 3) -> AckSampler:
-    return AckSampler(PathStore(str(tmp_path)), "tb-snd", "tb-snd", open_window=opener,
-                      window_s=5.0, per_hour=per_hour)
+def sampler(opener: Opener, per_hour: int = 3) -> AckSampler:
+    return AckSampler("tb-snd", "tb-snd", open_window=opener, window_s=5.0, per_hour=per_hour)
 
 
-def sample(s: AckSampler, groups: list[Group], now: float = 100.0) -> CapacityEstimate | None:
-    """One sample: the flows read when the window opens, then when it closes."""
+def sample(s: AckSampler, groups: list[Group], now: float = 100.0,
+           newest: dict[PathKey, PathEntry] | None = None) -> CapacityEstimate | None:
+    """One sample (`newest`: path memory's newest entries; none by default):
+    the flows read when the window opens, then when it closes."""
     reads = iter([flows(10.0), flows(15.0)])
-    return s.sample(groups, lambda: next(reads), key_of, lambda _s: False, now)
+    return s.sample(groups, newest or {}, lambda: next(reads), key_of, lambda _s: False, now)
 
 
-def test_a_loss_based_group_without_a_capacity_gets_one_window_and_a_capacity(
-        tmp_path: Path) -> None:
+def test_a_loss_based_group_without_a_capacity_gets_one_window_and_a_capacity() -> None:
     opener = Opener()
-    s = sampler(tmp_path, opener)
+    s = sampler(opener)
     e = sample(s, [group()])
     assert opener.opened == [([1, 2, 3, 4], "tb-snd")], opener.opened
     assert all(w.closed for w in opener.windows), "the window was left open"
@@ -106,11 +107,11 @@ def test_a_loss_based_group_without_a_capacity_gets_one_window_and_a_capacity(
     (group(cgroup="/tamebpf-run-99"), "tamebpf run samples its own"),
     (group(observed=False), "no steady stream count: learn could not use it"),
 ])
-def test_no_window_on_groups_it_must_not_sample(tmp_path: Path, g: Group, why: str) -> None:
+def test_no_window_on_groups_it_must_not_sample(g: Group, why: str) -> None:
     opener = Opener()
-    s = sampler(tmp_path, opener)
+    s = sampler(opener)
     # Nothing is wanted: not even the flows are read (a snapshot costs an iterator pass).
-    assert s.sample([g], lambda: pytest.fail(f"flows read for a group not wanted: {why}"),
+    assert s.sample([g], {}, lambda: pytest.fail(f"flows read for a group not wanted: {why}"),
                     key_of, lambda _s: False, 100.0) is None
     assert opener.opened == [], why
 
@@ -118,24 +119,27 @@ def test_no_window_on_groups_it_must_not_sample(tmp_path: Path, g: Group, why: s
 def test_no_window_when_memory_has_the_capacity(tmp_path: Path) -> None:
     """Once a window's capacity is stored, the path needs no more."""
     opener = Opener()
-    s = sampler(tmp_path, opener)
+    s = sampler(opener)
     sample(s, [group()])
-    learner = PathLearner(s.store, "tb-snd", Settings(max_impact=0.10))
+    learner = PathLearner(PathStore(str(tmp_path)), "tb-snd", Settings(max_impact=0.10))
     learner.observe([group()], time.time(), s.measured(100.0))
-    newest = s.store.newest(learner.store.latest()[0].key)
-    assert newest is not None and newest.capacity_mbps == pytest.approx(LINK, rel=0.02)
+    memory = learner.newest([group()])
+    assert len(memory) == 1, memory
+    newest = next(iter(memory.values()))
+    assert newest.capacity_mbps == pytest.approx(LINK, rel=0.02)
     assert newest.capacity_method == "ack-spacing (transfer)" and newest.source == "passive"
-    s2 = sampler(tmp_path, opener)  # a new export: only memory tells it
-    assert s2.sample([group()], lambda: pytest.fail("flows read for a path with a capacity"),
+    s2 = sampler(opener)  # a new export: only memory tells it
+    assert s2.sample([group()], memory,
+                     lambda: pytest.fail("flows read for a path with a capacity"),
                      key_of, lambda _s: False, 100.0) is None
     assert len(opener.opened) == 1
 
 
-def test_windows_per_path_per_hour_are_bounded(tmp_path: Path) -> None:
+def test_windows_per_path_per_hour_are_bounded() -> None:
     """A window that gave nothing (too few pairs) is retried, at most
     per_hour times an hour."""
     opener = Opener(pairs=3)
-    s = sampler(tmp_path, opener, per_hour=2)
+    s = sampler(opener, per_hour=2)
     for t in (100.0, 200.0, 300.0, 400.0):
         e = sample(s, [group()], now=t)
         assert e is None or not e.trusted
@@ -145,41 +149,41 @@ def test_windows_per_path_per_hour_are_bounded(tmp_path: Path) -> None:
     assert len(opener.opened) == 3, "the next hour gets windows again"
 
 
-def test_paced_streams_give_no_capacity(tmp_path: Path) -> None:
+def test_paced_streams_give_no_capacity() -> None:
     """Pairs spaced below the connections' own goodput (each stream paced at
     a quarter of it) are under the estimator's floor: nothing trusted."""
     opener = Opener(mbps=36.0 / 4)
-    s = sampler(tmp_path, opener)
+    s = sampler(opener)
     e = sample(s, [group()])
     assert e is not None and not e.trusted
     assert s.measured(100.0) == {}
 
 
-def test_acks_at_the_groups_own_goodput_give_no_capacity(tmp_path: Path) -> None:
+def test_acks_at_the_groups_own_goodput_give_no_capacity() -> None:
     """ACKs spaced at 1.1x the group's own 36 Mbit/s: on a shared path that
     is its share (measured on the testbed: 19.2 Mbit/s for a 2-stream
     transfer on a 40 Mbit/s link), so the estimator's trust is not enough."""
     opener = Opener(mbps=36.0 * 1.1)
-    s = sampler(tmp_path, opener)
+    s = sampler(opener)
     e = sample(s, [group()])
     assert e is not None and not e.trusted and "share" in (e.reason or ""), e
     assert s.measured(100.0) == {} and s.counts() == {"capacity": 0, "none": 1}
 
 
-def test_a_window_cut_short_estimates_nothing_and_closes(tmp_path: Path) -> None:
+def test_a_window_cut_short_estimates_nothing_and_closes() -> None:
     opener = Opener()
-    s = sampler(tmp_path, opener)
+    s = sampler(opener)
     reads = iter([flows(10.0)])
-    assert s.sample([group()], lambda: next(reads), key_of, lambda _s: True, 100.0) is None
+    assert s.sample([group()], {}, lambda: next(reads), key_of, lambda _s: True, 100.0) is None
     assert opener.windows[0].closed and s.measured(100.0) == {}
 
 
-def test_a_window_that_cannot_open_stops_sampling(tmp_path: Path) -> None:
+def test_a_window_that_cannot_open_stops_sampling() -> None:
 
     def refuse(cookies: Sequence[int], netns: str | None) -> FakeWindow:
         raise TamebpfError("cannot load the ACK log BPF programs: Operation not permitted")
 
-    s = AckSampler(PathStore(str(tmp_path)), "tb-snd", None, open_window=refuse)
+    s = AckSampler("tb-snd", None, open_window=refuse)
     assert sample(s, [group()]) is None and s.broken is not None
-    assert s.sample([group()], lambda: pytest.fail("read flows after it broke"), key_of,
+    assert s.sample([group()], {}, lambda: pytest.fail("read flows after it broke"), key_of,
                     lambda _s: False, 200.0) is None

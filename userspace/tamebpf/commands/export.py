@@ -127,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
             book = FollowBook(state_dir(args.state_dir))
             learner = None if args.no_learn else path_learner(args)
             sampler = None if learner is None or not args.ack_sampling else \
-                AckSampler(learner.store, learner.netns, args.netns[0] if args.netns else None)
+                AckSampler(learner.netns, args.netns[0] if args.netns else None)
             collector = TamebpfCollector(reader, agg, per_flow=args.per_flow, caps=read_caps,
                                          cap_table=cap_table,
                                          paths=PathStore(state_dir(args.state_dir)).latest,
@@ -199,12 +199,15 @@ def learning(collector: TamebpfCollector, learner: PathLearner | None,
         # rate windows short (export's jsonl once read 0 streams).
         reading = collector.read(max_age_s=2 * interval)
         try:
+            # One read of path memory a step, for the sampler and the learner:
+            # both want every path's newest entry.
+            newest = learner.newest(reading.groups)
             measured = None
             if sampler is not None:
-                sampler.sample(reading.groups, collector.open_flows, collector.agg.key,
+                sampler.sample(reading.groups, newest, collector.open_flows, collector.agg.key,
                                halt.wait, time.monotonic())
                 measured = sampler.measured(time.monotonic())
-            learner.observe(reading.groups, reading.time_s, measured)
+            learner.observe(reading.groups, reading.time_s, measured, newest)
         except (sqlite3.Error, OSError) as err:
             log.warning("path memory in %s could not be written (%s)",
                         learner.store.directory, err, extra={"event": "paths_error"})

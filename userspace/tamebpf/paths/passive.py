@@ -219,15 +219,26 @@ class PathLearner:
         self.entries = 0
         self.changed = 0
 
+    def newest(self, groups: Sequence[Group]) -> dict[PathKey, PathEntry]:
+        """Path memory's newest entry of each path, in one read (none read
+        when no group has a steady stream count: nothing would use them)."""
+        if not any(g.observed for g in groups):
+            return {}
+        return {e.key: e for e in self.store.latest()}
+
     def observe(self, groups: list[Group], now: float,
-                measured: Mapping[str, MeasuredCapacity] | None = None) -> None:
-        """`measured`: capacities the transfers' own ACKs gave, by address."""
+                measured: Mapping[str, MeasuredCapacity] | None = None,
+                newest: Mapping[PathKey, PathEntry] | None = None) -> None:
+        """`measured`: capacities the transfers' own ACKs gave, by address;
+        `newest`: self.newest(groups) when the caller read it for this
+        reading already (export's sampler uses the same read)."""
         seen = [g for g in groups if g.observed]
         for gone in set(self._pooled) - {g.key for g in seen}:
             del self._pooled[gone]  # its aggregator's samples went with it
         if not seen:
             return
-        newest = {e.key: e for e in self.store.latest()}  # one read per reading
+        if newest is None:
+            newest = self.newest(seen)  # one read per reading
         for g in seen:
             key = group_key(g, self.netns)
             if key is None:
