@@ -474,6 +474,16 @@ def acted_on(proc: subprocess.Popen[str], sig: signal.Signals) -> bool:
     return proc.poll() is not None or holds(proc, sig)
 
 
+def signal_at_the_lock(proc: subprocess.Popen[str], pins: str, sig: signal.Signals,
+                       waiting: str, taken: str) -> None:
+    """While the caller holds the pin lock: once the run waits for it
+    (`waiting`: for what), sends sig and waits until the run took it
+    (`taken`: which one)."""
+    wait_for(lambda: waits_for_lock(proc.pid, pins), 20, waiting)
+    proc.send_signal(sig)
+    wait_for(lambda: acted_on(proc, sig), 10, f"run to take {taken}")
+
+
 @pytest.mark.parametrize("sig", PASSED, ids=lambda s: s.name)
 def test_a_signal_while_run_tidies_does_not_cut_the_tidy_short(
         pins: str, tmp_path: Path, sig: signal.Signals) -> None:
@@ -488,10 +498,8 @@ def test_a_signal_while_run_tidies_does_not_cut_the_tidy_short(
         wait_ready(proc)
         with pin_lock(pins):
             proc.send_signal(sig)
-            wait_for(lambda: waits_for_lock(proc.pid, pins), 20,
-                     "CMD to end and the run to wait for the pin lock to remove its caps")
-            proc.send_signal(sig)
-            wait_for(lambda: acted_on(proc, sig), 10, f"run to take the second {sig.name}")
+            signal_at_the_lock(proc, pins, sig, "CMD to end and the run to wait for the pin "
+                               "lock to remove its caps", f"the second {sig.name}")
         _, err = proc.communicate(timeout=30)
     finally:
         ended(proc)
@@ -512,10 +520,8 @@ def test_a_signal_during_set_up_ends_the_run_before_cmd(pins: str, tmp_path: Pat
     try:
         with pin_lock(pins):
             proc = start_run("--", "sh", "-c", f"touch {ran}")
-            wait_for(lambda: waits_for_lock(proc.pid, pins), 20,
-                     "the run to wait for the pin lock to read the cap table")
-            proc.send_signal(sig)
-            wait_for(lambda: acted_on(proc, sig), 10, f"run to take {sig.name}")
+            signal_at_the_lock(proc, pins, sig,
+                               "the run to wait for the pin lock to read the cap table", sig.name)
         _, err = proc.communicate(timeout=30)
     finally:
         if proc is not None:
