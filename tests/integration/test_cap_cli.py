@@ -8,11 +8,15 @@ import io
 import json
 import os
 import subprocess
+import time
 
 import pytest
 
+from tamebpf.cap.book import FollowBook, FollowSpec
 from tamebpf.cli import main
 from tamebpf.kernel.cgroups import mounts
+from tamebpf.paths import statedir
+from tamebpf.paths.entry import PathKey
 from tests.integration.kernel_fixtures import cgroup, sh
 from tests.integration.unprivileged import run_as_user
 
@@ -92,6 +96,30 @@ def test_bad_input_gets_one_line_and_changes_nothing(pins: str, cg: str) -> None
         assert state(pins) == before, f"{argv} changed the caps in force"
     assert tamebpf("cap", "rm", "--cgroup", cg, "--dest", "198.18.0.0/15").returncode == 0
     assert not os.path.exists(pins), "last rm left pins"
+
+
+def test_rm_under_a_held_state_dir_removes_the_cap_and_says_the_book_waits(
+        pins: str, cg: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`cap rm` while another writer holds the state directory (export's
+    learner, say): the cap leaves the kernel, exit 0, and one warning names
+    the holder and says the follow book was not updated (cap/plan.py
+    sync_follows), as `cap set` says it."""
+    dest = "198.18.0.0/15"
+    ok = tamebpf("cap", "set", "--cgroup", cg, "--dest", dest, "--max-streams", "4")
+    assert ok.returncode == 0, ok.stderr
+    directory = statedir.state_dir()
+    book = FollowBook(directory)  # the cap followed its path: rm takes it out of the book
+    book.put(FollowSpec(cg, dest, PathKey("198.18.3.2/32", None, "cubic"), 0.05, "198.18.3.2",
+                        time.time()))
+    monkeypatch.setattr(statedir, "LOCK_WAIT_S", 0.3)
+    with statedir.StateDir(directory) as held, held.locked():
+        res = tamebpf("cap", "rm", "--cgroup", cg, "--dest", dest)
+    assert res.returncode == 0, res.stderr
+    said = [line for line in res.stderr.splitlines() if "follow book" in line]
+    assert len(said) == 1 and f"PID {os.getpid()}" in said[0], \
+        f"expected one warning naming PID {os.getpid()}: {res.stderr!r}"
+    assert not os.path.exists(pins), "the cap was not removed"
+    assert [spec.cgroup for spec in book.specs()] == [cg], "the book changed under the lock"
 
 
 def test_not_root_gets_one_clear_line(pins: str, cg: str) -> None:

@@ -15,8 +15,11 @@ import pytest
 
 from tamebpf.cap import plan
 from tamebpf.cap.book import FollowBook, FollowSpec
+from tamebpf.cap.spec import CapSpec, parse_dest
+from tamebpf.cap.table import PACE_NO_LIMIT
 from tamebpf.paths import statedir
 from tamebpf.paths.entry import PathKey
+from tamebpf.paths.store import DB_NAME
 from tamebpf.records import Cap
 
 KEY = PathKey("198.18.3.2/32", "tb-snd", "cubic")
@@ -43,7 +46,7 @@ def test_a_held_state_dir_is_one_warning(tmp_path: Path, monkeypatch: pytest.Mon
         holder.kill()
         holder.wait()
     assert len(warnings) == 1, warnings
-    assert "caps are set" in warnings[0] and f"PID {holder.pid}" in warnings[0] \
+    assert "caps are in force" in warnings[0] and f"PID {holder.pid}" in warnings[0] \
         and "again" in warnings[0]
     # nothing was changed: the spec is still there, and goes once the lock is free
     assert [s.cgroup for s in book.specs()] == ["/dtn"]
@@ -63,3 +66,17 @@ def test_a_holder_in_this_process_is_waited_for_too(
         warnings = plan.sync_follows([], [cap], book=book)
     assert len(warnings) == 1 and f"PID {os.getpid()}" in warnings[0], warnings
     assert [s.cgroup for s in book.specs()] == ["/dtn"], "the book changed under the lock"
+
+
+def test_a_refused_path_memory_leaves_the_book_as_it_was(tmp_path: Path) -> None:
+    """A following cap's spec goes into the book only after path memory was
+    read: a memory that refuses (here a symlink planted at paths.db) leaves
+    the book as it was, which is what the warning says."""
+    book = FollowBook(str(tmp_path))
+    os.symlink(tmp_path / "elsewhere.db", tmp_path / DB_NAME)
+    spec = CapSpec("/dtn", parse_dest("198.18.3.2/32"), auto="198.18.3.2", max_impact="5%",
+                   mode="pace", follow=True)
+    cap = Cap(7, "/dtn", 42, True, "198.18.3.2/32", "ipv4", None, PACE_NO_LIMIT, 1, 0, 0, 0, 0)
+    warnings = plan.sync_follows([(spec, cap, KEY)], [], book=book)
+    assert len(warnings) == 1 and "not updated" in warnings[0], warnings
+    assert book.specs() == [], "the book took a spec its command was told was not stored"

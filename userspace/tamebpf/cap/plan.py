@@ -78,8 +78,8 @@ def sync_follows(set_caps: Sequence[tuple[CapSpec, Cap, PathKey | None]],
     try:
         return _sync_follows(book, set_caps, removed, unchanged)
     except StateFileRefused as err:
-        return [f"the caps are set, but the follow book was not updated: {err}; "
-                "run the same cap command again once it is free"]
+        return [f"the caps are in force as asked, but the follow book was not updated: "
+                f"{err}; run the same cap command again once it is free"]
 
 
 def _sync_follows(book: FollowBook, set_caps: Sequence[tuple[CapSpec, Cap, PathKey | None]],
@@ -98,10 +98,13 @@ def _sync_follows(book: FollowBook, set_caps: Sequence[tuple[CapSpec, Cap, PathK
     for spec, cap, path in set_caps:
         if spec.follow and path is not None:
             assert spec.auto is not None and spec.max_impact is not None
+            # Path memory is read before the book is written: a read that
+            # refuses then leaves the book as it was, as the warning says.
+            known = PathStore(book.directory).newest(path, with_capacity=True)
             book.put(FollowSpec(cap.cgroup, cap.dest, path,
                                 parse_fraction(spec.max_impact, "--max-impact"), spec.auto,
                                 time.time()))
-            if PathStore(book.directory).newest(path, with_capacity=True) is None:
+            if known is None:
                 warnings.append(
                     f"{cap.cgroup}: the cap to {cap.dest} cannot follow its path yet: path "
                     f"memory has no capacity for {path.dest} (the advisor's ACK-spacing "

@@ -230,7 +230,8 @@ def run_rm(args: argparse.Namespace) -> int:
     check_cgroup_text(args.cgroup, "--cgroup", all_processes=args.cgroup.strip() == "/")
     dest = parse_dest(args.dest)
     cap = CapTable("cap rm").remove(args.cgroup, dest)
-    sync_follows([], [cap])
+    for warning in sync_follows([], [cap]):
+        log.warning("%s", warning)
     if args.json:
         dump_json(cap.to_json(), sys.stdout)
     else:
