@@ -1,12 +1,15 @@
 """The count range against the stored draws' truth rounds (tamebpf_eval/
 range_design.py): the product's spread must hold the best count of a truth
 round in most scorings, as docs/results/range-design.md reports. A range as
-narrow as the probes' own samples make it (i.i.d.) fails this."""
+narrow as the probes' own samples make it (i.i.d.) fails this. The draws
+are those the product's table was fitted on (range_design.PRODUCT_DRAWS)."""
 
 from __future__ import annotations
 
+import ast
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,7 +21,7 @@ RESULTS = str(Path(__file__).resolve().parents[3] / "docs" / "results")
 
 @pytest.fixture(scope="module")
 def runs() -> list[range_design.Run]:
-    rs = range_design.runs(RESULTS)
+    rs = range_design.runs(RESULTS, range_design.PRODUCT_DRAWS)
     if not rs:
         pytest.skip(f"no stored draws under {RESULTS}")
     return rs
@@ -54,5 +57,40 @@ def test_the_fit_picks_the_narrowest_spread_that_reaches_the_target(
 
 def test_a_report_on_no_records_does_not_crash(tmp_path: Path) -> None:
     os.makedirs(tmp_path / "history")
-    text = range_design.report(str(tmp_path))
-    assert "0 runs" in text
+    first, second = list(range_design.DRAW_SETS.values())[:2]
+    text = range_design.report(str(tmp_path), first)
+    assert "0 runs" in text and "beside" not in text, "the first set has none before it"
+    text = range_design.report(str(tmp_path), second)
+    assert f"beside the fit on draws {first.name}" in text and "SPREAD: dict" in text
+
+
+def _point(mbit: float, cross: float) -> dict[str, Any]:
+    return {"mbit": [mbit], "cross_with": [cross]}
+
+
+def test_each_truth_round_is_scored_on_its_own() -> None:
+    """Three rounds whose best nondisruptive counts differ (the cross
+    traffic beside 1 stream: 100 Mbit/s; limit 0.3): 4, 16 and 1."""
+    rounds = [{1: _point(10, 100), 4: _point(30, 80), 16: _point(40, 50)},
+              {1: _point(10, 100), 4: _point(30, 80), 16: _point(50, 75)},
+              {1: _point(10, 100), 4: _point(30, 60), 16: _point(50, 40)}]
+    truth = {str(n): {"mbit": [r[n]["mbit"][0] for r in rounds],
+                      "cross_with": [r[n]["cross_with"][0] for r in rounds]} for n in (1, 4, 16)}
+    assert range_design.round_bests(truth, 0.3) == [4, 16, 1]
+    assert range_design.round_bests(truth, 0.1) == [1, 1, 1]
+
+
+def test_draw_8_is_read_with_its_3_rounds() -> None:
+    rs = [r for r in range_design.runs(RESULTS, "3-8") if r.draw == "fresh8"]
+    if not rs:
+        pytest.skip(f"no draw 8 records under {RESULTS}")
+    assert {r.rounds for r in rs} == {3}, "draw 8 measured 3 truth rounds a case"
+    assert all(len(r.bests) <= 3 for r in rs)
+
+
+def test_the_table_to_paste_is_the_fit() -> None:
+    table = {(False, False): 0.15, (False, True): 0.275, (True, False): 0.325,
+             (True, True): 1.0}
+    lines = range_design.spread_literal(table)
+    assert lines[0].startswith("SPREAD: dict[tuple[bool, bool], float] = {")
+    assert ast.literal_eval("{" + "".join(lines[1:])) == table
