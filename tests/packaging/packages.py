@@ -1,16 +1,27 @@
 """The packages the packaging tests check, built once a test session:
 `make deb` (build/deb/) and `make rpm` (build/rpm/), each run the way a user
-runs it, from this checkout."""
+runs it, from this checkout.
+
+The two builds run side by side: the first test that needs a package starts
+every build the session's tests need (plan(), called by conftest.py once
+the tests are collected), so the other package is ready by the time its
+tests come. The suite runs one test at a time on two cores, and each build
+is mostly one compiler or packaging tool at a time."""
 
 from __future__ import annotations
 
 import functools
 import glob
+import os
+import signal
 import subprocess
+from collections.abc import Iterable
 from pathlib import Path
+from types import ModuleType
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD = REPO / "build"
+BUILD_TIMEOUT_S = 600
 
 
 def run(argv: list[str], timeout: float = 600, **kw: object) -> subprocess.CompletedProcess[str]:
@@ -24,17 +35,78 @@ def only(pattern: str) -> str:
     return found[0]
 
 
+class Build:
+    """`make -s TARGET` in this checkout, started at most once a session."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self.proc: subprocess.Popen[str] | None = None
+        self.output: str | None = None  # once it ended
+
+    def start(self) -> None:
+        if self.proc is None:
+            # Its own process group, so that stop() ends make and all it started.
+            self.proc = subprocess.Popen(["make", "-s", "-C", str(REPO), self.target],
+                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, text=True,
+                                         start_new_session=True)
+
+    def wait(self) -> None:
+        """Starts it if no one did; asserts that it succeeded."""
+        self.start()
+        assert self.proc is not None
+        if self.output is None:
+            try:
+                self.output, _ = self.proc.communicate(timeout=BUILD_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.stop()
+                raise
+        assert self.proc.returncode == 0, f"make {self.target} failed:\n{self.output}"
+
+    def stop(self) -> None:
+        """Ends a build still running (its tests were skipped, or the session
+        was interrupted)."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.output, _ = self.proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.output, _ = self.proc.communicate()
+
+
+DEB, RPM = Build("deb"), Build("rpm")
+NEEDED: set[Build] = set()  # by this session's tests (plan())
+
+
+def needing(build: Build) -> None:
+    for b in NEEDED | {build}:
+        b.start()
+    build.wait()
+
+
 @functools.cache
 def deb() -> str:
     """build/deb/tamebpf_VERSION_ARCH.deb, from `make deb`."""
-    res = run(["make", "-s", "-C", str(REPO), "deb"])
-    assert res.returncode == 0, res.stdout + res.stderr
+    needing(DEB)
     return only("deb/tamebpf_*.deb")
 
 
 @functools.cache
 def rpms() -> tuple[str, str]:
     """(the SRPM, the RPM rebuilt from it), from `make rpm`."""
-    res = run(["make", "-s", "-C", str(REPO), "rpm"])
-    assert res.returncode == 0, res.stdout + res.stderr
+    needing(RPM)
     return only("rpm/SRPMS/tamebpf-*.src.rpm"), only("rpm/RPMS/*/tamebpf-*.rpm")
+
+
+def plan(modules: Iterable[ModuleType]) -> None:
+    """Notes the builds that the tests of modules need: those of the
+    functions above that a module imported."""
+    for module in modules:
+        names = vars(module).values()
+        NEEDED.update(b for fn, b in ((deb, DEB), (rpms, RPM)) if any(v is fn for v in names))
+
+
+def stop_all() -> None:
+    for b in (DEB, RPM):
+        b.stop()
