@@ -23,7 +23,7 @@ from tamebpf_testbed import Testbed, iperf
 from tamebpf_testbed.accuracy import steal_ticks
 from tamebpf_testbed.config import FRAME, MSS_TS
 from tamebpf_testbed.scenario import SweepPlan
-from tamebpf_testbed.sweep import run_once, sweep
+from tamebpf_testbed.sweep import run_once
 from tests.integration.testbed_fixtures import (
     in_background,
     iperf3_json,
@@ -337,30 +337,33 @@ def test_delay_line_exits_cleanly_on_sigterm() -> None:
 
 
 def test_sweep_keeps_raw_runs_and_measures_cross_traffic(tmp_path: Path) -> None:
+    # One sweep, run as a user runs it (the CLI): two stream counts against the
+    # same cross traffic, every run kept raw in the JSON and the CSV. (How the
+    # summary pools repeats of one (n, m) is pure: tests/unit/testbed.)
     with running_testbed(rate_mbit=20, rtt_ms=20, queue_pkts=40) as tb:
-        plan = SweepPlan(streams=[1, 3], cross=[2], repeats=1, duration_s=2, warmup_s=1,
-                         cc="cubic")
-        runs = sweep(tb, plan)
-        assert [(r.n, r.m) for r in runs] == [(1, 2), (3, 2)], runs
-        cap = tb.config.goodput_mbit
-        for r in runs:
-            assert r.cross_alone_mbit is not None and r.cross_with_mbit is not None, r
-            total = r.mbit + r.cross_with_mbit
-            assert 0.5 * cap < total <= 1.05 * cap, \
-                f"n={r.n}: ours {r.mbit:.2f} + cross {r.cross_with_mbit:.2f} Mbit/s, " \
-                f"expected close to the bottleneck's {cap:.2f}"
-            assert r.cross_with_mbit < r.cross_alone_mbit, \
-                f"n={r.n}: cross traffic got {r.cross_with_mbit:.2f} with our streams, " \
-                f"{r.cross_alone_mbit:.2f} without: expected less with"
-        # And the CLI writes every raw run.
         out = tmp_path / "s.json"
         cli = subprocess.run([sys.executable, "-m", "tamebpf_testbed", "sweep", tb.name,
-                              "--streams", "2", "--repeats", "2", "--duration", "1",
-                              "--warmup", "1", "--cc", "cubic", "--out", str(out)],
+                              "--streams", "1,3", "--cross", "2", "--repeats", "1",
+                              "--duration", "2", "--warmup", "1", "--cc", "cubic",
+                              "--out", str(out)],
                              capture_output=True, text=True, check=False, timeout=120)
         assert cli.returncode == 0, cli.stderr
         doc = json.loads(out.read_text())
-        assert len(doc["runs"]) == 2 and doc["summary"][0]["runs"] == 2, doc["summary"]
+        runs = doc["runs"]
+        assert [(r["n"], r["m"]) for r in runs] == [(1, 2), (3, 2)], runs
+        cap = tb.config.goodput_mbit
+        for r in runs:
+            alone, with_ = r["cross_alone_mbit"], r["cross_with_mbit"]
+            assert alone is not None and with_ is not None, r
+            total = r["mbit"] + with_
+            assert 0.5 * cap < total <= 1.05 * cap, \
+                f"n={r['n']}: ours {r['mbit']:.2f} + cross {with_:.2f} Mbit/s, " \
+                f"expected close to the bottleneck's {cap:.2f}"
+            assert with_ < alone, \
+                f"n={r['n']}: cross traffic got {with_:.2f} with our streams, " \
+                f"{alone:.2f} without: expected less with"
+        assert [(row["n"], row["runs"]) for row in doc["summary"]] == [(1, 1), (3, 1)], \
+            doc["summary"]
         assert out.with_suffix(".csv").read_text().count("\n") == 3
 
 

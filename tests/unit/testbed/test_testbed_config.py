@@ -91,6 +91,7 @@ def _run(n: int, mbit: float, rep: int = 0) -> Run:
 def test_summary_median_and_spread() -> None:
     rows = summarise([_run(1, 10), _run(1, 30, 1), _run(1, 20, 2), _run(2, 50)])
     assert rows[0]["mbit_median"] == 20 and rows[0]["mbit_spread"] == 1.0, rows[0]
+    assert rows[0]["runs"] == 3, f"three repeats of n=1 pooled in one row: {rows[0]}"
     assert rows[1]["n"] == 2 and rows[1]["runs"] == 1
 
 
