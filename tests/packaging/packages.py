@@ -2,11 +2,11 @@
 `make deb` (build/deb/) and `make rpm` (build/rpm/), each run the way a user
 runs it, from this checkout.
 
-The two builds run side by side: the first test that needs a package starts
-every build the session's tests need (plan(), called by conftest.py once
-the tests are collected), so the other package is ready by the time its
-tests come. The suite runs one test at a time on two cores, and each build
-is mostly one compiler or packaging tool at a time."""
+The builds run side by side, in the background, from the first packaging
+test on (conftest.py starts those that the collected tests need: plan()),
+so that they are ready, or nearly, when the tests that check them come.
+The suite runs one test at a time on two cores, and a build is mostly one
+compiler or packaging tool at a time."""
 
 from __future__ import annotations
 
@@ -79,23 +79,17 @@ DEB, RPM = Build("deb"), Build("rpm")
 NEEDED: set[Build] = set()  # by this session's tests (plan())
 
 
-def needing(build: Build) -> None:
-    for b in NEEDED | {build}:
-        b.start()
-    build.wait()
-
-
 @functools.cache
 def deb() -> str:
     """build/deb/tamebpf_VERSION_ARCH.deb, from `make deb`."""
-    needing(DEB)
+    DEB.wait()
     return only("deb/tamebpf_*.deb")
 
 
 @functools.cache
 def rpms() -> tuple[str, str]:
     """(the SRPM, the RPM rebuilt from it), from `make rpm`."""
-    needing(RPM)
+    RPM.wait()
     return only("rpm/SRPMS/tamebpf-*.src.rpm"), only("rpm/RPMS/*/tamebpf-*.rpm")
 
 
@@ -105,6 +99,11 @@ def plan(modules: Iterable[ModuleType]) -> None:
     for module in modules:
         names = vars(module).values()
         NEEDED.update(b for fn, b in ((deb, DEB), (rpms, RPM)) if any(v is fn for v in names))
+
+
+def start_needed() -> None:
+    for b in NEEDED:
+        b.start()
 
 
 def stop_all() -> None:
