@@ -9,6 +9,7 @@ evaluates without error."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import urllib.parse
 
@@ -64,12 +65,15 @@ def test_every_dashboard_query_and_rule_returns_data(pins: str) -> None:
         cap = subprocess.run([*TAMEBPF, "cap", "set", "--cgroup", cg, "--dest", "127.0.0.1/32",
                               "--max-streams", "8"], capture_output=True, text=True, timeout=30)
         assert cap.returncode == 0, f"cap set failed: {cap.stderr}"
-        with exporter("--cgroup", cg) as (_, url), \
+        # The JSON-lines sink reads the kernel every second from the start:
+        # the 1-stream transfer is seen while Prometheus takes its ~5 s to
+        # scrape a first time, the 4-stream one with Prometheus scraping.
+        with exporter("--cgroup", cg, "--jsonl", os.devnull, "--interval", "1") as (_, url), \
                 prometheus(urllib.parse.urlparse(url).netloc, [str(RULES)]) as prom:
+            iperf3_run(cg, streams=1, seconds=5, rate="30M")
             wait_for(lambda: value(prom, 'up{job="tamebpf"}') == 1, 15,
                      "prometheus to scrape the exporter successfully", step=0.3)
-            for streams, seconds in ((1, 5), (4, 6)):
-                iperf3_run(cg, streams=streams, seconds=seconds, rate="30M")
+            iperf3_run(cg, streams=4, seconds=6, rate="30M")
             wait_for(lambda: bool(query(prom, "tamebpf_group_advice_streams")), 15,
                      "an advice series after 1 and 4 streams", step=0.5)
             wait_for(lambda: evaluated(prom) >= {r.name for r in rules}, 15,
