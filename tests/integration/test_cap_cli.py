@@ -38,8 +38,10 @@ def tamebpf(*argv: str, user: str | None = None) -> subprocess.CompletedProcess[
 
 
 def state(pins: str) -> tuple[list[str], str, str]:
-    """Everything a cap command could change: pins, caps listed, programs."""
-    listing = tamebpf("cap", "list", "--json")
+    """Everything a cap command could change: pins, caps listed, programs.
+    The listing without live rates (--window 0): they are traffic, not
+    caps, and measuring them sleeps half a second a call."""
+    listing = tamebpf("cap", "list", "--json", "--window", "0")
     assert listing.returncode == 0, listing.stderr
     names = sorted(os.listdir(pins)) if os.path.isdir(pins) else []
     return names, listing.stdout, sh("bpftool", "cgroup", "tree")
@@ -141,7 +143,7 @@ def test_apply_makes_the_file_be_in_force(pins: str, cg: str, tmp_path: object) 
                         f"max_streams = {n}\n\n")
 
     def listed() -> list[tuple[str, str, int]]:
-        res = tamebpf("cap", "list", "--json")
+        res = tamebpf("cap", "list", "--json", "--window", "0")  # the caps, not their rates
         assert res.returncode == 0, res.stderr
         return sorted((c["cgroup"], c["dest"], c["max_streams"]) for c in json.loads(res.stdout))
 
@@ -186,7 +188,7 @@ def test_many_capped_cgroups_are_listed_and_removed(pins: str) -> None:
             res = tamebpf("cap", "set", "--cgroup", path, "--dest", "198.18.0.0/15",
                           "--max-streams", str(i + 1))
             assert res.returncode == 0, res.stderr
-        res = tamebpf("cap", "list", "--json")
+        res = tamebpf("cap", "list", "--json", "--window", "0")  # the caps, not their rates
         got = sorted((c["cgroup"], c["max_streams"]) for c in json.loads(res.stdout))
         want = sorted(("/" + os.path.basename(p), i + 1) for i, p in enumerate(cgs))
         assert got == want, f"expected {n} caps {want}, got {got}"
