@@ -1,9 +1,9 @@
 """A caps file rewritten in place never lifts the caps (issue 48): 500
 `cap apply --prune` runs against a loop that rewrites the file the way
-`cat new > caps.toml` does, alternating two versions; after every run the
+`cat new > caps.toml` does, with one of two versions; after every run the
 caps in force are one whole version, never fewer caps, never none.
 
-Each version is large (about 400 kB of comments between its entries), so
+Each version is large (about 280 kB of comments between its entries), so
 `cat` writes it in several pieces and a reader that does not wait for the
 writer sees a file cut after one or two entries: valid TOML with fewer caps,
 which --prune would apply. The runs are in-process (`cap apply`'s function),
@@ -29,22 +29,25 @@ from tamebpf.errors import TamebpfError
 pytestmark = pytest.mark.root
 
 ROUNDS = 500
-PAD = "#" + "x" * 99 + "\n"  # a comment line: still TOML when the file is cut inside it
+# The version the writer copies changes every SWITCH_EVERY rounds: a switch
+# costs the kernel a commit (~0.1 s, seconds on a loaded machine), a round
+# that finds the caps already as the file says none, and what the race can
+# break is the same in both: every round reads a file rewritten in place.
+SWITCH_EVERY = 25
+# One comment line of ~140 kB, more than cat's 128 kB buffer, between two
+# entries: still TOML when the file is cut inside it, and one line, not
+# 1,400 short ones, for the TOML parser (each run parses the whole file).
+PAD = "#" + "x" * 140_000 + "\n"
 
-
+# Rewrites the file named second in place, every 10 ms, with whatever the
+# file named first holds then (the test renames a version over it).
 REWRITE = """
-while :; do
-  for f in "$1" "$2"; do
-    i=0
-    while [ $i -lt 40 ]; do cat "$f" > "$3"; sleep 0.01; i=$((i + 1)); done
-  done
-done
+while :; do cat "$1" > "$2"; sleep 0.01; done
 """
 
 
 def version(cg: str, dests: list[tuple[str, int]]) -> str:
-    pad = PAD * 1400  # ~140 kB: more than cat's 128 kB buffer between two entries
-    return pad.join(f'[[cap]]\ncgroup = "{cg}"\ndest = "{d}"\nmax_streams = {n}\n'
+    return PAD.join(f'[[cap]]\ncgroup = "{cg}"\ndest = "{d}"\nmax_streams = {n}\n'
                     for d, n in dests)
 
 
@@ -68,24 +71,29 @@ def test_a_file_rewritten_in_place_is_applied_whole_or_not_at_all(
     a = [("198.18.1.1/32", 1), ("198.18.1.2/32", 2), ("198.18.1.3/32", 3)]
     b = [("198.18.2.1/32", 4), ("198.18.2.2/32", 5), ("198.18.2.3/32", 6)]
     whole = {frozenset(a): "A", frozenset(b): "B"}
-    (tmp_path / "a.toml").write_text(version(cg, a))
-    (tmp_path / "b.toml").write_text(version(cg, b))
+    texts = [version(cg, b), version(cg, a)]  # B first: the caps start as A
+    source = tmp_path / "source.toml"
+    source.write_text(texts[1])
     live = tmp_path / "live.toml"
-    live.write_text(version(cg, a))
+    live.write_text(texts[1])
     table = CapTable("test")
     assert apply_prune(live) == (0, "")
     assert in_force(table) == frozenset(a)
 
-    # Each version rewritten in place 40 times, 10 ms apart, then the other:
-    # every rewrite is a moment of a truncated file, and a run that applies
-    # no change is quick (a switch of caps takes the kernel ~0.1 s).
-    writer = subprocess.Popen(["sh", "-c", REWRITE, "rewrite", str(tmp_path / "a.toml"),
-                               str(tmp_path / "b.toml"), str(live)])
+    # The file is rewritten in place every 10 ms: every rewrite is a moment
+    # of a truncated file. The version it is rewritten with alternates every
+    # SWITCH_EVERY rounds (a new file renamed over the source: the writer's
+    # cat reads one version whole).
+    writer = subprocess.Popen(["sh", "-c", REWRITE, "rewrite", str(source), str(live)])
     seen = {"A": 0, "B": 0}
     refused = met_writer = 0
     started = time.monotonic()
     try:
         for i in range(ROUNDS):
+            if i % SWITCH_EVERY == 0:
+                nxt = tmp_path / "next.toml"
+                nxt.write_text(texts[i // SWITCH_EVERY % 2])
+                os.replace(nxt, source)
             code, err = apply_prune(live)
             caps = in_force(table)
             assert caps in whole, (
