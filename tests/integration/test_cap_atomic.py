@@ -91,9 +91,8 @@ def test_set_the_root_cgroup_only_when_confirmed(pins: str) -> None:
     assert not os.path.exists(pins)
 
 
-def expected_pins(pins: str) -> tuple[set[str], set[str]]:
+def expected_pins(pins: str, caps: list[tuple[str, str, int, str]]) -> tuple[set[str], set[str]]:
     """(pins there, pins the caps listed need)."""
-    caps = listed()
     have = set(os.listdir(pins)) if os.path.isdir(pins) else set()
     if not caps:
         return have, set()
@@ -103,11 +102,22 @@ def expected_pins(pins: str) -> tuple[set[str], set[str]]:
     return have, need
 
 
+# A cap command in a process of its own, imported and waiting: it runs the
+# command line it reads on stdin (JSON) as `python -m tamebpf` would, so a
+# kill lands in the command's own work, not in Python's start-up.
+WAITING_COMMAND = r"""
+import json, sys
+from tamebpf.cli import main
+print("ready", flush=True)
+raise SystemExit(main(json.loads(sys.stdin.readline())))
+"""
+
+
 def test_kill_9_at_any_point_leaves_old_or_new(pins: str, tmp_path: object) -> None:
-    """About 30 cap commands killed at random points: `cap list` shows the
-    caps before or after the command, never a mix, and afterwards the pins
-    are exactly those of the caps listed (what the killed command left is
-    removed by the next one, here `cap list` itself)."""
+    """30 cap commands killed at random points of their run: `cap list`
+    shows the caps before or after the command, never a mix, and afterwards
+    the pins are exactly those of the caps listed (what the killed command
+    left is removed by the next one, here `cap list` itself)."""
     rng = random.Random(30)
     path = os.path.join(str(tmp_path), "caps.toml")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
@@ -127,46 +137,77 @@ def test_kill_9_at_any_point_leaves_old_or_new(pins: str, tmp_path: object) -> N
                         "--max-streams", str(i % 5 + 1)]
             if kind == "rm":
                 return ["rm", "--cgroup", cg, "--dest", "192.0.2.7/32"]
-            caps = rng.choice(files)
-            with open(path, "w") as f:
-                for c, d, n in caps:
-                    f.write(f'[[cap]]\ncgroup = "{c}"\ndest = "{d}"\nmax_streams = {n}\n')
+            write_caps_file(path, rng.choice(files))
             return ["apply", "--prune", path]
 
+        def waiting() -> subprocess.Popen[str]:
+            return subprocess.Popen([sys.executable, "-c", WAITING_COMMAND],
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.DEVNULL, env=env, text=True)
+
+        def go(proc: subprocess.Popen[str], argv: list[str]) -> None:
+            assert read_line(proc, 60, "cap command") == "ready"
+            assert proc.stdin is not None
+            proc.stdin.write(json.dumps(argv) + "\n")
+            proc.stdin.flush()
+
         killed = 0
-        deadline = time.monotonic() + 120
-        for i in range(30):
-            if time.monotonic() > deadline:
-                break
+        proc = waiting()
+        try:
+            # The kill points: uniform over the run of the longest command
+            # here (a file of 3 caps on 2 cgroups applied to none: maps
+            # pinned, programs loaded and attached to both), measured on
+            # this machine now, so they fall all along a command's work
+            # (plan, load, stage, switch, tidy) whether the machine is fast
+            # or loaded; some shorter commands finish first.
+            write_caps_file(path, files[0])
+            go(proc, ["cap", "apply", "--prune", path])
+            started = time.monotonic()
+            proc.wait(timeout=60)
+            within = time.monotonic() - started
+            assert proc.returncode == 0
+            proc = waiting()
+            deadline = time.monotonic() + 120
             before = listed()
-            argv = command(i)
-            proc = subprocess.Popen([sys.executable, "-m", "tamebpf", "cap", *argv],
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                    env=env, text=True)
-            time.sleep(rng.uniform(0.05, 0.6))
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGKILL)
-                killed += 1
-            proc.wait(timeout=30)
-            after_kill = listed()
-            have, need = expected_pins(pins)
-            assert have == need, (
-                f"after {argv} (killed: {proc.returncode == -signal.SIGKILL}): pins "
-                f"{sorted(have)} but the caps listed {after_kill} need {sorted(need)}")
-            check_counters_agree()
-            # the command's own outcome, had it finished: run it again to know
-            outcome = subprocess.run([sys.executable, "-m", "tamebpf", "cap", *argv],
-                                     capture_output=True, text=True, env=env, timeout=60)
-            new = listed()
-            assert after_kill in (before, new), (
-                f"{argv} killed: caps {after_kill} are neither the old {before} nor the "
-                f"new {new} ({outcome.stderr.strip()})")
+            for i in range(30):
+                if time.monotonic() > deadline:
+                    break
+                argv = ["cap", *command(i)]
+                go(proc, argv)
+                time.sleep(rng.uniform(0, within))
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGKILL)
+                    killed += 1
+                proc.wait(timeout=30)
+                was_killed = proc.returncode == -signal.SIGKILL
+                proc = waiting()  # the next one starts up while this one is checked
+                after_kill = listed()
+                have, need = expected_pins(pins, after_kill)
+                assert have == need, (
+                    f"after {argv} (killed: {was_killed}): pins "
+                    f"{sorted(have)} but the caps listed {after_kill} need {sorted(need)}")
+                check_counters_agree()
+                # the command's own outcome, had it finished: run it again to know
+                outcome = tamebpf(*argv)
+                new = listed()
+                assert after_kill in (before, new), (
+                    f"{argv} killed: caps {after_kill} are neither the old {before} nor the "
+                    f"new {new} ({outcome.stderr.strip()})")
+                before = new
+        finally:
+            stop(proc)  # type: ignore[arg-type]
         assert killed >= 10, f"only {killed} commands were killed midway: tune the timing"
         for c in (a, b):  # leave nothing: remove what the last command set
             for cap in CapTable().list():
                 if cap.cgroup == "/" + os.path.basename(c):
                     CapTable().remove(c, parse_dest(cap.dest))
     assert not os.path.exists(pins), f"pins left: {os.listdir(pins)}"
+
+
+def write_caps_file(path: str, caps: list[tuple[str, str, int]]) -> None:
+    with open(path, "w") as f:
+        for c, d, n in caps:
+            f.write(f'[[cap]]\ncgroup = "{c}"\ndest = "{d}"\nmax_streams = {n}\n')
 
 
 def check_counters_agree() -> None:
