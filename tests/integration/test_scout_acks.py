@@ -43,6 +43,12 @@ RATE, RTT, QUEUE = 20.0, 20.0, 25
 CAPACITY = RATE * 1448 / 1514  # TCP goodput the bottleneck allows
 HELD_MBPS = 8.0  # the pace cap's target: well below the path, so it binds
 LIMIT = 0.3
+# A run's transfer: its scout's one window is read about 6 s in (the path is
+# chosen at the second 1-s step, when the flows have a rate; the follower,
+# every 2 s, picks the scout at its second step and reads the window, 2 s
+# long, at its third: runner/session.py, cap/scoutacks.py); twice that lets
+# a loaded machine's steps run late.
+TRANSFER_S = 12
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +68,7 @@ def test_run_held_by_its_cap_learns_the_capacity_from_its_scout(
         summary = tmp_path / "summary.json"
         res = subprocess.run(
             [*TAMEBPF, "run", "--netns", ns, "--rate", f"{HELD_MBPS:g}M", f"--json={summary}",
-             "--", *iperf.client_argv(dst, 5211, 4, 20, "cubic", json_out=False)],
+             "--", *iperf.client_argv(dst, 5211, 4, TRANSFER_S, "cubic", json_out=False)],
             capture_output=True, text=True, timeout=90)
     assert res.returncode == 0, res.stderr
     s = json.loads(summary.read_text())
@@ -92,7 +98,7 @@ def test_a_run_on_a_shared_path_learns_from_its_scout_or_holds_its_target(
         res = subprocess.run(
             [*TAMEBPF, "run", "--netns", ns, "--rate", f"{HELD_MBPS / 2:g}M",
              f"--json={summary}", "--",
-             *iperf.client_argv(dst, 5213, 4, 15, "cubic", json_out=False)],
+             *iperf.client_argv(dst, 5213, 4, TRANSFER_S, "cubic", json_out=False)],
             capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     s = json.loads(summary.read_text())
