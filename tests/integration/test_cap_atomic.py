@@ -51,23 +51,23 @@ def test_apply_over_the_per_cgroup_limit_changes_nothing(
     rel = "/" + os.path.basename(cg)
     res = tamebpf("cap", "set", "--cgroup", cg, "--dest", "192.0.2.1/32", "--max-streams", "3")
     assert res.returncode == 0, res.stderr
-    before = state(pins)
+    before = state(pins, cg)
     path = os.path.join(str(tmp_path), "caps.toml")
     write_caps(path, cg, [("192.0.2.1/32", 5)] + [(f"198.18.0.{i}/32", 2) for i in range(16)])
     res = tamebpf("cap", "apply", path)
     assert_refused(res, 2, "would have 17 caps")
     assert "cap #" in res.stderr, res.stderr
-    assert state(pins) == before, "a refused plan changed the caps in force"
+    assert state(pins, cg) == before, "a refused plan changed the caps in force"
     assert listed() == [(rel, "192.0.2.1/32", 3, "refuse")]
     # The same limit met in the kernel (a plan the file alone cannot see):
     # nothing changes either.
     table = CapTable()
     for i in range(15):
         table.add(cg, parse_dest(f"198.19.0.{i}/32"), 1)
-    before = state(pins)
+    before = state(pins, cg)
     write_caps(path, cg, [("192.0.2.1/32", 5), ("198.18.0.1/32", 1), ("198.18.0.2/32", 1)])
     assert_refused(tamebpf("cap", "apply", path), 2, "would have")
-    assert state(pins) == before, "a plan over the limit changed the caps in force"
+    assert state(pins, cg) == before, "a plan over the limit changed the caps in force"
 
 
 def test_set_the_root_cgroup_only_when_confirmed(pins: str) -> None:

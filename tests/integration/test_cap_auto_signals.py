@@ -58,7 +58,7 @@ def test_sigterm_mid_probe_leaves_nothing_behind(pins: str, cg: str) -> None:
         server = iperf.start_server(tb, 5201)
         with tbfix.killed_on_exit(server):
             receiver = tb.addresses["receiver"]
-            before, namespaces = state(pins), netns_names()
+            before, namespaces = state(pins, cg), netns_names()
             # `cap set --auto` probes from the namespace it runs in: the
             # sender's. nsenter, not `ip netns exec`, which would mount its
             # own /sys and hide the host's cgroup2 and bpffs.
@@ -90,7 +90,7 @@ def test_sigterm_mid_probe_leaves_nothing_behind(pins: str, cg: str) -> None:
             assert out == "", out
             assert not probe_cgroups(), f"probe cgroups left: {probe_cgroups()}"
             assert not [p for p in children if alive(p)], f"traffic child left: {children}"
-            assert state(pins) == before, "the interrupted cap set changed caps or programs"
+            assert state(pins, cg) == before, "the interrupted cap set changed caps or programs"
             assert netns_names() == namespaces
             # The child's streams and control connection are gone: the server
             # takes the next client.

@@ -75,12 +75,12 @@ def test_auto_without_a_probe_falls_back_keeps_or_fails(
     assert listed() == [("198.18.0.0/15", 3, "refuse", 0),
                         ("203.0.113.0/24", 2**32 - 1, "pace", 10_000_000)]
     # 3. neither: the file fails whole, naming the entry
-    before = state(pins)
+    before = state(pins, cg)
     path = caps_file(tmp_path, auto_entry(cg, "198.18.0.0/15")
                      + f'[[cap]]\ncgroup = "{cg}"\ndest = "192.0.2.0/24"\nmax_streams = 2\n'
                      + auto_entry(cg, "198.51.100.0/24"))
     assert_refused(tamebpf("cap", "apply", path), 1, "cap #3 (198.51.100.0/24")
-    assert state(pins) == before, "a failed file changed the caps"
+    assert state(pins, cg) == before, "a failed file changed the caps"
     assert unreachable_advisor, "the advisor was asked"
 
 
@@ -148,7 +148,7 @@ def test_generated_caps_files(pins: str, cg: str, tmp_path: object,
     base = f'[[cap]]\ncgroup = "{cg}"\ndest = "192.0.2.1/32"\nmax_streams = 2\n'
     path = caps_file(tmp_path, base)
     assert tamebpf("cap", "apply", "--prune", path).returncode == 0
-    before = state(pins)
+    before = state(pins, cg)
     body = "".join("[[cap]]\n" + (f'cgroup = "{cg}"\n' if "cgroup" not in e else "")
                    + "".join(f"{k} = {v}\n" for k, v in e.items()) for e in entries)
     path = caps_file(tmp_path, body)
@@ -158,4 +158,4 @@ def test_generated_caps_files(pins: str, cg: str, tmp_path: object,
     assert res.returncode in (0, 1, 2), (res.returncode, res.stderr)
     if res.returncode:
         assert len(lines) == 1 and lines[0].startswith("tamebpf: "), lines
-        assert state(pins) == before, f"refused file changed the caps:\n{body}"
+        assert state(pins, cg) == before, f"refused file changed the caps:\n{body}"

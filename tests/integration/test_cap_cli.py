@@ -14,7 +14,7 @@ import pytest
 
 from tamebpf.cap.book import FollowBook, FollowSpec
 from tamebpf.cli import main
-from tamebpf.kernel.cgroups import mounts
+from tamebpf.kernel.cgroups import cgroup2_mount, mounts
 from tamebpf.paths import statedir
 from tamebpf.paths.entry import PathKey
 from tests.integration.kernel_fixtures import cgroup, sh
@@ -37,14 +37,21 @@ def tamebpf(*argv: str, user: str | None = None) -> subprocess.CompletedProcess[
     return subprocess.CompletedProcess(list(argv), code, out.getvalue(), err.getvalue())
 
 
-def state(pins: str) -> tuple[list[str], str, str]:
-    """Everything a cap command could change: pins, caps listed, programs.
-    The listing without live rates (--window 0): they are traffic, not
-    caps, and measuring them sleeps half a second a call."""
+def state(pins: str, cg: str) -> tuple[list[str], str, str]:
+    """Everything a cap command of a test on cgroup `cg` could change: pins,
+    caps listed, and the programs attached to `cg` (and below) and to the
+    cgroup root (a file or --cgroup of "/", ".", "" names it). Not the
+    machine's other cgroups: no command of the test can name them, and other
+    tests running at the same time attach programs to theirs. The listing
+    without live rates (--window 0): they are traffic, not caps, and
+    measuring them sleeps half a second a call."""
     listing = tamebpf("cap", "list", "--json", "--window", "0")
     assert listing.returncode == 0, listing.stderr
     names = sorted(os.listdir(pins)) if os.path.isdir(pins) else []
-    return names, listing.stdout, sh("bpftool", "cgroup", "tree")
+    root = cgroup2_mount()
+    assert root, "cgroup v2 not mounted"
+    programs = sh("bpftool", "cgroup", "show", root) + sh("bpftool", "cgroup", "tree", cg)
+    return names, listing.stdout, programs
 
 
 def v1_cgroup() -> str | None:
@@ -90,12 +97,12 @@ def test_bad_input_gets_one_line_and_changes_nothing(pins: str, cg: str) -> None
         assert not os.path.exists(pins), f"{argv} created {pins}"
     ok = tamebpf("cap", "set", "--cgroup", cg, "--dest", "198.18.0.0/15", "--max-streams", "4")
     assert ok.returncode == 0, ok.stderr
-    before = state(pins)
+    before = state(pins, cg)
     cases = [*bad_inputs(cg), (["set", "--cgroup", cg, "--dest", "198.18.0.0/15",
                                 "--max-streams", "9"], 2, "already capped")]
     for argv, code, says in cases:
         assert_refused(tamebpf("cap", *argv), code, says)
-        assert state(pins) == before, f"{argv} changed the caps in force"
+        assert state(pins, cg) == before, f"{argv} changed the caps in force"
     assert tamebpf("cap", "rm", "--cgroup", cg, "--dest", "198.18.0.0/15").returncode == 0
     assert not os.path.exists(pins), "last rm left pins"
 
