@@ -17,7 +17,7 @@ import time
 import pytest
 
 from tamebpf.cap.spec import parse_dest
-from tamebpf.cap.table import CapTable
+from tamebpf.cap.table import Add, CapTable
 from tamebpf.kernel.cgroups import require_cgroup2
 from tests.integration import kernel_fixtures as kf
 from tests.integration.kernel_fixtures import Net, cgroup, read_line, sh, spawn, stop
@@ -62,8 +62,7 @@ def test_apply_over_the_per_cgroup_limit_changes_nothing(
     # The same limit met in the kernel (a plan the file alone cannot see):
     # nothing changes either.
     table = CapTable()
-    for i in range(15):
-        table.add(cg, parse_dest(f"198.19.0.{i}/32"), 1)
+    table.commit([Add(cg, parse_dest(f"198.19.0.{i}/32"), 1) for i in range(15)])  # one load
     before = state(pins, cg)
     write_caps(path, cg, [("192.0.2.1/32", 5), ("198.18.0.1/32", 1), ("198.18.0.2/32", 1)])
     assert_refused(tamebpf("cap", "apply", path), 2, "would have")
