@@ -23,7 +23,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.integration.kernel_fixtures import wait_for
-from tests.integration.test_export import exporter, prometheus, value
+from tests.integration.test_export import exporter, loopback_target, prometheus, value
 
 pytestmark = [pytest.mark.root]
 
@@ -41,18 +41,28 @@ def self_signed(d: str, name: str, cn: str = "127.0.0.1") -> None:
                    check=True, capture_output=True, timeout=60)
 
 
-@contextlib.contextmanager
-def web_config() -> Iterator[tuple[str, str]]:
-    """A temporary directory with a self-signed certificate for 127.0.0.1
-    and web.yml naming it (relative paths, as the toolkit reads them) and one
-    bcrypt user; yields (web.yml, the certificate)."""
+@pytest.fixture(scope="module")
+def made_cert() -> Iterator[str]:
+    """A directory holding a self-signed certificate for 127.0.0.1 (cert.pem,
+    cert-key.pem), made once for this module's tests: each copies it into a
+    directory of its own (an RSA key can take openssl seconds to make)."""
     if shutil.which("openssl") is None:
         pytest.skip("openssl not installed")
+    with tempfile.TemporaryDirectory(prefix="tamebpf-test-tls-cert-") as d:
+        self_signed(d, "cert")
+        yield d
+
+
+@contextlib.contextmanager
+def web_config(made: str) -> Iterator[tuple[str, str]]:
+    """A temporary directory with the certificate `made` holds (made_cert)
+    and web.yml naming it (relative paths, as the toolkit reads them) and one
+    bcrypt user; yields (web.yml, the certificate)."""
     bcrypt = pytest.importorskip("bcrypt", reason="bcrypt: pip install 'tamebpf[web]'")
     pytest.importorskip("yaml", reason="PyYAML: pip install 'tamebpf[web]'")
     with tempfile.TemporaryDirectory(prefix="tamebpf-test-tls-") as d:
-        self_signed(d, "cert")
-        os.rename(os.path.join(d, "cert-key.pem"), os.path.join(d, "key.pem"))
+        shutil.copy(os.path.join(made, "cert.pem"), d)
+        shutil.copy(os.path.join(made, "cert-key.pem"), os.path.join(d, "key.pem"))
         hashed = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=10)).decode()
         path = os.path.join(d, "web.yml")
         with open(path, "w") as f:
@@ -72,8 +82,21 @@ def get(netloc: str, cafile: str, auth: tuple[str, str] | None) -> http.client.H
     return conn.getresponse()
 
 
-def test_prometheus_scrapes_over_tls_with_basic_auth_and_others_are_refused() -> None:
-    with web_config() as (path, cert), exporter("--web-config", path) as (_, url):
+def scrape_job(cert: str, password: str) -> str:
+    """Prometheus's job settings for the exporter: https, trusting `cert`,
+    basic auth as USER with `password`."""
+    return ("    scheme: https\n"
+            f"    tls_config: {{ca_file: '{cert}'}}\n"
+            f"    basic_auth: {{username: {USER}, password: '{password}'}}\n")
+
+
+def test_prometheus_scrapes_over_tls_with_basic_auth_and_others_are_refused(
+        made_cert: str) -> None:
+    target = loopback_target()
+    start = time.monotonic()
+    with web_config(made_cert) as (path, cert), \
+            prometheus(target, job_extra=scrape_job(cert, PASSWORD)) as prom, \
+            exporter("--web-config", path, listen=target) as (_, url):
         assert url.startswith("https://"), f"the exporter should say it serves https: {url}"
         netloc = urllib.parse.urlparse(url).netloc
 
@@ -94,31 +117,24 @@ def test_prometheus_scrapes_over_tls_with_basic_auth_and_others_are_refused() ->
                 answer = f"<{err.__class__.__name__}>".encode()
         assert not answer.startswith(b"HTTP/"), f"plain HTTP was answered: {answer[:80]!r}"
 
-        job = ("    scheme: https\n"
-               f"    tls_config: {{ca_file: '{cert}'}}\n"
-               f"    basic_auth: {{username: {USER}, password: '{PASSWORD}'}}\n")
-        with prometheus(netloc, job_extra=job) as prom:
-            start = time.monotonic()
-            wait_for(lambda: value(prom, 'up{job="tamebpf"}') == 1.0, 30,
-                     "prometheus to scrape the exporter over TLS with basic auth", step=0.3)
-            wait_for(lambda: value(prom, 'tamebpf_up{job="tamebpf"}') == 1.0, 10,
-                     "prometheus to store the exporter's tamebpf_up 1")
-            print(f"prometheus scraped over TLS + basic auth after "
-                  f"{time.monotonic() - start:.1f} s")
+        wait_for(lambda: value(prom, 'up{job="tamebpf"}') == 1.0, 30,
+                 "prometheus to scrape the exporter over TLS with basic auth", step=0.3)
+        wait_for(lambda: value(prom, 'tamebpf_up{job="tamebpf"}') == 1.0, 10,
+                 "prometheus to store the exporter's tamebpf_up 1")
+        print(f"prometheus scraped over TLS + basic auth {time.monotonic() - start:.1f} s "
+              "after it started")
 
 
-def test_prometheus_with_a_wrong_password_is_refused() -> None:
-    with web_config() as (path, cert), exporter("--web-config", path) as (_, url):
-        netloc = urllib.parse.urlparse(url).netloc
-        job = ("    scheme: https\n"
-               f"    tls_config: {{ca_file: '{cert}'}}\n"
-               f"    basic_auth: {{username: {USER}, password: 'wrong'}}\n")
-        with prometheus(netloc, job_extra=job) as prom:
-            wait_for(lambda: value(prom, 'up{job="tamebpf"}') is not None, 30,
-                     "prometheus to try a scrape", step=0.3)
-            time.sleep(2)  # a few more scrapes: none may succeed
-            assert value(prom, 'up{job="tamebpf"}') == 0.0, "a wrong password was let in"
-            assert value(prom, 'max_over_time(up{job="tamebpf"}[1m])') == 0.0
+def test_prometheus_with_a_wrong_password_is_refused(made_cert: str) -> None:
+    target = loopback_target()
+    with web_config(made_cert) as (path, cert), \
+            prometheus(target, job_extra=scrape_job(cert, "wrong")) as prom, \
+            exporter("--web-config", path, listen=target):
+        wait_for(lambda: value(prom, 'up{job="tamebpf"}') is not None, 30,
+                 "prometheus to try a scrape", step=0.3)
+        time.sleep(2)  # a few more scrapes, all of the exporter listening: none may succeed
+        assert value(prom, 'up{job="tamebpf"}') == 0.0, "a wrong password was let in"
+        assert value(prom, 'max_over_time(up{job="tamebpf"}[1m])') == 0.0
 
 
 @pytest.mark.parametrize(("text", "named"), [
@@ -136,8 +152,8 @@ def test_prometheus_with_a_wrong_password_is_refused() -> None:
     ("http_server_config:\n  http2: false\n", "http_server_config"),
     ("tls_server_config: [\n", "line"),
 ])
-def test_a_bad_web_config_is_one_line_exit_2(text: str, named: str) -> None:
-    with web_config() as (good, _):
+def test_a_bad_web_config_is_one_line_exit_2(text: str, named: str, made_cert: str) -> None:
+    with web_config(made_cert) as (good, _):
         bad = os.path.join(os.path.dirname(good), "bad.yml")
         with open(bad, "w") as f:
             f.write(text)
@@ -150,10 +166,10 @@ def test_a_bad_web_config_is_one_line_exit_2(text: str, named: str) -> None:
         f"{text!r}: expected one line naming {bad} and {named!r}, got {res.stderr!r}")
 
 
-def test_client_certificates_when_required() -> None:
+def test_client_certificates_when_required(made_cert: str) -> None:
     """client_auth_type RequireAndVerifyClientCert: a client without a
     certificate signed by client_ca_file fails the handshake."""
-    with web_config() as (path, cert):
+    with web_config(made_cert) as (path, cert):
         d = os.path.dirname(path)
         self_signed(d, "client", "scraper")
         with open(path) as f:
@@ -180,8 +196,8 @@ def test_client_certificates_when_required() -> None:
             assert r.status == 200, f"with the client certificate: {r.status}"
 
 
-def test_a_renewed_certificate_is_served_without_a_restart() -> None:
-    with web_config() as (path, cert), exporter("--web-config", path) as (_, url):
+def test_a_renewed_certificate_is_served_without_a_restart(made_cert: str) -> None:
+    with web_config(made_cert) as (path, cert), exporter("--web-config", path) as (_, url):
         netloc = urllib.parse.urlparse(url).netloc
         assert get(netloc, cert, (USER, PASSWORD)).status == 200
         d = os.path.dirname(path)
