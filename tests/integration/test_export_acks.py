@@ -162,7 +162,8 @@ def test_a_window_on_a_transfers_acks_reads_the_link_and_is_not_trusted(tb: Test
     client = tb.popen("sender", iperf.client_argv(dst, 5201, 2, 40, "cubic", json_out=False),
                       stdout=subprocess.DEVNULL)
     with tbfix.killed_on_exit(server, client):
-        time.sleep(2)  # the connections are established before export starts
+        # The connections are established before export starts.
+        iperf.wait_flows(tb, "sender", 5201, 2, client)
         with exporter(ns) as (proc, err, _):
             programs = Programs(proc.pid)
             held = watch(programs, lambda: proc.poll() is not None or any(
@@ -203,16 +204,34 @@ def test_a_paced_group_gets_no_window(tb: Testbed, pins: str, cg: str) -> None:
                      "iperf3 streams")
             with exporter(ns) as (proc, err, jsonl):
                 programs = Programs(proc.pid)
-                # Long enough for a steady count (3 readings) and a window after it.
-                held = watch(programs, lambda: proc.poll() is not None, timeout=10)
+
+                def groups() -> list[dict[str, Any]]:
+                    lines = Path(jsonl).read_text().splitlines(True)
+                    records = [json.loads(x) for x in lines if x.endswith("\n")]  # whole ones
+                    return [r for r in records
+                            if r["type"] == "group" and r["remote_addr"] == dst]
+
+                # Until export has read a steady count (3 readings: what a
+                # window waits for) and then two more: a window opens at the
+                # reading that has the count (AckSampler.wanted), so one not
+                # open by then does not open later.
+                steady: list[float] = []
+
+                def past_a_window() -> bool:
+                    if proc.poll() is not None:
+                        return True
+                    if not steady and any(g["observed"] and g["paced_mbps"] for g in groups()):
+                        steady.append(time.monotonic())
+                    return bool(steady) and time.monotonic() - steady[0] >= 2.5
+
+                held = watch(programs, past_a_window, timeout=20)
                 said = events(err)
-                groups = [r for r in map(json.loads, Path(jsonl).read_text().splitlines())
-                          if r["type"] == "group" and r["remote_addr"] == dst]
+                found = groups()
             assert client.poll() is None, "iperf3 ended before export had watched it"
         finally:
             stop(client)
     # The group is one learn would use, but for its pace cap.
-    assert any(g["observed"] and g["paced_mbps"] for g in groups), groups[-1:]
+    assert any(g["observed"] and g["paced_mbps"] for g in found), found[-1:]
     assert not any(WINDOW_PROGRAMS & h for h in held), "a window opened on paced streams"
     assert not [e for e in said if e.get("event") == "ack_window"], said
     assert learned(key) is None
