@@ -12,8 +12,10 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -192,19 +194,40 @@ def run_json(cg: str, iterations: int, interval: float = 0.5,
 def test_json_gives_a_passive_fit_from_two_real_stream_counts() -> None:
     with cgroup() as cg:
         port = free_port()
-        proc = run_json(cg, iterations=22)
+        # Runs until stopped below: each stream count lasts until the watch
+        # has observed it (3 steady refreshes), not a fixed time.
+        proc = run_json(cg, iterations=1000)
+        lines: list[str] = []
+
+        def read() -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                lines.append(line)
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+
+        def iperf_records() -> list[dict[str, Any]]:
+            records = [json.loads(x) for x in list(lines) if x.endswith("\n")]
+            return [r for r in records
+                    if r["comm"] == "iperf3" and r["remote_addr"] == "127.0.0.1"]
+
+        def observed(streams: int) -> bool:
+            assert proc.poll() is None, f"watch --json exited {proc.returncode}"
+            return any(streams in [o["streams"] for o in r["observed"]] for r in iperf_records())
+
         try:
-            for streams, seconds in ((1, 4), (4, 5)):
-                with iperf(cg, streams=streams, seconds=seconds, rate="30M", port=port):
-                    wait_for(lambda: _port_busy(port), 5, f"the {streams}-stream iperf3")
-                    wait_for(lambda: not _port_busy(port), seconds + 4,
-                             f"the {streams}-stream iperf3 to finish")
-            out, err = proc.communicate(timeout=20)
+            for streams in (1, 4):
+                with iperf(cg, streams=streams, seconds=60, rate="30M", port=port):
+                    wait_for(lambda n=streams: observed(n), 20,
+                             f"watch to observe the {streams}-stream iperf3")
+            proc.send_signal(signal.SIGTERM)  # a clean stop (exit 0)
+            _, err = proc.communicate(timeout=20)
+            reader.join(timeout=10)
         finally:
             stop(proc)  # type: ignore[arg-type]
         assert proc.returncode == 0, f"watch --json exited {proc.returncode}: {err}"
-        records = [json.loads(x) for x in out.splitlines()]
-        mine = [r for r in records if r["comm"] == "iperf3" and r["remote_addr"] == "127.0.0.1"]
+        mine = iperf_records()
         seen = [(r["streams"], round(r["goodput_mbps"] or 0), [o["streams"] for o in r["observed"]])
                 for r in mine]
         counts = {r["streams"] for r in mine}
