@@ -37,6 +37,13 @@ def tb() -> Iterator[Testbed]:
         yield t
 
 
+@pytest.fixture(scope="module")
+def short_path() -> Iterator[Testbed]:
+    """The same link at 5 ms, one for the module's error tests."""
+    with tbfix.running_testbed(rate_mbit=RATE, rtt_ms=5.0, queue_pkts=QUEUE, cc="cubic") as t:
+        yield t
+
+
 def advise(tb: Testbed, *extra: str, port: int = 5201) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "tamebpf", "advise", f"{tb.addresses['receiver']}:{port}",
@@ -351,6 +358,10 @@ def test_bbr_senders_are_advised_from_the_capacity_share(tb: Testbed) -> None:
             f"1 BBR stream: predicted to take {predicted:.0%} of the link from the "
             f"CUBIC flows, measured {lost:.0%} ({alone:.2f} -> {beside:.2f} Mbit/s)")
 
+        # The last advise only has to name the namespace's default: on the
+        # path without the cross flows its BBR probes need no third one.
+        cross.kill()
+        cross.wait()
         key = "net.ipv4.tcp_congestion_control"
         default = tb.exec("sender", ["sysctl", "-n", key]).strip()
         tb.exec("sender", ["sysctl", "-qw", f"{key}=bbr"])
@@ -370,43 +381,43 @@ def test_bbr_senders_are_advised_from_the_capacity_share(tb: Testbed) -> None:
     assert not probe_cgroups(), f"probe cgroups left: {probe_cgroups()}"
 
 
-def test_no_server_is_one_clear_line_and_nothing_left() -> None:
-    with tbfix.running_testbed(rate_mbit=RATE, rtt_ms=5.0, queue_pkts=QUEUE, cc="cubic") as tb:
-        res = advise(tb, port=5999)
+def test_no_server_is_one_clear_line_and_nothing_left(short_path: Testbed) -> None:
+    tb = short_path
+    res = advise(tb, port=5999)
     # No server and no memory: no advice is possible (exit 3), and the line
     # names both ways to get some.
     one_clear_line(res, "iperf3 -s -p 5999", "tamebpf run", code=3)
     assert not probe_cgroups(), f"probe cgroups left: {probe_cgroups()}"
 
 
-def test_busy_server_and_server_gone_mid_probe_are_clear_errors() -> None:
-    with tbfix.running_testbed(rate_mbit=RATE, rtt_ms=5.0, queue_pkts=QUEUE, cc="cubic") as tb:
-        server = iperf.start_server(tb, 5201)
-        with tbfix.killed_on_exit(server):
-            # Another client holds the server: iperf3 runs one test at a time.
-            other = tb.popen("cross", iperf.client_argv(tb.addresses["receiver"], 5201, 1, 8,
-                                                        "cubic"),
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            with tbfix.killed_on_exit(other):
-                iperf.wait_flows(tb, "cross", 5201, 1, other)
-                one_clear_line(advise(tb), "busy", "5201")
-            iperf.wait_for(lambda: iperf.server_idle(tb, 5201), 15.0, "server idle")
-            # The server dies once the first probe's stream is up (not a fixed
-            # time after start: under load advise may not have connected yet,
-            # and a server that never answered is "no server", exit 3).
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "tamebpf", "advise", f"{tb.addresses['receiver']}",
-                 "--max-impact", "10%", "--netns", tb.namespaces["sender"], "--duration", "4",
-                 "--congestion", "cubic"],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            iperf.wait_for(lambda: proc.poll() is not None
-                           or iperf.established(tb, "sender", 5201) > 1, 30.0,
-                           "the first probe's stream")
-            time.sleep(0.5)
-            server.kill()
-            out, err = proc.communicate(timeout=30)
-            one_clear_line(subprocess.CompletedProcess(proc.args, proc.returncode, out, err),
-                           "iperf3", "5201")
+def test_busy_server_and_server_gone_mid_probe_are_clear_errors(short_path: Testbed) -> None:
+    tb = short_path
+    server = iperf.start_server(tb, 5201)
+    with tbfix.killed_on_exit(server):
+        # Another client holds the server: iperf3 runs one test at a time.
+        other = tb.popen("cross", iperf.client_argv(tb.addresses["receiver"], 5201, 1, 8,
+                                                    "cubic"),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with tbfix.killed_on_exit(other):
+            iperf.wait_flows(tb, "cross", 5201, 1, other)
+            one_clear_line(advise(tb), "busy", "5201")
+        iperf.wait_for(lambda: iperf.server_idle(tb, 5201), 15.0, "server idle")
+        # The server dies once the first probe's stream is up (not a fixed
+        # time after start: under load advise may not have connected yet,
+        # and a server that never answered is "no server", exit 3).
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tamebpf", "advise", f"{tb.addresses['receiver']}",
+             "--max-impact", "10%", "--netns", tb.namespaces["sender"], "--duration", "4",
+             "--congestion", "cubic"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        iperf.wait_for(lambda: proc.poll() is not None
+                       or iperf.established(tb, "sender", 5201) > 1, 30.0,
+                       "the first probe's stream")
+        time.sleep(0.5)
+        server.kill()
+        out, err = proc.communicate(timeout=30)
+        one_clear_line(subprocess.CompletedProcess(proc.args, proc.returncode, out, err),
+                       "iperf3", "5201")
     assert not probe_cgroups(), f"probe cgroups left: {probe_cgroups()}"
 
 
