@@ -75,7 +75,7 @@ DRAW_SETS = {s.name: s for s in (
     DrawSet("3-8", "range-design-8", _DRAWS_3_7 + (("fresh8", "default"),)),
 )}
 # The set estimate/spread.py's SPREAD was fitted on: its unit test refits it.
-PRODUCT_DRAWS = "3-7"
+PRODUCT_DRAWS = "3-8"
 
 
 @dataclass
