@@ -168,8 +168,11 @@ def test_kill_9_at_any_point_leaves_old_or_new(pins: str, tmp_path: object) -> N
             proc = waiting()
             deadline = time.monotonic() + 120
             before = listed()
-            for i in range(30):
-                if time.monotonic() > deadline:
+            # At least 30 commands, and more (up to 60) until 10 were killed
+            # midway: a command that ends before its kill point is checked
+            # too, but only a kill shows a half-done one.
+            for i in range(60):
+                if time.monotonic() > deadline or (i >= 30 and killed >= 10):
                     break
                 argv = ["cap", *command(i)]
                 go(proc, argv)

@@ -202,7 +202,8 @@ def test_exports_learning_logs_one_line_and_goes_on_when_the_lock_is_stuck(
     store = PathStore(str(d))
     reading = SimpleNamespace(groups=[], time_s=time.time())
     collector = SimpleNamespace(read=lambda max_age_s: reading)
-    learner = SimpleNamespace(store=store, observe=lambda *_: store.put(an_entry()))
+    learner = SimpleNamespace(store=store, newest=lambda _groups: {},
+                              observe=lambda *_: store.put(an_entry()))
     caplog.set_level(logging.WARNING)
     with lock_held(d) as pid, learning(collector, learner, 0.2):  # type: ignore[arg-type]
         deadline = time.monotonic() + LOCK_WAIT_S + LATE
