@@ -140,18 +140,14 @@ def test_advice_predicts_throughput_and_impact_on_a_testbed(tb: Testbed) -> None
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         with tbfix.killed_on_exit(cross):
             wait_past_slow_start(tb, "cross", 5202, 1, cross)
-            before = iperf.acked_bytes(tb, "cross", 5202)
-            time.sleep(4)
-            alone = iperf.mbit_between(before, iperf.acked_bytes(tb, "cross", 5202))
+            alone = iperf.cross_rate(tb, 4)
             ours4 = tb.popen("sender", iperf.client_argv(rcv, 5201, 4, 30, "cubic",
                                                          json_out=False),
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             with tbfix.killed_on_exit(ours4):
                 iperf.wait_flows(tb, "sender", 5201, 4, ours4)
                 time.sleep(1)
-                before = iperf.acked_bytes(tb, "cross", 5202)
-                time.sleep(4)
-                shared = iperf.mbit_between(before, iperf.acked_bytes(tb, "cross", 5202))
+                shared = iperf.cross_rate(tb, 4)
         measured_impact = 1 - shared / alone
         predicted = curve[4]
         err = (predicted["throughput_mbps"] - ours) / ours
@@ -322,9 +318,7 @@ def test_bbr_senders_are_advised_from_the_capacity_share(tb: Testbed) -> None:
         # Measured: the CUBIC flows' goodput alone, before anything of
         # ours ran. They fill the link: 4-s windows of it stayed within
         # 1% of each other, so 3 s read it.
-        before = iperf.acked_bytes(tb, "cross", 5202)
-        time.sleep(3)
-        alone = iperf.mbit_between(before, iperf.acked_bytes(tb, "cross", 5202))
+        alone = iperf.cross_rate(tb, 3)
 
         res = subprocess.run(
             [sys.executable, "-m", "tamebpf", "advise", f"{tb.addresses['receiver']}:5201",
@@ -350,9 +344,7 @@ def test_bbr_senders_are_advised_from_the_capacity_share(tb: Testbed) -> None:
         with tbfix.killed_on_exit(bbr):
             iperf.wait_flows(tb, "sender", 5201, 1, bbr)
             time.sleep(2)
-            before = iperf.acked_bytes(tb, "cross", 5202)
-            time.sleep(6)
-            beside = iperf.mbit_between(before, iperf.acked_bytes(tb, "cross", 5202))
+            beside = iperf.cross_rate(tb, 6)
         lost = 1 - beside / alone
         assert abs(predicted - lost) <= 0.25, (
             f"1 BBR stream: predicted to take {predicted:.0%} of the link from the "

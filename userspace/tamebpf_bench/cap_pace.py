@@ -31,8 +31,9 @@ from tamebpf.words import count
 from tamebpf_bench.bench_cap import bench_cgroup
 from tamebpf_eval.docsection import markers, write_section
 from tamebpf_eval.records import write_json
-from tamebpf_eval.truth import cross_rate, run_streams, settle, start_cross
+from tamebpf_eval.truth import run_streams, settle, start_cross
 from tamebpf_testbed import Testbed, iperf, teardown
+from tamebpf_testbed.iperf import cross_rate
 
 SECTION = "cap_pace_eval"
 REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")

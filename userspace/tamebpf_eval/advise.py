@@ -38,8 +38,9 @@ from tamebpf_eval.docsection import write_section
 from tamebpf_eval.records import gz_name, read_json, write_json
 from tamebpf_eval.report import SECTION, plan_parts, tables
 from tamebpf_eval.score import advised_n, probe_to_dict
-from tamebpf_eval.truth import cross_rate, measure, settle, start_cross
+from tamebpf_eval.truth import measure, settle, start_cross
 from tamebpf_testbed import Testbed, iperf, teardown
+from tamebpf_testbed.iperf import cross_rate
 
 RESULTS = "docs/results/history/eval.json.gz"
 CROSS_WARMUP_S = 5.0

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from tamebpf_testbed import Testbed, iperf, topology
+from tamebpf_testbed.iperf import cross_rates
 
 SETTLE_FRACTION = 0.85  # of the cross traffic's rate alone
 SETTLE_TIMEOUT_S = 8.0
@@ -65,22 +66,6 @@ def start_cross(tb: Testbed, m: int, cc: str, warmup_s: float) -> subprocess.Pop
     iperf.wait_flows(tb, "cross", iperf.PORT_CROSS, m, proc)
     time.sleep(warmup_s)
     return proc
-
-
-def cross_rate(tb: Testbed, seconds: float) -> float:
-    return cross_rates(tb, (seconds,))[0]
-
-
-def cross_rates(tb: Testbed, windows_s: Sequence[float]) -> list[float]:
-    """The cross traffic's goodput over each window, all opening now (the
-    shorter ones are the first seconds of the longer ones)."""
-    a = iperf.acked_bytes(tb, "cross", iperf.PORT_CROSS)
-    t0 = time.monotonic()
-    out = {}
-    for w in sorted(set(windows_s)):
-        time.sleep(max(0.0, t0 + w - time.monotonic()))
-        out[w] = iperf.mbit_between(a, iperf.acked_bytes(tb, "cross", iperf.PORT_CROSS))
-    return [out[w] for w in windows_s]
 
 
 def settle(tb: Testbed, m: int, alone_mbit: float | None) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from tamebpf.errors import TamebpfError
 from tamebpf.units import mbps_over
@@ -97,6 +97,24 @@ def acked_bytes(tb: Testbed, role: str, port: int) -> tuple[int, float]:
 def mbit_between(a: tuple[int, float], b: tuple[int, float]) -> float:
     """Goodput between two acked_bytes readings, in Mbit/s."""
     return mbps_over(b[0] - a[0], b[1] - a[1])
+
+
+def cross_rate(tb: Testbed, seconds: float) -> float:
+    """The cross flows' goodput over the next `seconds` (their sockets' acked
+    bytes: the window is exactly those seconds)."""
+    return cross_rates(tb, (seconds,))[0]
+
+
+def cross_rates(tb: Testbed, windows_s: Sequence[float]) -> list[float]:
+    """The cross traffic's goodput over each window, all opening now (the
+    shorter ones are the first seconds of the longer ones)."""
+    a = acked_bytes(tb, "cross", PORT_CROSS)
+    t0 = time.monotonic()
+    out = {}
+    for w in sorted(set(windows_s)):
+        time.sleep(max(0.0, t0 + w - time.monotonic()))
+        out[w] = mbit_between(a, acked_bytes(tb, "cross", PORT_CROSS))
+    return [out[w] for w in windows_s]
 
 
 def wait_for(cond: Callable[[], bool], timeout: float, what: str, step: float = 0.05) -> None:
