@@ -14,8 +14,10 @@ agent (cap/follow.Follower: `export`'s, and `tamebpf run`'s) opens an ACK
 window on a new scout alone (kernel/acktrain.AckWindow) as it unpaces it,
 and reads the first WINDOW_S of its ACKs (why the first: WINDOW_S) with
 the probes' estimator and trust rule (estimate/acktrain.py), pairs at or
-above the scout's own goodput over the window; an estimate near that
-goodput may be the scout's share of a shared path and is not trusted
+above the scout's own goodput over the window, its highest trusted band
+(beside other traffic the densest may be a fraction of the link's rate:
+estimate/acktrain.CLIMB); an estimate near that goodput may be the scout's
+share of a shared path and is not trusted
 (estimate/acktrain.capacity_above_own). A trusted
 capacity is stored as a passive entry (method METHOD): the capacity fit on
 the one stream the scout stands for over the window (cap/scout.py), which

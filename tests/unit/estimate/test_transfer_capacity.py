@@ -1,0 +1,78 @@
+"""A transfer's capacity from its ACK spacing (estimate/acktrain.py's
+capacity_above_own): its pairs peak at the link's rate and at the lower
+rates that other traffic's packets between its segments give (CLIMB); the
+estimate is the highest trusted band, and a band near the transfer's own
+goodput is its share, not the link's."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tamebpf.estimate.acktrain import SHARE_MARGIN, capacity_above_own, estimate_capacity
+
+
+def shared_pairs(capacity: float, counts: dict[int, int], seed: int,
+                 compressed: int = 0) -> list[float]:
+    """Pair rates of a transfer on a link of `capacity` Mbit/s: counts[j]
+    pairs had j packets of other traffic between their two segments (each
+    ACK covers two segments: C / (1 + j/2)), +-3% timer jitter; `compressed`
+    pairs bunched on the way back, spread over 1.3-10 x the link's rate."""
+    rng = random.Random(seed)
+    out = [capacity / (1 + j / 2) * rng.uniform(0.97, 1.03)
+           for j, n in counts.items() for _ in range(n)]
+    out += [capacity * 1.3 * (10 / 1.3) ** rng.random() for _ in range(compressed)]
+    rng.shuffle(out)
+    return out
+
+
+def test_a_larger_peak_below_the_link_is_climbed_past() -> None:
+    """The scout's window beside 2 CUBIC flows: more pairs at C/3 (four of
+    their packets between two of ours) than at C; the densest band alone
+    reads C/3, the transfer's estimate the link."""
+    rates = shared_pairs(19.13, {0: 110, 2: 60, 4: 180}, seed=3, compressed=15)
+    densest = estimate_capacity(rates, 4.0)
+    assert densest.goodput_mbps == pytest.approx(19.13 / 3, rel=0.03)  # what the climb mends
+    e = capacity_above_own(rates, 4.0)
+    assert e.trusted, e.reason
+    assert e.goodput_mbps == pytest.approx(19.13, rel=0.03)
+
+
+def test_no_trusted_band_above_leaves_the_densest() -> None:
+    """Too few pairs at the link's rate to trust: the estimate stays the
+    densest band, and it is not trusted near the transfer's own goodput."""
+    rates = shared_pairs(19.13, {0: 12, 4: 180}, seed=4)
+    e = capacity_above_own(rates, 5.9)
+    assert e.goodput_mbps == pytest.approx(19.13 / 3, rel=0.03)
+    assert e.goodput_mbps < SHARE_MARGIN * 5.9
+    assert not e.trusted and e.reason and "share" in e.reason
+
+
+def test_pairs_bunched_on_the_way_back_do_not_raise_it() -> None:
+    """ACK compression spreads its pairs over a wide range above the link:
+    no band of them is trusted, so the estimate stays at the link."""
+    rates = shared_pairs(50.0, {0: 300, 1: 100, 2: 100}, seed=5, compressed=300)
+    e = capacity_above_own(rates, 10.0)
+    assert e.trusted, e.reason
+    assert e.goodput_mbps == pytest.approx(50.0, rel=0.03)
+
+
+@settings(max_examples=60, deadline=None)
+@given(capacity=st.floats(10.0, 400.0), j=st.integers(1, 12),
+       at_link=st.integers(40, 300), below=st.integers(0, 900),
+       compressed=st.integers(0, 60), seed=st.integers(0, 10_000))
+def test_the_transfers_estimate_is_the_link_or_untrusted(
+        capacity: float, j: int, at_link: int, below: int, compressed: int,
+        seed: int) -> None:
+    """Whatever peak below the link holds more pairs, a trusted estimate is
+    the link's rate, within 3%; and with at least a quarter of the pairs
+    above the sub-peak at the link's rate it is trusted."""
+    rates = shared_pairs(capacity, {0: at_link, j: below}, seed, compressed)
+    e = capacity_above_own(rates, capacity / (1 + j / 2) * 0.9)
+    if e.trusted:
+        assert e.goodput_mbps == pytest.approx(capacity, rel=0.03)
+    if at_link >= 0.25 * (at_link + compressed) + 1:
+        assert e.trusted, (e, at_link, below, compressed)
