@@ -163,6 +163,31 @@ def test_a_pace_cap_that_did_not_bind_lets_the_group_teach() -> None:
     assert held is not None and held.entry is None, "a cap at the goodput taught the path"
 
 
+def test_a_target_at_or_above_the_capacity_holds_nothing() -> None:
+    """`tamebpf run`'s 100 Mbit/s start on a path that carries 96: 8 streams
+    got 83, over UNBOUND_SHARE of the target, yet the cap could not hold
+    them; with the capacity its ACKs gave, the group teaches. Under a
+    target below the capacity the same goodput is the cap's."""
+    from tamebpf.paths.passive import UNBOUND_SHARE, MeasuredCapacity, held_by_its_cap
+
+    g = replace(group(8), paced_bps=share(8) * 1e6 / UNBOUND_SHARE * 0.99)
+    assert g.observed[0].goodput_mbps * 1e6 >= UNBOUND_SHARE * (g.paced_bps or 0)
+    over = MeasuredCapacity(g.paced_bps / 1e6 * 0.96, None, None)
+    got = learn(g, "tb-snd", 2000.0, SETTINGS, None, over)
+    assert got is not None and got.entry is not None, "a target above the capacity held it"
+    assert got.entry.capacity_mbps == over.mbps
+    under = MeasuredCapacity(g.paced_bps / 1e6 * 1.2, None, None)
+    held = learn(g, "tb-snd", 2000.0, SETTINGS, None, under)
+    assert held is not None and held.entry is None, "a binding target taught the path"
+    nothing = learn(g, "tb-snd", 2000.0, SETTINGS, None)
+    assert nothing is not None and nothing.entry is None  # no capacity: it may have held
+    # The entry's capacity counts as the measured one does.
+    at_c = replace(group(8, scale=C * UNBOUND_SHARE / share(8)), paced_bps=C * 1e6)
+    assert held_by_its_cap(at_c, None, None)
+    assert not held_by_its_cap(at_c, probed(), None)
+    assert held_by_its_cap(at_c, probed(C * 1.1), None)
+
+
 def test_transfers_are_runs_of_entries_close_together() -> None:
     from tamebpf.paths.passive import TRANSFER_GAP_S, transfers
 

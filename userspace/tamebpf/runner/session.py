@@ -56,7 +56,13 @@ from tamebpf.kernel.flows import FlowReader
 from tamebpf.logs import log
 from tamebpf.model import ModelInputError, Settings
 from tamebpf.paths.entry import PathEntry, PathKey
-from tamebpf.paths.passive import UNBOUND_SHARE, MeasuredCapacity, PathLearner, group_key
+from tamebpf.paths.passive import (
+    UNBOUND_SHARE,
+    MeasuredCapacity,
+    PathLearner,
+    group_key,
+    held_by_its_cap,
+)
 from tamebpf.paths.recall import recall, usable
 from tamebpf.paths.store import PathStore, state_dir
 from tamebpf.paths.where import netns_id
@@ -457,7 +463,8 @@ class Session:
         obs = [g for g in self.groups if g.observed]
         if not obs:
             return "no stream count held for 3 readings"
-        if any(g.paced_bps is not None for g in obs):
+        if any(held_by_its_cap(g, self._entry_for(g.remote_addr, self.path.congestion),
+                               self.measured.get(g.remote_addr)) for g in obs):
             if not self.book.specs():
                 return ("the pace cap held the transfer at its target, and path memory has "
                         f"no capacity for {self.path.dest} to follow from")
