@@ -9,7 +9,7 @@ import pytest
 
 from tamebpf.commands.advise import parse_capacity, parse_dest, parse_durations, parse_probes
 from tamebpf.errors import UsageError
-from tamebpf.estimate.advice import build
+from tamebpf.estimate.advice import build, impact_confidence, path_spread
 from tamebpf.estimate.capacity import tcp_goodput_mbps
 from tamebpf.estimate.record import AdviceWarning, ProbeResult, Target
 from tamebpf.estimate.steady import FlowSteady, Steady
@@ -286,16 +286,25 @@ def test_parse_capacity_rejects(bad: str) -> None:
 
 
 def test_advice_carries_its_impact_range() -> None:
-    quiet = build(TARGET, [probe(1, 50.0, noise=0.0), probe(10, 200.0, noise=0.0)],
-                  Settings(max_impact=0.26))
-    noisy = build(TARGET, [probe(1, 50.0, noise=0.3), probe(10, 200.0, noise=0.3)],
-                  Settings(max_impact=0.26))
-    q, n = to_json(quiet)["confidence"], to_json(noisy)["confidence"]
-    assert q["advised"]["low"] == q["advised"]["high"] == pytest.approx(0.25), q
-    assert n["advised"]["low"] < 0.25 < n["advised"]["high"], n
+    settings = Settings(max_impact=0.26)
+    quiet = build(TARGET, [probe(1, 50.0, noise=0.0), probe(10, 200.0, noise=0.0)], settings)
+    noisy = build(TARGET, [probe(1, 50.0, noise=0.3), probe(10, 200.0, noise=0.3)], settings)
+    # The probes' own noise alone (spread 0): quiet probes leave a point.
+    q = {r.streams: r for r in impact_confidence(quiet, settings, spread=0.0)}
+    n = {r.streams: r for r in impact_confidence(noisy, settings, spread=0.0)}
+    assert q[3].low == q[3].high == pytest.approx(0.25), q[3]
+    assert n[3].low < 0.25 < n[3].high, n[3]
     # 3 streams sit at 25% against a 26% limit: noisy probes cannot tell them apart
-    assert 3 in n["straddling_limit"] and 3 not in q["straddling_limit"], (q, n)
-    assert "90% range" in render(noisy) and "holds the 26% limit: " in render(noisy)
+    assert n[3].straddles(0.26) and not q[3].straddles(0.26), (q[3], n[3])
+    # As advised, both are widened by the path's round-to-round spread: quiet
+    # probes too, since a quiet probe is one round of a path that varies.
+    for r in (quiet, noisy):
+        c = to_json(r)["confidence"]
+        assert c["advised"]["low"] < 0.25 < c["advised"]["high"], c
+        assert c["spread"] == path_spread(r.probes) > 0.0, c
+        assert 3 in c["straddling_limit"], c
+    assert "range " in render(quiet) and "this path's variation" in render(quiet)
+    assert "holds the 26% limit: " in render(noisy)
 
 
 def with_acks(p: ProbeResult, rates: list[float]) -> ProbeResult:

@@ -14,7 +14,7 @@ Estimators (docs/model.md section 3):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from tamebpf.estimate.acktrain import estimate_capacity
@@ -29,9 +29,11 @@ from tamebpf.estimate.record import (
     ProbeResult,
     Target,
 )
-from tamebpf.estimate.spread import count_range, path_class, spread_for
+from tamebpf.estimate.spread import count_range, path_class, rerun_moved, spread_for
 from tamebpf.estimate.steady import window_samples
 from tamebpf.model import (
+    Advice,
+    CurvePoint,
     Fit,
     LossSample,
     ModelInputError,
@@ -45,7 +47,12 @@ from tamebpf.model import (
     fit_throughput,
     predict,
 )
-from tamebpf.model.confidence import ImpactRange, impact_ranges, relative_standard_error
+from tamebpf.model.confidence import (
+    ImpactRange,
+    impact_ranges,
+    relative_standard_error,
+    widened,
+)
 from tamebpf.model.share import as_curve, share_advice
 
 NOISY_CV = 0.30  # per-interval goodput varying more than this: probe too noisy
@@ -69,10 +76,6 @@ def build(target: Target, probes: Sequence[ProbeResult], settings: Settings,
     if len(measured) > 1:
         free = predict(fit_throughput(measured, model), settings)
     prediction = free
-
-    def refit(ps: Sequence[Probe]) -> Fit:
-        return fit_throughput(ps, model)
-
     warnings: list[AdviceWarning] = []
     capacity: Capacity | None = None
     goodput: float | None = None
@@ -94,9 +97,6 @@ def build(target: Target, probes: Sequence[ProbeResult], settings: Settings,
         try:
             prediction = predict(fit_capacity(measured, anchor), settings)
             capacity = Capacity(capacity_mbps, anchor, competing_flows(prediction.fit), source)
-
-            def refit(ps: Sequence[Probe]) -> Fit:
-                return fit_capacity(ps, anchor)
         except ModelInputError as err:
             if free is None:
                 raise
@@ -135,15 +135,12 @@ def build(target: Target, probes: Sequence[ProbeResult], settings: Settings,
                 "loss_rtt_streams": b.num_flows, "loss_rtt_impact": other,
                 # Point at the other warnings only when there are some.
                 "others": bool(warnings)}))
-    confidence = impact_ranges(
-        refit, measured, [relative_standard_error(p.steady.noise, window_samples(p.steady))
-                          for p in probes],
-        [c.streams for c in prediction.curve], baseline=settings.baseline)
     result = AdviseResult(target, tuple(probes), prediction, loss_pred, loss_error,
-                          tuple(warnings), free, capacity, estimate, tuple(confidence), None)
+                          tuple(warnings), free, capacity, estimate, (), None)
     if probes_run_bbr(probes):
         result = _by_share(result, settings, goodput)
-    return replace(result, streams_range=streams_range(result, settings, model))
+    return replace(result, confidence=impact_confidence(result, settings, model),
+                   streams_range=streams_range(result, settings, model))
 
 
 def streams_range(result: AdviseResult, settings: Settings, model: ModelName = "square",
@@ -153,22 +150,71 @@ def streams_range(result: AdviseResult, settings: Settings, model: ModelName = "
     (estimate/spread.py; `spread` overrides it). None without advice."""
     if result.refused is not None:
         return None
-    measured = [Probe(p.streams, p.steady.goodput_mbps) for p in result.probes]
+    rerun = _rerun(result, settings, model)
+    return count_range(lambda ps: rerun(ps)[0].num_flows, _measured(result),
+                       result.prediction.advice.num_flows,
+                       path_spread(result.probes) if spread is None else spread)
+
+
+def impact_confidence(result: AdviseResult, settings: Settings, model: ModelName = "square",
+                      spread: float | None = None) -> tuple[ImpactRange, ...]:
+    """The impact at each count of the curve with its range: the probes'
+    own noise (the delta method; for BBR's share, the range between the
+    probed counts), widened to hold the impact the advice's own fit gives
+    on the probes moved as streams_range moves them (`spread` overrides
+    the path's; 0: the probes' own noise alone). Empty without advice."""
+    if result.refused is not None:
+        return ()
+    measured = _measured(result)
+    if result.share is not None:
+        own = [ImpactRange(p.streams, p.impact, p.impact_low, p.impact_high)
+               for p in result.share.curve]
+    else:
+        own = impact_ranges(
+            _refit(result, model), measured,
+            [relative_standard_error(p.steady.noise, window_samples(p.steady))
+             for p in result.probes],
+            [c.streams for c in result.prediction.curve], baseline=settings.baseline)
+    rerun = _rerun(result, settings, model)
+    moved = rerun_moved(lambda ps: {c.streams: c.impact for c in rerun(ps)[1]}, measured,
+                        path_spread(result.probes) if spread is None else spread)
+    return tuple(widened(own, moved))
+
+
+def path_spread(probes: Sequence[ProbeResult]) -> float:
+    """The round-to-round spread of the probes' path class (estimate/spread.py)."""
+    return spread_for(path_class(
+        [p.path_srtt_us / 1000 or p.steady.srtt_ms or 0.0 for p in probes],
+        [p.stopped for p in probes]))
+
+
+def _measured(result: AdviseResult) -> list[Probe]:
+    return [Probe(p.streams, p.steady.goodput_mbps) for p in result.probes]
+
+
+def _refit(result: AdviseResult, model: ModelName) -> Callable[[Sequence[Probe]], Fit]:
+    """The loss-law fit the advice used, from probes."""
+    cap = result.capacity
+    if result.used == "capacity" and cap is not None:
+        return lambda ps: fit_capacity(ps, cap.goodput_mbps)
+    return lambda ps: fit_throughput(ps, model)
+
+
+def _rerun(result: AdviseResult, settings: Settings, model: ModelName
+           ) -> Callable[[Sequence[Probe]], tuple[Advice, Sequence[CurvePoint]]]:
+    """The advice's own fit and rules, from probes: the advice and its curve."""
     cap = result.capacity
     if result.used == "share" and cap is not None:
-        def count(ps: Sequence[Probe]) -> int:
-            return share_advice(ps, cap.goodput_mbps, settings).advice.num_flows
-    elif result.used == "capacity" and cap is not None:
-        def count(ps: Sequence[Probe]) -> int:
-            return predict(fit_capacity(ps, cap.goodput_mbps), settings).advice.num_flows
-    else:
-        def count(ps: Sequence[Probe]) -> int:
-            return predict(fit_throughput(ps, model), settings).advice.num_flows
-    if spread is None:
-        spread = spread_for(path_class(
-            [p.path_srtt_us / 1000 or p.steady.srtt_ms or 0.0 for p in result.probes],
-            [p.stopped for p in result.probes]))
-    return count_range(count, measured, result.prediction.advice.num_flows, spread)
+        def share(ps: Sequence[Probe]) -> tuple[Advice, Sequence[CurvePoint]]:
+            got = share_advice(ps, cap.goodput_mbps, settings)
+            return got.advice, as_curve(got)
+        return share
+    refit = _refit(result, model)
+
+    def fitted(ps: Sequence[Probe]) -> tuple[Advice, Sequence[CurvePoint]]:
+        pred = predict(refit(ps), settings)
+        return pred.advice, pred.curve
+    return fitted
 
 
 def probes_run_bbr(probes: Sequence[ProbeResult]) -> bool:
@@ -191,11 +237,8 @@ def _by_share(result: AdviseResult, settings: Settings, goodput: float | None) -
     except ModelInputError as err:
         return replace(result, refused=AdviceRefusal("bbr_share_failed", {"error": str(err)}))
     pred = replace(result.prediction, curve=as_curve(share), advice=share.advice)
-    ranges = tuple(ImpactRange(p.streams, p.impact, p.impact_low, p.impact_high)
-                   for p in share.curve)
     warnings = [w for w in result.warnings if w.code != DISAGREE]
-    return replace(result, prediction=pred, share=share, confidence=ranges,
-                   warnings=tuple(warnings))
+    return replace(result, prediction=pred, share=share, warnings=tuple(warnings))
 
 
 def _assumption_warnings(probes: Sequence[ProbeResult]) -> list[AdviceWarning]:

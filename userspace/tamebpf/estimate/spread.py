@@ -6,7 +6,11 @@ Mbit/s in four rounds of one path, docs/results/truth-rounds.md). The
 spread inside one probe (model/confidence.py) treats its samples as
 independent and misses that. So the range is the advice recomputed with the
 probes' goodputs moved by the round-to-round spread, every probe up or down
-by a factor 1 + s: the counts these measurements cannot tell apart.
+by a factor 1 + s: the counts these measurements cannot tell apart. The
+impact range at each count is widened by the same moves (the impacts the
+moved fits give, estimate/advice.py impact_confidence): the delta-method
+range of model/confidence.py alone held draw 8's measured impact in 10 of
+24 cases.
 
 s is fitted on the stored draws' probes against their truth rounds
 (tamebpf_eval/range_design.py, docs/results/range-design-8.md), by the
@@ -41,10 +45,13 @@ from __future__ import annotations
 import itertools
 import math
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from tamebpf.model import ModelInputError, Probe
+
+T = TypeVar("T")
 
 LONG_RTT_MS = 80.0  # the RTT classes of issue 44: < 80 ms and >= 80 ms
 # (long path, a probe unsettled) -> relative round-to-round spread s; fitted
@@ -135,21 +142,36 @@ def pooled_spread(by_count: Sequence[Sequence[float]], class_spread: float) -> P
     return Pooled(bounded(math.sqrt(var)), bounded(math.sqrt(var / k)))
 
 
+def moved_probes(probes: Sequence[Probe], spread: float) -> Iterator[list[Probe]]:
+    """The probes with each goodput times 1 + s or 1 / (1 + s), every
+    combination (2^k sets; none for s = 0): the rounds these measurements
+    cannot be told apart from, on which the ranges rerun the advice."""
+    if spread <= 0.0:
+        return
+    f = 1.0 + spread
+    for factors in itertools.product((f, 1.0 / f), repeat=len(probes)):
+        yield [Probe(p.streams, p.throughput * k) for p, k in zip(probes, factors, strict=True)]
+
+
+def rerun_moved(rerun: Callable[[Sequence[Probe]], T], probes: Sequence[Probe],
+                spread: float) -> list[T]:
+    """`rerun` (the advice's own fit and rules) on each of moved_probes; a
+    set with no fit adds nothing."""
+    out = []
+    for moved in moved_probes(probes, spread):
+        try:
+            out.append(rerun(moved))
+        except ModelInputError:
+            continue
+    return out
+
+
 def count_range(count: Callable[[Sequence[Probe]], int], probes: Sequence[Probe], n: int,
                 spread: float) -> tuple[int, int]:
     """[low, high] of the counts `count` (probes -> advised count, the
-    advice's own fit and rules) gives with each probe's goodput times 1 + s
-    or 1 / (1 + s), every combination; always holds n. A combination with
-    no fit adds nothing."""
-    counts = [n]
-    if spread > 0.0:
-        f = 1.0 + spread
-        for signs in itertools.product((f, 1.0 / f), repeat=len(probes)):
-            moved = [Probe(p.streams, p.throughput * k) for p, k in zip(probes, signs, strict=True)]
-            try:
-                counts.append(count(moved))
-            except ModelInputError:
-                continue
+    advice's own fit and rules) gives on the moved probes (rerun_moved);
+    always holds n."""
+    counts = [n, *rerun_moved(count, probes, spread)]
     return min(counts), max(counts)
 
 

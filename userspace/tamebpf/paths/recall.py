@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from tamebpf.estimate.advice import path_spread
 from tamebpf.estimate.record import TIME_LIMIT, AdviseResult
 from tamebpf.estimate.spread import count_range, path_class, spread_for
 from tamebpf.model import (
@@ -85,13 +86,7 @@ def entry_from_advice(result: AdviseResult, key: PathKey, when: float, kind: Pro
         rtt_ms=first.srtt_ms if first is not None else None,
         impact_low=rng.low if rng else None, impact_high=rng.high if rng else None,
         host=result.target.host, streams_low=streams[0] if streams else None,
-        streams_high=streams[1] if streams else None, spread=_spread(result))
-
-
-def _spread(result: AdviseResult) -> float:
-    return spread_for(path_class(
-        [p.path_srtt_us / 1000 or p.steady.srtt_ms or 0.0 for p in result.probes],
-        [p.stopped for p in result.probes]))
+        streams_high=streams[1] if streams else None, spread=path_spread(result.probes))
 
 
 def entry_spread(entry: PathEntry) -> float:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tamebpf.estimate.advice import path_spread
 from tamebpf.estimate.record import AdviceRefusal, AdviceWarning, AdviseResult, ProbeResult, Target
 from tamebpf.model.confidence import Z_90, ImpactRange
 from tamebpf.present.prediction import prediction_to_json, render_prediction_table
@@ -123,7 +124,11 @@ def _confidence_json(result: AdviseResult) -> dict[str, Any] | None:
         return None
     adv = _advised_range(result)
     return {
-        "level": 0.90, "z": Z_90, "source": "probe goodput noise (delta method)",
+        # level and z: the delta method's part; the round-to-round spread
+        # (estimate/spread.py) then widens it (estimate/advice.impact_confidence).
+        "level": 0.90, "z": Z_90, "spread": path_spread(result.probes),
+        "source": "probe goodput noise (delta method), widened by the path's round-to-round "
+                  "spread",
         "advised": None if adv is None else {"streams": adv.streams, "impact": adv.impact,
                                              "low": adv.low, "high": adv.high},
         "straddling_limit": _straddling(result),
@@ -237,10 +242,10 @@ def render(result: AdviseResult) -> str:
         limit = result.prediction.settings.max_impact
         lines.append(
             f"confidence: impact at {count(adv.streams, 'stream')} {adv.impact:.1%}, "
-            + ("range " if result.share is not None else "90% range ")
-            + f"{adv.low:.1%}-{adv.high:.1%} "
-            + ("between the probed counts; " if result.share is not None
-               else "from the probes' noise; ")
+            + f"range {adv.low:.1%}-{adv.high:.1%} "
+            + ("between the probed counts" if result.share is not None
+               else "from the probes' noise")
+            + " and this path's variation; "
             + (f"stream counts whose range holds the {limit:.0%} limit: "
                f"{', '.join(map(str, straddle))}" if straddle
                else f"no stream count's range holds the {limit:.0%} limit"))
