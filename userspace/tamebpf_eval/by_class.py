@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 from typing import Any
 
 from tamebpf.estimate.spread import LONG_RTT_MS
@@ -134,6 +135,17 @@ def class_rows(records: list[dict[str, Any]], plans: tuple[str, ...]) -> list[st
     return out
 
 
+def measured_impact(rec: dict[str, Any], n: int) -> float | None:
+    """The measured impact at n: of the median of the truth rounds (None:
+    the truth did not measure n)."""
+    return truth_table(rec).get(n, {}).get("impact")
+
+
+def impact_holds(impact_range: Sequence[float], measured: float) -> bool:
+    lo, hi = impact_range
+    return lo - 1e-9 <= measured <= hi + 1e-9
+
+
 def range_checks(records: list[dict[str, Any]], plan: str) -> dict[str, Any]:
     """The plan's count range against each truth round's best count, its
     width, and the impact range at the advised count against the measured
@@ -150,10 +162,9 @@ def range_checks(records: list[dict[str, Any]], plan: str) -> dict[str, Any]:
         for k in range(rounds_of(r)):
             best = best_count(some_rounds(r, (k,)), r["max_impact"])
             held.append(best is not None and low <= best <= high)
-        measured = truth_table(r).get(a["n"], {}).get("impact")
+        measured = measured_impact(r, a["n"])
         if a.get("impact_range") and measured is not None:
-            lo, hi = a["impact_range"]
-            impact_held.append(lo - 1e-9 <= measured <= hi + 1e-9)
+            impact_held.append(impact_holds(a["impact_range"], measured))
     return {"scorings": len(held), "held": sum(held), "ratio": statistics.median(ratios)
             if ratios else None, "impact_cases": len(impact_held),
             "impact_held": sum(impact_held)}

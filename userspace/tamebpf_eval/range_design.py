@@ -21,6 +21,9 @@ with a set before it (3-8 after 3-7) also scores both sets' fits on each
 part, and prints its fit as the Python literal of estimate/spread.py's
 SPREAD.
 
+On the product's set (PRODUCT_DRAWS) the page also scores the impact range
+at the advised count widened by that table (impact_range_design.py).
+
     make eval PRESET=range-design      # draws 3-7 -> docs/results/range-design.md
     make eval PRESET=range-design-8    # draws 3-8 -> docs/results/range-design-8.md
 """
@@ -42,8 +45,9 @@ from tamebpf.estimate.steady import window_samples
 from tamebpf.model import ModelInputError, Settings
 from tamebpf.model.confidence import relative_standard_error
 from tamebpf_eval.advise import load
-from tamebpf_eval.by_class import best_count, rounds_of, some_rounds
+from tamebpf_eval.by_class import best_count, measured_impact, rounds_of, some_rounds
 from tamebpf_eval.docsection import write_section
+from tamebpf_eval.impact_range_design import rows as impact_rows
 from tamebpf_eval.score import probe_from_dict
 
 SECTION = "range_design"
@@ -89,6 +93,9 @@ class Run:
     recorded_n: int
     recorded_range: tuple[int, int] | None  # as the draw's advisor gave it
     rounds: int  # the case's truth rounds, those without a best count too
+    # The measured impact at the rebuilt advised count, the median of the
+    # rounds (None: the truth did not measure that count).
+    impact: float | None = None
     ranges: dict[float, tuple[int, int]] = field(default_factory=dict)  # by s, computed once
 
     @property
@@ -144,8 +151,10 @@ def runs(results: str, draws: str) -> list[Run]:
         bests = [b for b in round_bests(truth, limit) if b is not None]
         got = run.get("streams_range")
         if built is not None and bests:
+            n = built[0].prediction.advice.num_flows
             out.append(Run(draw, rec["key"], built[0], limit, built[1], bests, run["n"],
-                           (got[0], got[1]) if got else None, rounds_of({"truth": truth})))
+                           (got[0], got[1]) if got else None, rounds_of({"truth": truth}),
+                           measured_impact({"truth": truth}, n)))
 
     names = [draw for draw, _ in DRAW_SETS[draws].draws]
     for draw, plan in DRAW_SETS[draws].draws:
@@ -235,8 +244,7 @@ def _class_name(key: Key) -> str:
                                                            else ", settled")
 
 
-def rows(results: str, draws: DrawSet) -> list[str]:
-    rs = runs(results, draws.name)
+def rows(rs: list[Run], draws: DrawSet) -> list[str]:
     moved = sum(r.result.prediction.advice.num_flows != r.recorded_n for r in rs)
     out = [f"{len(rs)} runs rebuilt from their stored probes; the rebuilt count differs from "
            f"the recorded one in {moved} (the advisor changed since those draws).",
@@ -333,11 +341,22 @@ def _fmt(table: dict[Key, float]) -> str:
 
 def report(results: str, draws: DrawSet) -> str:
     start, end = f"<!-- {SECTION}:start -->", f"<!-- {SECTION}:end -->"
+    rs = runs(results, draws.name)
+    by_class = [(_class_name(k), SPREAD[k], [r for r in rs if r.key == k]) for k in KEYS]
+    before = _before(draws)
+    old = set() if before is None else {d for d, _ in before.draws}
+    # The draws added since the set before, alone (in-sample all the same).
+    added = [(f"{d} alone", None, [r for r in rs if r.draw == d]) for d, _ in draws.draws
+             if d not in old]
     return "\n".join([
         start, f"## The count range on draws {draws.name}, one draw held out at a time "
         f"(make eval PRESET={draws.preset})", "",
         "Targets: the range holds the best nondisruptive count of a truth round in >= 85% of "
-        "(run, round) scorings, median high/low <= 2.", "", *rows(results, draws), end, ""])
+        "(run, round) scorings, median high/low <= 2.", "", *rows(rs, draws),
+        # The impact range's score is in-sample on the draws the product's
+        # table was fitted on, and made with that table: only for that set.
+        *(["", *impact_rows([*by_class, ("all", None, rs), *added], GRID)]
+          if draws.name == PRODUCT_DRAWS else []), end, ""])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,19 +2,30 @@
 range_design.py): the product's spread must hold the best count of a truth
 round in most scorings, as docs/results/range-design.md reports. A range as
 narrow as the probes' own samples make it (i.i.d.) fails this. The draws
-are those the product's table was fitted on (range_design.PRODUCT_DRAWS)."""
+are those the product's table was fitted on (range_design.PRODUCT_DRAWS).
+
+The impact range at the advised count, widened by the product's spread
+(impact_range_design.py), must hold the measured impact in most runs of
+each class whose spread is a grid value the fit reached; the probes' own
+noise alone (the delta method, the range made i.i.d.-narrow again) fails
+this. In-sample, as the count range's check is."""
 
 from __future__ import annotations
 
 import ast
 import os
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tamebpf.estimate.advice import build
+from tamebpf.estimate.record import AdviseResult
 from tamebpf.estimate.spread import SPREAD
-from tamebpf_eval import range_design
+from tamebpf.model import Settings
+from tamebpf_eval import impact_range_design, range_design
+from tests.unit.advise.test_advise_report import TARGET, probe
 
 RESULTS = str(Path(__file__).resolve().parents[3] / "docs" / "results")
 
@@ -96,3 +107,46 @@ def test_the_table_to_paste_is_the_fit() -> None:
     lines = range_design.spread_literal(table)
     assert lines[0].startswith("SPREAD: dict[tuple[bool, bool], float] = {")
     assert ast.literal_eval("{" + "".join(lines[1:])) == table
+
+
+def test_the_widened_range_holds_the_measured_impact(runs: list[range_design.Run]) -> None:
+    measured = [r for r in runs if r.impact is not None]
+    assert len(measured) >= 100, "the runs' measured impact at their advised count is read"
+    for key, s in SPREAD.items():
+        if s == range_design.GRID[-1]:
+            continue  # no s of the grid reached the count range's target here
+        got = impact_range_design.scored([r for r in runs if r.key == key], None)
+        held = sum(h for h, _ in got)
+        assert held >= 0.85 * len(got), (key, held, len(got))
+
+
+def test_the_delta_method_alone_does_not(runs: list[range_design.Run]) -> None:
+    got = impact_range_design.scored(runs, 0.0)
+    wide = impact_range_design.scored(runs, None)
+    assert sum(h for h, _ in got) < 0.6 * len(got), "the probes' noise alone is too narrow"
+    assert sum(h for h, _ in wide) > sum(h for h, _ in got)
+
+
+@dataclass
+class Stub:
+    result: AdviseResult
+    limit: float
+    impact: float | None
+
+
+def test_rows_score_each_class_and_name_an_s_where_it_holds_under_the_target() -> None:
+    settings = Settings(max_impact=0.26)
+    r = build(TARGET, [replace(probe(1, 50.0), stopped="settled"),
+                       replace(probe(10, 200.0), stopped="settled")], settings)
+    at = impact_range_design.advised_range(Stub(r, 0.26, None), None)
+    inside, outside = Stub(r, 0.26, at.impact), Stub(r, 0.26, min(1.0, at.high + 0.2))
+    lines = impact_range_design.rows(
+        [("holds", 0.2, [inside, inside]), ("misses", 0.2, [outside, inside]),
+         ("all", None, [inside, outside, Stub(r, 0.26, None)])], range_design.GRID)
+    text = "\n".join(lines)
+    assert "| holds | 0.200 | 2 |" in text and "2/2 (100%)" in text, text
+    assert "| misses | 0.200 | 2 |" in text and "1/2 (50%)" in text, text
+    assert "Left out: 0 runs" in text, "a mixed group's runs are counted in their classes"
+    named = [ln for ln in lines if ln.startswith("| misses | ")]
+    assert len(named) == 2, "the class under the target gets a row of the grid"
+    assert named[1].split(" | ")[1] != "none on the grid", named[1]
