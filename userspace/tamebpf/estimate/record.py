@@ -101,8 +101,10 @@ class AdviseResult:
     # The capacity as the probes' ACK spacing measured it (shown also when
     # --capacity was given, as a check).
     capacity_estimate: CapacityEstimate | None = None
-    # The impact at each stream count of the curve with its 90% range from
-    # the probes' measurement noise (model/confidence.py).
+    # The impact at each stream count of the curve with its range: the
+    # probes' measurement noise (model/confidence.py) widened by the path's
+    # round-to-round spread (estimate/advice.impact_confidence). Empty
+    # without advice.
     confidence: tuple[ImpactRange, ...] = ()
     # Why there is no advice although the probes ran, or None.
     refused: AdviceRefusal | None = None
