@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from tamebpf.cli import main
+from tamebpf.defaults import DEFAULT_MAX_PROBE_S
 from tamebpf.estimate.record import TIME_LIMIT
-from tamebpf.estimate.settled import DEFAULT_MAX_PROBE_S, SETTLED, SETTLED_EPOCHS
+from tamebpf.estimate.settled import SETTLED, SETTLED_EPOCHS
 from tamebpf.kernel.cgroups import cgroup2_mount
 from tamebpf_testbed import Testbed, iperf
 from tests.integration import testbed_fixtures as tbfix

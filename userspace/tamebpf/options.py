@@ -14,15 +14,14 @@ import json
 from collections.abc import Sequence
 from typing import IO, Any
 
-from tamebpf.errors import UsageError
-from tamebpf.groups.aggregate import GROUP_BY
-from tamebpf.model import (
+from tamebpf.defaults import (
     DEFAULT_GAIN_THRESHOLD,
     DEFAULT_MAX_IMPACT,
     DEFAULT_MAX_STREAMS,
-    ModelInputError,
-    Settings,
+    GROUP_BY,
 )
+from tamebpf.errors import UsageError
+from tamebpf.model import ModelInputError, Settings
 from tamebpf.values import parse_count as parse_count  # shared from here too
 from tamebpf.values import parse_duration as parse_duration
 from tamebpf.values import parse_fraction as parse_fraction

@@ -43,9 +43,10 @@ from typing import Any
 
 from tamebpf.advise.advisor import DEFAULT_PROBES, QUICK_DURATIONS_S, run_advice
 from tamebpf.advise.probes import StopRule, probe_congestion, run_probes
+from tamebpf.defaults import DEFAULT_MAX_PROBE_S
 from tamebpf.estimate.advice import build
 from tamebpf.estimate.record import TIME_LIMIT, AdviseResult, Target
-from tamebpf.estimate.settled import DEFAULT_MAX_PROBE_S, Settled
+from tamebpf.estimate.settled import Settled
 from tamebpf.estimate.spread import LONG_RTT_MS
 from tamebpf.estimate.steady import Steady
 from tamebpf.model import DEFAULT_MODEL, Settings

@@ -26,8 +26,8 @@ import pytest
 
 from tamebpf.cli import main
 from tamebpf.commands import advise
+from tamebpf.defaults import PATHS_FROM_MAX_BYTES
 from tamebpf.paths.entry import PathEntry
-from tamebpf.paths.remote import MAX_ANSWER_BYTES
 from tamebpf.paths.where import path_key
 from tests.unit.paths.test_paths_store import an_entry
 
@@ -247,7 +247,7 @@ def test_an_oversized_answer_is_ignored(announced: bool, tmp_path: Path,
                                         monkeypatch: pytest.MonkeyPatch,
                                         capsys: pytest.CaptureFixture[str]) -> None:
     """Announced (Content-Length) or not (read until the server closes)."""
-    size = MAX_ANSWER_BYTES + 2**20
+    size = PATHS_FROM_MAX_BYTES + 2**20
 
     def big(h: Handler) -> None:
         h.send_response(200)

@@ -4,7 +4,7 @@
 paper); `advise_target` is the short form `tamebpf cap --auto` uses.
 
 By default each probe runs until its share of the path has settled, at most
-DEFAULT_MAX_PROBE_S (estimate/settled.py); `quick` runs the two 2-s probes
+DEFAULT_MAX_PROBE_S (tamebpf/defaults.py); `quick` runs the two 2-s probes
 that were the default before (the fixed `durations_s` of QUICK_DURATIONS_S).
 
 The settled probes run as the stages of one test, 1 stream then 10. The
@@ -24,19 +24,19 @@ from dataclasses import replace
 
 from tamebpf.advise.memory import AdviceMemory
 from tamebpf.advise.probes import StopRule, probe_congestion, run_probe, run_probes
+from tamebpf.defaults import (
+    DEFAULT_MAX_PROBE_S,
+    DEFAULT_MODEL,
+    DEFAULT_PROBES,
+    QUICK_DURATIONS_S,
+    TWO_PROBE_MODELS,
+)
 from tamebpf.estimate.advice import build
 from tamebpf.estimate.record import AdviceRefusal, AdviceWarning, AdviseResult, Target
-from tamebpf.estimate.settled import DEFAULT_MAX_PROBE_S, BbrSettled, Settled
-from tamebpf.model import DEFAULT_MODEL, ModelName, Settings
+from tamebpf.estimate.settled import BbrSettled, Settled
+from tamebpf.model import ModelName, Settings
 from tamebpf.records import Progress
 from tamebpf.values import IPERF3_PORT
-
-DEFAULT_PROBES = (1, 10)
-# --quick: seconds of traffic per probe. The pair took a median 4.7 s of wall
-# time on the fresh eval cases; on long paths with full queues it ended in
-# start-up and erred by a median 0.25 (docs/results/fixed-probes-earlier-draws.md).
-QUICK_DURATIONS_S = (2.0, 2.0)
-TWO_PROBE_MODELS: tuple[ModelName, ...] = ("square", "partial", "linear")
 
 
 def run_advice(target: Target, settings: Settings, probes: Sequence[int] = DEFAULT_PROBES,
@@ -106,6 +106,7 @@ def advise_target(host: str, max_impact: float, port: int = IPERF3_PORT,
     return advice.num_flows, advice.max_nondisruptive_thru
 
 
-__all__ = ["DEFAULT_MAX_PROBE_S", "DEFAULT_MODEL", "QUICK_DURATIONS_S", "TWO_PROBE_MODELS",
+__all__ = ["DEFAULT_MAX_PROBE_S", "DEFAULT_MODEL", "DEFAULT_PROBES", "QUICK_DURATIONS_S",
+           "TWO_PROBE_MODELS",
            "AdviseResult", "Progress", "Target", "advise_target",
            "probe_congestion", "run_advice", "stop_rule"]

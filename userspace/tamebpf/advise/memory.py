@@ -12,6 +12,7 @@ import time
 from dataclasses import replace
 
 from tamebpf.advise.probes import probe_congestion
+from tamebpf.defaults import PATHS_FROM_TIMEOUT_S
 from tamebpf.errors import TamebpfError
 from tamebpf.estimate.record import AdviseResult, Target
 from tamebpf.logs import log
@@ -26,7 +27,6 @@ from tamebpf.paths.valid import Refusal, refusal
 from tamebpf.paths.where import path_key
 from tamebpf.words import printable
 
-DEFAULT_MAX_AGE_S = 3600.0
 SAY_REFUSED = 5  # refused remote entries named one a line; the rest counted
 
 
@@ -56,7 +56,7 @@ class AdviceMemory:
 
     def lookup(self, target: Target, settings: Settings, max_age_s: float, quick: bool,
                link_mbps: float | None, paths_from: str | None = None,
-               paths_from_timeout: float = remote.TIMEOUT_S) -> Recalled | None:
+               paths_from_timeout: float = PATHS_FROM_TIMEOUT_S) -> Recalled | None:
         """The remembered advice for this target's path under `settings`,
         or None (nothing fresh and usable: probe). Our own memory first,
         then the entries other nodes exported to the Prometheus at

@@ -39,7 +39,6 @@ import tomllib
 from typing import Any
 
 from tamebpf.cap.spec import (
-    CONGESTION,
     LIMIT_KEY,
     MODES,
     CapSpec,
@@ -49,6 +48,7 @@ from tamebpf.cap.spec import (
     check_max_streams,
     parse_dest,
 )
+from tamebpf.defaults import CONGESTION
 from tamebpf.errors import UsageError
 from tamebpf.values import IPERF3_PORT, parse_fraction, parse_host_port, rate_bytes_per_s
 

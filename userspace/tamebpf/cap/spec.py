@@ -156,7 +156,6 @@ class CapSpec:
         return (self.cgroup.strip("/"), str(self.dest))
 
 
-CONGESTION = ("reno", "cubic", "bbr", "system")
 MODES = ("refuse", "pace")
 LIMIT_KEY = {"refuse": "max_streams", "pace": "rate"}  # each mode's fixed limit
 

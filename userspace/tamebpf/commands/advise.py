@@ -11,18 +11,23 @@ from typing import Any
 
 from tamebpf import siteconfig
 from tamebpf.advise.advisor import (
-    DEFAULT_MAX_PROBE_S,
-    DEFAULT_MODEL,
-    DEFAULT_PROBES,
-    QUICK_DURATIONS_S,
-    TWO_PROBE_MODELS,
     Target,
     probe_congestion,
     run_advice,
 )
-from tamebpf.advise.memory import DEFAULT_MAX_AGE_S, AdviceMemory
+from tamebpf.advise.memory import AdviceMemory
 from tamebpf.advise.probes import NoServer
-from tamebpf.cap.spec import CONGESTION
+from tamebpf.defaults import (
+    CONGESTION,
+    DEFAULT_MAX_AGE_S,
+    DEFAULT_MAX_PROBE_S,
+    DEFAULT_MODEL,
+    DEFAULT_PROBES,
+    PATHS_FROM_MAX_BYTES,
+    PATHS_FROM_TIMEOUT_S,
+    QUICK_DURATIONS_S,
+    TWO_PROBE_MODELS,
+)
 from tamebpf.errors import NoAdviceError, UsageError
 from tamebpf.kernel import preflight
 from tamebpf.kernel.netns import check_netns
@@ -38,7 +43,6 @@ from tamebpf.options import (
     settings_from,
 )
 from tamebpf.paths.recall import Recalled
-from tamebpf.paths.remote import MAX_ANSWER_BYTES, TIMEOUT_S
 from tamebpf.present.advice import refusal_text, render, to_json
 from tamebpf.present.paths import recalled_json, render_recalled
 from tamebpf.present.plot import check_path, write_plot
@@ -139,11 +143,11 @@ def register(sub: Any) -> None:
                    "/etc/tamebpf/tamebpf.toml's [advise]; docs/paths.md). Every entry is "
                    "checked (finite, sane numbers; this destination; not dated ahead); one "
                    "that fails is named in one line and not used")
-    p.add_argument("--paths-from-timeout", default=f"{TIMEOUT_S:g}", metavar="S",
+    p.add_argument("--paths-from-timeout", default=f"{PATHS_FROM_TIMEOUT_S:g}", metavar="S",
                    help="the most seconds the whole --paths-from request may take "
                    f"(connecting, every read; {MIN_PATHS_FROM_S:g} to {MAX_PATHS_FROM_S:g}, "
                    "default %(default)s); the answer is read up to "
-                   f"{MAX_ANSWER_BYTES // 2**20} MiB and a redirect is not followed. On any "
+                   f"{PATHS_FROM_MAX_BYTES // 2**20} MiB and a redirect is not followed. On any "
                    "failure: one warning line, and advise goes on as without it")
     add_state_dir_option(p)
     p.set_defaults(func=run)

@@ -31,7 +31,6 @@ from tamebpf.cap.show import (
     set_json,
 )
 from tamebpf.cap.spec import (
-    CONGESTION,
     CapSpec,
     check_cgroup_text,
     check_follow,
@@ -40,6 +39,7 @@ from tamebpf.cap.spec import (
 )
 from tamebpf.cap.table import CapChangeError, CapTable, netns_paths, resolve_cgroup
 from tamebpf.cap.view import limit_of
+from tamebpf.defaults import CONGESTION
 from tamebpf.errors import UsageError
 from tamebpf.kernel.flows import FlowReader
 from tamebpf.lifecycle import terminate_as_interrupt

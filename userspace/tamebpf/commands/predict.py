@@ -11,10 +11,9 @@ import re
 import sys
 from typing import Any
 
+from tamebpf.defaults import DEFAULT_MODEL, MODELS
 from tamebpf.errors import UsageError
 from tamebpf.model import (
-    DEFAULT_MODEL,
-    MODELS,
     ModelInputError,
     Probe,
     fit_throughput,

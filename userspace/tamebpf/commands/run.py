@@ -8,6 +8,7 @@ import logging
 import sys
 from typing import Any
 
+from tamebpf.defaults import DEFAULT_RATE_MBPS
 from tamebpf.errors import UsageError
 from tamebpf.kernel.netns import check_netns
 from tamebpf.logs import log
@@ -19,7 +20,7 @@ from tamebpf.options import (
     parse_rate_mbps,
     settings_from,
 )
-from tamebpf.runner.session import DEFAULT_RATE_MBPS, RunOptions, Session
+from tamebpf.runner.session import RunOptions, Session
 from tamebpf.runner.summary import Summary, render
 
 EPILOG = f"""\

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from tamebpf.cap.view import read_caps
+from tamebpf.defaults import SORT_KEYS
 from tamebpf.groups.aggregate import Aggregator
 from tamebpf.groups.group import Group
 from tamebpf.kernel.flows import FlowReader
@@ -32,7 +33,6 @@ from tamebpf.present.watch import (
     KEY_ENTER,
     KEY_ESC,
     KEY_UP,
-    SORT_KEYS,
     ViewState,
     render,
 )

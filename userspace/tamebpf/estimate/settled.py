@@ -26,7 +26,7 @@ probe ends early only when
 or, for the probe whose ACKs estimate the capacity, when it saw no loss and
 its goodput is flat at that capacity: the link is ours alone, and there is
 no share to converge to. Otherwise it runs to its time limit
-(DEFAULT_MAX_PROBE_S each). Each rule says why it stopped, for the output.
+(DEFAULT_MAX_PROBE_S each, tamebpf/defaults.py). Each rule says why it stopped, for the output.
 """
 
 from __future__ import annotations
@@ -39,10 +39,6 @@ from tamebpf.estimate.adaptive import MIN_SAMPLES, past_start_up_and_tight, tigh
 from tamebpf.estimate.steady import Steady, window_samples
 from tamebpf.model.confidence import relative_standard_error
 
-# Each probe's time limit by default (--max-probe-time): 15 s + 15 s had a
-# median throughput error of 0.076 and 0.061 on the two fresh draws of issue
-# 15, 2 s + 2 s 0.252 and 0.234 (docs/results/fixed-probes-earlier-draws.md).
-DEFAULT_MAX_PROBE_S = 15.0
 # Congestion epochs since slow start, and smoothed RTTs since the probe
 # began, after which the default probes may stop early. Chosen on the two
 # earlier fresh draws (docs/results/settled-design.md), checked on a draw

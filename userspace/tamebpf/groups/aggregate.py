@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, fields
 from operator import attrgetter
 from typing import Literal
 
+from tamebpf.defaults import GROUP_BY
 from tamebpf.groups.caps import CapLimit, cap_marks
 from tamebpf.groups.counters import (
     ACKED,
@@ -31,7 +32,6 @@ from tamebpf.model import Settings
 from tamebpf.records import Flow, FlowChanges
 
 GroupBy = Literal["comm", "cgroup"]
-GROUP_BY: tuple[GroupBy, ...] = ("comm", "cgroup")
 
 # A flow that sent less than this share of the bytes its group's busiest flow
 # sent in the interval is not counted as a stream (control connections).

@@ -7,11 +7,15 @@ Typical use, as `tamebpf predict`, `advise` and `watch` do::
     pred.advice.num_flows            # 2
 """
 
-from tamebpf.model._checks import ModelInputError
-from tamebpf.model.advice import (
+from tamebpf.defaults import (
     DEFAULT_GAIN_THRESHOLD,
     DEFAULT_MAX_IMPACT,
     DEFAULT_MAX_STREAMS,
+    DEFAULT_MODEL,
+    MODELS,
+)
+from tamebpf.model._checks import ModelInputError
+from tamebpf.model.advice import (
     MAX_STREAMS_LIMIT,
     Advice,
     CurvePoint,
@@ -35,9 +39,7 @@ from tamebpf.model.baselines import (
 from tamebpf.model.capacity import CAPACITY_SLACK, competing_flows, fit_capacity
 from tamebpf.model.fit import (
     BASELINES,
-    DEFAULT_MODEL,
     MODEL_LABELS,
-    MODELS,
     Baseline,
     Fit,
     LossSample,

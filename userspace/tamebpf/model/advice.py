@@ -21,12 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from tamebpf.defaults import DEFAULT_GAIN_THRESHOLD, DEFAULT_MAX_IMPACT, DEFAULT_MAX_STREAMS
 from tamebpf.model._checks import ModelInputError, fraction, stream_count
 from tamebpf.model.fit import BASELINES, Baseline, Fit, Probe
 
-DEFAULT_MAX_IMPACT = 0.10
-DEFAULT_GAIN_THRESHOLD = 0.01
-DEFAULT_MAX_STREAMS = 32
 # The curve is listed stream by stream; keep it to a size people can read.
 MAX_STREAMS_LIMIT = 1024
 

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from tamebpf.defaults import MODELS
 from tamebpf.model._checks import (
     ModelInputError,
     finite,
@@ -42,7 +43,6 @@ ModelName = Literal["partial", "full", "linear", "square"]
 Baseline = Literal["one-stream", "none"]
 Source = Literal["throughput", "loss-rtt"]
 
-MODELS: tuple[ModelName, ...] = ("partial", "full", "linear", "square")
 MODEL_LABELS: dict[ModelName, str] = {
     "partial": "partial-order-2",
     "full": "full-order-2",
@@ -167,13 +167,6 @@ class Fit:
         # n below the reference would be a gain for cross traffic; the model
         # reports impact, so it is floored at 0 (and ratios keep it < 1).
         return min(max(value, 0.0), 1.0)
-
-
-# The one default fit of every command (advise, predict, watch, export, cap
-# --auto): Eq 6 restricted to (alpha n + beta)^2, the (m+n)^2 loss growth,
-# which predicted the testbed's short probes better than Eq 7
-# (docs/results/design-runs.md). Other models stay available by name, as checks.
-DEFAULT_MODEL: ModelName = "square"
 
 
 def fit_throughput(probes: Iterable[Probe], model: ModelName = "partial") -> Fit:

@@ -15,12 +15,11 @@ import urllib.parse
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tamebpf.defaults import PATHS_FROM_MAX_BYTES, PATHS_FROM_TIMEOUT_S
 from tamebpf.paths import httpget
 from tamebpf.paths.entry import PathEntry
 from tamebpf.paths.valid import MAX_TEXT, Refusal, checked_entry, show
 
-TIMEOUT_S = 3.0  # the whole request (--paths-from-timeout)
-MAX_ANSWER_BYTES = 8 * 2**20
 _JOIN = "instance, job, dest, netns, congestion"
 # The labels (and the sample) entry fields are read from, as a refusal names them.
 _LABEL_OF = {"probe_kind": "probes", "when": "value (the time)", "host": "dest"}
@@ -91,13 +90,13 @@ def _series(r: object, dest: str, congestion: str, now: float
     return RemoteEntry(replace(got, capacity_mbps=got.fit.capacity), instance)
 
 
-def fetch(url: str, dest: str, congestion: str, now: float, timeout: float = TIMEOUT_S
+def fetch(url: str, dest: str, congestion: str, now: float, timeout: float = PATHS_FROM_TIMEOUT_S
           ) -> Answer:
     """Every node's entry for the path from the Prometheus at `url`, within
     `timeout` seconds in all. Raises OSError (httpget.FetchError) or
     ValueError when Prometheus cannot be asked or its answer is none."""
     q = urllib.parse.urlencode({"query": remote_query(dest, congestion)})
-    body = httpget.get(url.rstrip("/") + "/api/v1/query?" + q, timeout, MAX_ANSWER_BYTES)
+    body = httpget.get(url.rstrip("/") + "/api/v1/query?" + q, timeout, PATHS_FROM_MAX_BYTES)
     try:
         data: Any = json.loads(body)
     except (ValueError, RecursionError):

@@ -24,7 +24,6 @@ OVER_ADVICE = "!"
 OVER_CAP = "^"
 
 SortKey = Literal["goodput", "streams", "loss", "rtt", "owner", "dest"]
-SORT_KEYS: tuple[SortKey, ...] = ("goodput", "streams", "loss", "rtt", "owner", "dest")
 SORT_LETTERS: dict[str, SortKey] = {
     "g": "goodput", "n": "streams", "l": "loss", "r": "rtt", "p": "owner", "d": "dest",
 }

@@ -47,6 +47,7 @@ from tamebpf.cap.scoutacks import ScoutAcks
 from tamebpf.cap.spec import parse_dest
 from tamebpf.cap.table import PACE_NO_LIMIT, Add, CapTable
 from tamebpf.cap.view import limit_of
+from tamebpf.defaults import DEFAULT_RATE_MBPS
 from tamebpf.errors import TamebpfError
 from tamebpf.groups.aggregate import Aggregator
 from tamebpf.groups.group import Group
@@ -72,7 +73,6 @@ from tamebpf.runner.child import WAITED, shell_status, start
 from tamebpf.runner.summary import Destination, Learned, Summary
 from tamebpf.units import mbps_over, pace_bytes_per_s
 
-DEFAULT_RATE_MBPS = 100.0  # conservative: a share of most research links, not all of one
 WIDE = ("0.0.0.0/0", "::/0")
 STEP_S = 1.0  # flows read; the learner's refresh (its stream count must hold 3 of them)
 # Path memory's advice older than this is not the run's start (advise's --max-age).
@@ -518,4 +518,4 @@ def _stop(child: subprocess.Popen[bytes]) -> None:
         child.wait()
 
 
-__all__ = ["DEFAULT_RATE_MBPS", "RunOptions", "Session"]
+__all__ = ["RunOptions", "Session"]
