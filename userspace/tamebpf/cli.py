@@ -1,8 +1,12 @@
-"""Command-line entry point: one sub-command per module in tamebpf.commands.
+"""Command-line entry point: one sub-command per module in tamebpf.parsers.
 
-Each command module defines ``register(subparsers)``, which adds its parser
-and sets ``func`` (taking the parsed namespace, returning an exit code).
-Modules are discovered, so adding a command is adding a module.
+Each parser module defines ``register(subparsers)``, which adds its parser
+and sets ``run``: the name of the function in the tamebpf.commands module of
+the same name that runs it (taking the parsed namespace, returning an exit
+code). Only that one command module is imported, and only once the arguments
+parsed: `tamebpf --help` and a mistyped option load no command's code
+(docs/performance.md, "Startup"). Modules are discovered, so adding a command
+is adding a parser module and a command module.
 """
 
 from __future__ import annotations
@@ -11,9 +15,9 @@ import argparse
 import importlib
 import pkgutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-import tamebpf.commands
+import tamebpf.parsers
 from tamebpf import __version__, logs
 from tamebpf.errors import TamebpfError
 
@@ -22,7 +26,7 @@ ORDER = ("watch", "advise", "run", "paths", "predict", "cap", "flows", "export")
 
 
 def command_names() -> list[str]:
-    found = {m.name for m in pkgutil.iter_modules(tamebpf.commands.__path__)}
+    found = {m.name for m in pkgutil.iter_modules(tamebpf.parsers.__path__)}
     return [n for n in ORDER if n in found] + sorted(found - set(ORDER))
 
 
@@ -38,8 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_global_options(parser, defaults=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in command_names():
-        module = importlib.import_module(f"tamebpf.commands.{name}")
-        module.register(sub)
+        importlib.import_module(f"tamebpf.parsers.{name}").register(sub)
     for child in subcommand_parsers(parser):
         add_global_options(child, defaults=False)
     return parser
@@ -80,6 +83,14 @@ def innermost(parser: argparse.ArgumentParser,
         parser = subs[0].choices[name]
 
 
+def command_function(command: str, name: str) -> Callable[[argparse.Namespace], int]:
+    """The function NAME of tamebpf.commands.COMMAND, imported now: the one
+    command that runs is the one whose code is loaded."""
+    function: Callable[[argparse.Namespace], int] = getattr(
+        importlib.import_module(f"tamebpf.commands.{command}"), name)
+    return function
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
@@ -88,12 +99,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         # own usage says what it does take.
         owner = innermost(parser, args)
         owner.error(f"unrecognized arguments: {' '.join(extra)}")
-    if not getattr(args, "func", None):
-        parser.print_help(sys.stderr)
+    if not getattr(args, "run", None):
+        # No command, or a command of verbs without one (`tamebpf cap`): its help.
+        innermost(parser, args).print_help(sys.stderr)
         return 2
     logs.setup(args.log_format, args.log_level)
     try:
-        code: int = args.func(args)
+        code: int = command_function(args.command, args.run)(args)
         return code
     except TamebpfError as err:
         print(f"tamebpf: {err}", file=sys.stderr)

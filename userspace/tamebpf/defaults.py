@@ -1,10 +1,11 @@
 """The defaults and choices that `--help` shows, in a module that imports
 nothing of tamebpf.
 
-The argument parsers take them from here, so that building them need not
-load the advisor, the kernel layer or the model that the values configure
-(startup time: docs/performance.md). That code imports them from here too;
-the comment above each says whose it is.
+Every command's argument parser (tamebpf/parsers/) is built from these, so
+`tamebpf --help`, `tamebpf CMD --help` and a mistyped option answer without
+loading the advisor, the kernel layer or the model (docs/performance.md,
+"Startup"). The code each value configures imports it from here; the comment
+above each says whose it is.
 """
 
 from __future__ import annotations

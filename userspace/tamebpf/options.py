@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Sequence
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from tamebpf.defaults import (
     DEFAULT_GAIN_THRESHOLD,
@@ -21,11 +21,13 @@ from tamebpf.defaults import (
     GROUP_BY,
 )
 from tamebpf.errors import UsageError
-from tamebpf.model import ModelInputError, Settings
 from tamebpf.values import parse_count as parse_count  # shared from here too
 from tamebpf.values import parse_duration as parse_duration
 from tamebpf.values import parse_fraction as parse_fraction
 from tamebpf.values import parse_rate_mbps as parse_rate_mbps
+
+if TYPE_CHECKING:
+    from tamebpf.model import Settings
 
 JSON_INDENT = 1  # every command's --json output
 
@@ -97,6 +99,10 @@ def add_state_dir_option(p: argparse.ArgumentParser, sub: bool = False) -> None:
 
 def settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
     """The Settings that add_advice_options' values describe."""
+    # Imported when a command runs, not with the parsers that add the options:
+    # --help and a mistyped option need no model (docs/performance.md, "Startup").
+    from tamebpf.model import ModelInputError, Settings
+
     max_impact = parse_fraction(args.max_impact, "--max-impact")
     gain = parse_fraction(args.gain_threshold, "--gain-threshold")
     max_streams = parse_count(args.max_streams, "--max-streams")

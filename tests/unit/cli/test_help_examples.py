@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tamebpf.cli import main
-from tamebpf.commands.advise import ACCURACY
+from tamebpf.parsers.advise import ACCURACY
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -98,7 +98,7 @@ def test_caps_reload_checks_first_and_export_has_no_reload() -> None:
     export = (DOCS / "tamebpf-export.service").read_text()
     assert not re.search(r"^ExecReload=", export, re.M)
     assert "SIGHUP" in export
-    from tamebpf.commands.export import EPILOG
+    from tamebpf.parsers.export import EPILOG
     assert "SIGHUP" in EPILOG and "hangup" in EPILOG
 
 
@@ -108,7 +108,7 @@ def test_exporter_can_write_its_documented_jsonl_path() -> None:
     text = (DOCS / "tamebpf-export.service").read_text()
     logs = re.search(r"^LogsDirectory=(\S+)$", text, re.M)
     assert logs and re.search(r"^ProtectSystem=strict$", text, re.M), "no LogsDirectory"
-    from tamebpf.commands.export import EPILOG
+    from tamebpf.parsers.export import EPILOG
     documented = re.findall(r"--jsonl (/\S+)", EPILOG)
     assert documented, EPILOG
     for path in documented:

@@ -1,1 +1,5 @@
-"""Sub-commands of the tamebpf CLI; see tamebpf.cli.COMMANDS."""
+"""What each sub-command of the tamebpf CLI does, one module a command.
+
+Its arguments are tamebpf.parsers' module of the same name; tamebpf.cli
+imports a module here only when its command runs.
+"""

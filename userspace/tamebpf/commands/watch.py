@@ -20,12 +20,11 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from tamebpf.cap.view import read_caps
-from tamebpf.defaults import SORT_KEYS
 from tamebpf.groups.aggregate import Aggregator
 from tamebpf.groups.group import Group
 from tamebpf.kernel.flows import FlowReader
 from tamebpf.lifecycle import terminate_as_exit
-from tamebpf.options import add_reader_arguments, settings_from
+from tamebpf.options import settings_from
 from tamebpf.present.group_json import group_to_json
 from tamebpf.present.watch import (
     KEY_BACKSPACE,
@@ -39,46 +38,6 @@ from tamebpf.present.watch import (
 from tamebpf.records import FlowSource, ReaderStats
 from tamebpf.refresh import refresh_groups
 from tamebpf.values import parse_count, parse_duration
-
-EPILOG = """\
-examples:
-  tamebpf watch                          live view; h for keys, q to quit
-  tamebpf watch --once                   one refresh, printed
-  tamebpf watch --json | jq .            one JSON object per group per refresh
-
-A group is a process name (or a cgroup, --group-by cgroup) and a destination
-address.  STRMS counts established flows that sent data in the last interval.
-ADVICE appears once a group was seen at two or more stream counts: the model
-of docs/model.md fitted to the goodput seen (no probes are sent).  See
-docs/watch.md.
-"""
-
-
-def register(sub: Any) -> None:
-    p = sub.add_parser(
-        "watch",
-        help="live view of TCP transfers and how many streams they should use (root)",
-        description="A top-like view of TCP transfers grouped by process (or cgroup) and "
-        "destination: streams, goodput, loss, RTT, congestion control, and the model's "
-        "advice fitted passively from what each group did.",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    add_reader_arguments(p)
-    p.add_argument("--interval", default="1", metavar="SEC",
-                   help="seconds between refreshes (default 1)")
-    p.add_argument("--sort", choices=SORT_KEYS, default="goodput", help="initial sort order")
-    p.add_argument("--filter", default="", metavar="TEXT",
-                   help="only groups whose process, cgroup, destination or CC contains TEXT")
-    p.add_argument("--all", action="store_true",
-                   help="also groups whose flows sent nothing in the last interval")
-    p.add_argument("--json", action="store_true",
-                   help="one JSON object per group per refresh, for pipes")
-    p.add_argument("--iterations", metavar="N",
-                   help="print N refreshes and exit (no live screen)")
-    p.add_argument("--once", action="store_const", const=1, dest="iterations",
-                   help="print one refresh and exit (--iterations 1)")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
