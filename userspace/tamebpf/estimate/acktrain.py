@@ -144,21 +144,27 @@ SHARE_MARGIN = 1.2
 # holds more pairs, the densest band is that one: beside 2 CUBIC flows on the
 # testbed's 20 Mbit/s path the scout's first 2 s peaked at 6.4 (C/3) or 4.8
 # in 5 of 8 windows (one of them trusted), with a trusted band at 19.1-19.4
-# above it in 4 (tests/integration/test_scout_acks.py). Sharing only lowers
-# a pair's rate (ACK compression raises a few, spread, not in a band), so a
-# trusted band above the densest one is nearer the link's rate: the estimate
-# climbs to the highest trusted band, looking from CLIMB x each.
+# above it in 4 (tests/integration/test_scout_acks.py). So the estimate
+# climbs to a trusted band above, looking from CLIMB x the one it has, but
+# only to a band of at least CLIMB_PAIRS x its pairs: ACKs bunched on the way
+# back (the testbed's delay line draining) also make bands above the link,
+# small ones. Fresh draw 9's first case (100 Mbit/s, 1 CUBIC flow) showed it:
+# export's windows on 8 streams had their densest band at 96.0 (1144-1371
+# pairs, the link's 95.6) and a trusted one at 130-137 (21-48 pairs), which
+# the climb took; the scouts' link bands held 0.75-1.6 x the pairs of the
+# sub-peak below them.
 CLIMB = 1.3  # below 1.5 (2C/3 to C, the nearest sub-peak), clear of a band's +-8%
+CLIMB_PAIRS = 0.5
 
 
 def highest_band(rates: Sequence[float], floor_mbps: float) -> CapacityEstimate:
     """The estimate of the highest trusted band of pair rates at or above
-    `floor_mbps` (a transfer's, not a probe's: see CLIMB); the densest
-    band when none above it is trusted."""
+    `floor_mbps` reached by climbing (a transfer's, not a probe's: see
+    CLIMB); the densest band when none above it qualifies."""
     e = estimate_capacity(rates, floor_mbps)
     while e.goodput_mbps is not None:
         above = estimate_capacity(rates, CLIMB * e.goodput_mbps / FLOOR)
-        if not above.trusted:
+        if not above.trusted or above.pairs < CLIMB_PAIRS * e.pairs:
             break
         e = above
     return e
