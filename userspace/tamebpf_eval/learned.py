@@ -70,6 +70,11 @@ DRAWS = {d.name: d for d in (
     # (docs/results/fresh9-decision-rules.md).
     Draw("fresh9", 641482466, "advice learned from transfers, no server at the far end",
          PLANS, rounds=3, loss_based=12, bbr_cubic=0, bbr_bbr=0, long=6),
+    # Fresh draw 9 stopped after 2 cases (docs/results/run-fresh9.md); drawn
+    # on 2026-11-27 at 16:45:13 UTC the same way, before any of its cases
+    # ran, under fresh9's rules (docs/results/fresh10-decision-rules.md).
+    Draw("fresh10", 1624359434, "advice learned from transfers, no server at the far end",
+         PLANS, rounds=3, loss_based=12, bbr_cubic=0, bbr_bbr=0, long=6),
 )}
 STREAMS = 8  # the transfers' fixed count
 NO_SERVER_PORT = iperf.PORT_CROSS + 97  # no iperf3 server listens there
