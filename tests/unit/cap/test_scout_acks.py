@@ -1,21 +1,27 @@
 """The scout's ACK windows (cap/scoutacks.py) with a stand-in for the
 kernel's window: when one opens and on which stream, one at a time, a few an
 hour per path, closed when the cap moves on, and what a trusted estimate
-stores (the real window: tests/integration/test_scout_acks.py)."""
+stores, and the capacity a run's first seconds measured, stored and
+followed from when the window gives none (the real window:
+tests/integration/test_scout_acks.py)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from tamebpf.cap.book import FollowSpec
+from tamebpf.cap.book import FollowBook, FollowSpec
+from tamebpf.cap.follow import SETTLE_S, Follower
+from tamebpf.cap.follow import WINDOW_S as FOLLOW_WINDOW_S
 from tamebpf.cap.scoutacks import METHOD, WINDOW_S, WINDOWS_PER_HOUR, ScoutAcks
 from tamebpf.errors import TamebpfError
 from tamebpf.paths.entry import PathKey
+from tamebpf.paths.passive import MeasuredCapacity
 from tamebpf.paths.store import PathStore
 from tamebpf.records import AckLog, Flow
-from tests.unit.cap.test_cap_follow import flow
+from tests.unit.cap.test_cap_follow import Kernel, cap, flow
 
 KEY = PathKey("198.18.3.2/32", "tb-snd", "cubic")
 SPEC = FollowSpec("/dtn", "198.18.3.2/32", KEY, 0.3, "198.18.3.2", 0.0)
@@ -153,3 +159,71 @@ def test_acks_near_the_scouts_own_goodput_may_be_its_share(tmp_path: Path) -> No
     acks.begin(SPEC, 1, streams(0.0, scout_mbps=18.0), 0.0)
     assert acks.step(SPEC, 1, streams(WINDOW_S, scout_mbps=18.0), WINDOW_S, needed=True) is None
     assert acks.store.newest(KEY) is None and (acks.windows, acks.trusted) == (1, 0)
+
+
+MEASURED = MeasuredCapacity(21.0, 20.5, 21.5)  # what a run's first seconds gave
+
+
+def test_the_transfers_measured_capacity_is_stored_when_the_scouts_window_gave_none(
+        tmp_path: Path) -> None:
+    """tamebpf run's first seconds measured the capacity (read after the
+    scout's window opened, as in a run); the window gives no trusted one:
+    the measured capacity is stored, on the scout's reading since it was
+    unpaced, with where it came from."""
+    measured: dict[str, MeasuredCapacity] = {}
+    acks = ScoutAcks(PathStore(str(tmp_path)), "tb-snd", open_window=Opener(spaced=False),
+                     measured=measured)
+    acks.begin(SPEC, 1, streams(10.0), 10.0)
+    measured["198.18.3.2"] = MEASURED
+    got = acks.step(SPEC, 1, streams(10.0 + WINDOW_S), 10.0 + WINDOW_S, needed=True)
+    assert got is not None and got.source == "passive", "the measured capacity was dropped"
+    assert (got.capacity_mbps, got.capacity_low_mbps, got.capacity_high_mbps) == (21.0, 20.5, 21.5)
+    assert got.capacity_method == MEASURED.method == "ack-spacing (transfer)"
+    assert got.fit.estimator == "capacity" and got.rtt_ms == 20.0
+    assert got.competing_flows is not None
+    stored = acks.store.newest(KEY, with_capacity=True)
+    assert stored is not None and stored.capacity_method == MEASURED.method
+    assert (acks.windows, acks.trusted) == (1, 0) and acks.now is None
+
+
+def test_no_window_opens_on_a_scout_whose_capacity_was_measured(tmp_path: Path) -> None:
+    """Measured before the scout was picked: no window, and the next step
+    stores the measured capacity (none for another destination, none while
+    memory holds one)."""
+    opener = Opener()
+    elsewhere = replace(SPEC, host="198.18.3.9", path=replace(KEY, dest="198.18.3.9/32"))
+    acks = ScoutAcks(PathStore(str(tmp_path)), "tb-snd", open_window=opener,
+                     measured={"198.18.3.2": MEASURED})
+    acks.begin(SPEC, 1, streams(10.0), 10.0)
+    assert opener.windows == [] and not acks.spent(KEY, 10.0)
+    assert acks.step(SPEC, 1, streams(12.0), 12.0, needed=False) is None
+    assert acks.step(SPEC, 2, streams(12.0, scout=2), 12.0, needed=True) is None, \
+        "a reading of a scout that was not the one unpaced"
+    got = acks.step(SPEC, 1, streams(12.0), 12.0, needed=True)
+    assert got is not None and got.capacity_mbps == MEASURED.mbps
+    acks.begin(elsewhere, 3, streams(14.0, scout=3), 14.0)
+    assert len(opener.windows) == 1, "no window on a destination nothing measured"
+
+
+def test_the_follower_follows_from_the_transfers_measured_capacity(tmp_path: Path) -> None:
+    """The follower of tamebpf run with path memory empty and a scout whose
+    window gives no trusted capacity: once the run's first seconds measured
+    one, the follower stores it and its next decision has a target (before
+    this, the cap never moved: issue 45's fresh draw)."""
+    measured: dict[str, MeasuredCapacity] = {}
+    store, book, kernel = PathStore(str(tmp_path)), FollowBook(str(tmp_path)), Kernel()
+    book.put(SPEC)
+    follower = Follower(book, store, kernel, scout_acks=ScoutAcks(
+        store, "tb-snd", open_window=Opener(spaced=False), measured=measured))
+    t = 0.0
+    while t <= SETTLE_S + 2 * FOLLOW_WINDOW_S:
+        if t >= 5.0:
+            measured["198.18.3.2"] = MEASURED  # the first seconds' log is read at 5 s
+        follower.step(list(streams(t).values()), [cap(8.0)], now=t, now_wall=time.time())
+        t += 2.0
+    entry = store.newest(KEY, with_capacity=True)
+    assert entry is not None and entry.capacity_method == MEASURED.method, \
+        "no capacity from the transfer's first seconds"
+    s = book.find(SPEC.cgroup, SPEC.dest)
+    assert s is not None and s.note is None and s.target_mbps is not None, s
+    assert s.changes and s.changes[-1].to_mbps > 8.0, "the cap did not follow"

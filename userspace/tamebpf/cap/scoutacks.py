@@ -24,6 +24,14 @@ the one stream the scout stands for over the window (cap/scout.py), which
 the agent's own readings replace once it follows. Nothing runs per packet
 between windows; one window at a time per agent, on a scout's start only,
 WINDOWS_PER_HOUR per path.
+
+`tamebpf run` also reads its transfer's first seconds' ACKs (runner/acks.py)
+and passes what they measured, by destination address (`measured`). When
+path memory has no capacity and the scout's window gave none (or none was
+needed: no window opens on a path whose capacity was measured already),
+that capacity is stored the same way, with its own method
+(paths/passive.MeasuredCapacity.method), the scout's reading taken from
+its start to the step that stores it.
 """
 
 from __future__ import annotations
@@ -47,6 +55,7 @@ from tamebpf.kernel.acktrain import (
 from tamebpf.logs import log
 from tamebpf.model import Settings
 from tamebpf.paths.entry import FitData, PathEntry, PathKey
+from tamebpf.paths.passive import MeasuredCapacity
 from tamebpf.paths.store import PathStore
 from tamebpf.paths.valid import refusal
 from tamebpf.records import AckLog, Flow
@@ -80,14 +89,22 @@ class _Open:
 class ScoutAcks:
     """Opens an ACK window on a following cap's scout as the kernel stops
     pacing it (`begin`), while its path has no capacity, and stores what a
-    trusted one measured (`step`, the follower's later steps)."""
+    trusted one measured, else the capacity `measured` holds for the cap's
+    destination (`step`, the follower's later steps)."""
 
     def __init__(self, store: PathStore, netns: str | None = None,
                  open_window: OpenWindow = AckWindow, window_s: float = WINDOW_S,
-                 per_hour: int = WINDOWS_PER_HOUR) -> None:
+                 per_hour: int = WINDOWS_PER_HOUR,
+                 measured: Mapping[str, MeasuredCapacity] | None = None) -> None:
         self.store, self.netns = store, netns
         self.open_window, self.window_s = open_window, window_s
         self.per_path: WindowsPerHour[PathKey] = WindowsPerHour(per_hour)
+        # The capacities the transfer's own first seconds measured, by
+        # address, read as they come (run's Session.measured; export: none).
+        self.measured = measured
+        # Per cap, with `measured`: its newest scout and the cap's streams as
+        # the scout was unpaced (a measured capacity's reading starts there).
+        self.scouts: dict[tuple[str, str], tuple[int, dict[int, Flow]]] = {}
         self.now: _Open | None = None
         self.windows = 0  # opened
         self.trusted = 0  # gave a capacity
@@ -97,8 +114,12 @@ class ScoutAcks:
               now: float) -> None:
         """A new scout, `scout` among the cap's streams `flows`, is unpaced
         now (time.monotonic()) on a path with no capacity: a window opens
-        on it, unless one is open or the path had per_hour this hour."""
+        on it, unless the transfer measured the capacity already, one is
+        open or the path had per_hour this hour."""
+        if self.measured is not None and scout in flows:
+            self.scouts[spec.ident] = (scout, dict(flows))
         if (self.now is not None or self.broken is not None
+                or self.measured_for(spec) is not None
                 or not self.per_path.allows(spec.path, now)
                 or scout not in flows or spec.path.congestion not in LOSS_BASED):
             return
@@ -120,21 +141,32 @@ class ScoutAcks:
              needed: bool) -> PathEntry | None:
         """A later follower step of a cap whose scout is `scout` among its
         streams `flows`; `needed`: its path has no capacity in memory. Reads
-        the window open on it once window_s have passed: the entry stored
-        when it gave a capacity."""
+        the window open on it once window_s have passed; with no window
+        open on it, or one that gave none, takes the capacity measured for
+        its destination: the entry stored when either gave a capacity."""
         w = self.now
         if w is not None and (now - w.opened >= STALE_S or (w.ident == spec.ident and (
                 not needed or w.scout != scout or scout not in flows))):
             self.close()  # not read: the cap moved on
-        elif w is not None and w.ident == spec.ident and now - w.opened >= self.window_s * 0.999:
+        elif w is not None and w.ident == spec.ident:
+            if now - w.opened < self.window_s * 0.999:
+                return None  # the scout's own window first
             try:
                 acks = w.window.read()
             finally:
                 self.close()
             first = min((t for t, _ in acks.flows.get(w.scout, [])), default=0)
-            return self._store(spec, w, acks.between(first, first + int(self.window_s * 1e9)),
-                               flows)
-        return None
+            got = self._store(spec, w, acks.between(first, first + int(self.window_s * 1e9)),
+                              flows)
+            if got is not None:
+                return got
+        return self._store_measured(spec, scout, flows) if needed else None
+
+    def measured_for(self, spec: FollowSpec) -> MeasuredCapacity | None:
+        """The capacity the transfer measured for the cap's destination."""
+        if self.measured is None:
+            return None
+        return self.measured.get(spec.host or spec.path.dest.split("/")[0])
 
     def spent(self, path: PathKey, now: float) -> bool:
         """Whether this path's scout was sampled (or could not be) and no
@@ -154,9 +186,9 @@ class ScoutAcks:
         e = scout_capacity(acks, w.scout, flows.get(w.scout), reading)
         entry = None
         if e.trusted and e.goodput_mbps is not None and reading is not None:
-            scout_flow = flows[w.scout]
-            rtt = scout_flow.srtt_us / 1000 if scout_flow.srtt_us else None
-            entry = capacity_entry(spec, e, reading, rtt, time.time())
+            entry = capacity_entry(spec, MeasuredCapacity(e.goodput_mbps, e.low_mbps,
+                                                          e.high_mbps, METHOD),
+                                   reading, srtt_ms(flows[w.scout]), time.time())
         why = e.reason if entry is None else refusal(entry, time.time())
         if entry is not None and why is None:
             self.store.put(entry)
@@ -169,6 +201,29 @@ class ScoutAcks:
                  spec.dest, why or "the scout's share left no fit",
                  extra={"event": "scout_no_capacity"})
         return None
+
+    def _store_measured(self, spec: FollowSpec, scout: int,
+                        flows: Mapping[int, Flow]) -> PathEntry | None:
+        """The capacity the transfer measured for the cap's destination,
+        stored as a window's is, on the scout's reading since it was
+        unpaced (None: none measured, no reading yet, or no fit: the next
+        step's longer reading tries again)."""
+        got, start = self.measured_for(spec), self.scouts.get(spec.ident)
+        if got is None or start is None or start[0] != scout:
+            return None
+        reading = reading_over(start[1], flows, scout)
+        entry = None if reading is None else \
+            capacity_entry(spec, got, reading, srtt_ms(flows[scout]), time.time())
+        why = "no reading of the scout yet" if entry is None else refusal(entry, time.time())
+        if entry is None or why is not None:
+            log.debug("follow: %s to %s: the measured capacity not stored yet: %s",
+                      spec.cgroup, spec.dest, why)
+            return None
+        self.store.put(entry)
+        log.info("follow: %s to %s: capacity %.1f Mbit/s (%s)", spec.cgroup, spec.dest,
+                 got.mbps, got.method,
+                 extra={"event": "measured_capacity", "capacity_mbps": got.mbps})
+        return entry
 
 
 def reading_over(before: Mapping[int, Flow], after: Mapping[int, Flow],
@@ -197,13 +252,16 @@ def scout_capacity(acks: AckLog, scout: int, flow: Flow | None,
                               "scout's")
 
 
-def capacity_entry(spec: FollowSpec, e: CapacityEstimate, reading: ScoutReading,
+def srtt_ms(flow: Flow) -> float | None:
+    return flow.srtt_us / 1000 if flow.srtt_us else None
+
+
+def capacity_entry(spec: FollowSpec, capacity: MeasuredCapacity, reading: ScoutReading,
                    rtt_ms: float | None, when: float) -> PathEntry | None:
     """Path memory's entry for a trusted capacity: the capacity fit on the
-    one stream the scout stood for over the window (None: the paced
+    one stream the scout stood for over the reading (None: the paced
     streams left it too little to tell)."""
-    assert e.goodput_mbps is not None
-    a = follow_target(reading, e.goodput_mbps, Settings(max_impact=spec.max_impact))
+    a = follow_target(reading, capacity.mbps, Settings(max_impact=spec.max_impact))
     if a.prediction is None or a.one_stream_mbps is None:
         return None
     f, adv = a.prediction.fit, a.prediction.advice
@@ -212,6 +270,6 @@ def capacity_entry(spec: FollowSpec, e: CapacityEstimate, reading: ScoutReading,
         FitData("capacity", ((1, a.one_stream_mbps),), f.model, f.coeffs, f.evidence_limit,
                 f.capacity),
         adv.num_flows, adv.max_nondisruptive_thru, adv.cross_traffic_impact, spec.max_impact,
-        capacity_mbps=e.goodput_mbps, capacity_low_mbps=e.low_mbps,
-        capacity_high_mbps=e.high_mbps, capacity_method=METHOD,
+        capacity_mbps=capacity.mbps, capacity_low_mbps=capacity.low_mbps,
+        capacity_high_mbps=capacity.high_mbps, capacity_method=capacity.method,
         competing_flows=a.competing_flows, rtt_ms=rtt_ms, host=spec.host)

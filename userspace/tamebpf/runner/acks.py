@@ -12,9 +12,10 @@ rule) reads only the pairs at or above the transfer's own goodput, so
 segments the pace cap spaced (each stream's share, below the group's
 goodput when it has 2 streams or more) do not count: what is left is the
 bottleneck's spacing of segments sent faster than it, which needs a cap
-above the path (`--rate`). When the cap held the streams, the capacity
-comes from the following cap's scout, the one stream it does not pace
-(cap/scoutacks.py), once this log is read.
+above the path (`--rate`). The following cap takes the capacity from
+here when path memory has none and its scout's ACKs (the one stream it
+does not pace) gave none; when the cap held the streams, only the scout
+can give it (cap/scoutacks.py).
 """
 
 from __future__ import annotations
@@ -37,6 +38,11 @@ class FirstAcks:
         self.train: AckTrain | None = AckTrain(cgroup)
         self.opened = now
         self.estimate: CapacityEstimate | None = None
+
+    @property
+    def pending(self) -> bool:
+        """Whether the log is attached still, not read."""
+        return self.train is not None
 
     def due(self, now: float, have_dest: bool) -> bool:
         """Whether to read now (or give up: no destination in time)."""

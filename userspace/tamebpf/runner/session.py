@@ -12,7 +12,8 @@ teaches path memory (docs/run.md).
    (unless --rate was given), and the cap follows that path as `export`
    makes a `cap set --follow` cap follow (cap/follow.Follower: a scout
    stream, the target from its share and the capacity path memory holds,
-   else the one its ACKs give: cap/scoutacks.py).
+   else the one the transfer's ACKs give: its first seconds', or its
+   scout's: runner/acks.py, cap/scoutacks.py).
    The spec lives in this process only, so an `export` on the host does
    not step the run's cap too.
 3. The same readings feed the passive learner (paths/passive.PathLearner),
@@ -155,9 +156,13 @@ class Session:
             else None
         self.book = MemoryBook()
         self.table = CapTable("run", verbose=opts.verbose)
-        # The path's capacity from the scout's ACKs, when the cap held the
-        # first seconds' (runner/acks.py).
-        self.scout_acks = ScoutAcks(self.store, opts.netns) if opts.learn else None
+        self.acks: FirstAcks | None = None
+        # The capacity the first seconds' ACKs gave, by address (runner/acks.py).
+        self.measured: dict[str, MeasuredCapacity] = {}
+        # What the follower takes a capacity from when path memory has none:
+        # the scout's ACKs, else the first seconds' (cap/scoutacks.py).
+        self.scout_acks = ScoutAcks(self.store, opts.netns, measured=self.measured) \
+            if opts.learn else None
         self.follower = Follower(self.book, self.store, self.table, scout_acks=self.scout_acks)
         self.agg = Aggregator("cgroup", opts.settings)
         self.caps: list[Cap] = []
@@ -172,8 +177,6 @@ class Session:
         self.notes: list[str] = []
         self.started_wall = time.time()
         self._followed_at = 0.0
-        self.acks: FirstAcks | None = None
-        self.measured: dict[str, MeasuredCapacity] = {}
         self._acks_why: str | None = None  # why the first seconds' ACKs gave no capacity
         self._broken: str | None = None
 
@@ -261,17 +264,19 @@ class Session:
 
     def _follow_or_hold(self, spec: FollowSpec, now: float) -> None:
         """Back to holding every stream at the target when the scout's ACKs
-        gave no capacity (nor the first seconds'): without one, an unpaced
-        scout reads nothing the target can use."""
+        gave no capacity, nor the first seconds' (read by now): without one,
+        an unpaced scout reads nothing the target can use. A capacity the
+        first seconds gave the follower stores (cap/scoutacks.py)."""
         sa = self.scout_acks
-        if sa is None or not sa.spent(spec.path, now) or self.measured or \
+        if sa is None or not sa.spent(spec.path, now) or sa.measured_for(spec) is not None \
+                or (self.acks is not None and self.acks.pending) or \
                 self.store.newest(spec.path, with_capacity=True) is not None:
             return
         self.follower.close()
         self.follower.scout_acks = None  # and no following starts again
         self.book.remove(spec.cgroup, spec.dest)
         self.notes.append(f"held at the target: the scout's ACKs gave {spec.path.dest} no "
-                          "capacity to follow from")
+                          "capacity to follow from, nor did the first seconds'")
 
     def _open_acks(self, cgroup: str, now: float) -> None:
         try:
@@ -466,8 +471,10 @@ class Session:
         if any(held_by_its_cap(g, self._entry_for(g.remote_addr, self.path.congestion),
                                self.measured.get(g.remote_addr)) for g in obs):
             if not self.book.specs():
-                return ("the pace cap held the transfer at its target, and path memory has "
-                        f"no capacity for {self.path.dest} to follow from")
+                why = (f"neither path memory nor the run's ACKs gave {self.path.dest} a "
+                       "capacity") if self.opts.learn else \
+                    f"path memory has no capacity for {self.path.dest}"
+                return f"the pace cap held the transfer at its target, and {why} to follow from"
             return ("the pace cap held the transfer at its target; following reads the path "
                     f"after {SETTLE_S + WINDOW_S:g} s of a scout stream")
         return (f"one stream count, and path memory has no capacity for {self.path.dest} "
