@@ -17,11 +17,12 @@ examples:
 CMD runs in a cgroup of its own (tamebpf-run-PID below the cgroup v2 root).
 Its TCP streams share a pace cap: {DEFAULT_RATE_MBPS:g} Mbit/s (or --rate) until the
 destination is known, then path memory's advice for it, then the rate the
-cap's scout stream reads on the path, as 'cap set --follow' caps do (when
-path memory holds the path's capacity). What the transfer shows is learned
-into path memory, as 'tamebpf export' learns from every transfer; the
-path's capacity, if path memory has none, from the ACKs of its first 5 s
-(when the cap did not hold it: a --rate above the path).
+cap's scout stream reads on the path, as 'cap set --follow' caps do. The
+path's capacity that reading needs comes from path memory, else from the
+transfer's ACKs: those of its first 5 s (when the cap did not hold them:
+a --rate above the path, or a CMD slow to send), or its scout's. What the
+transfer shows is learned into path memory, as 'tamebpf export' learns
+from every transfer.
 
 Exit status: CMD's own (128+N when a signal N ended it); 127 when CMD is not
 found and 126 when it cannot be executed, as a shell gives; tamebpf's own
