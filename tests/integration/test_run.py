@@ -228,6 +228,43 @@ def test_iperf3_under_run_teaches_path_memory_and_advise_answers_from_it(
     assert CapTable("test").list() == [], "the run's caps are left"
 
 
+HELD_RATE = 17.0  # Mbit/s: under the path's CAPACITY, so the cap holds the streams
+LATE_S = 2  # CMD's first data this late, as a tool's after its control connection
+
+
+def test_a_held_run_follows_from_the_capacity_its_first_seconds_measured(
+        pins: str, tmp_path: Path) -> None:
+    """iperf3 -P 4 under `run --rate 17M`, path memory empty, sending
+    LATE_S after it starts: over the first seconds' ACK log the goodput is
+    under 80% of the target, so the capacity it gives is trusted; then the
+    cap holds the streams (their goodput teaches nothing). The follower
+    stores that capacity, opening no scout window (before, it opened one
+    and dropped the first seconds' capacity)."""
+    with tbfix.running_testbed(rate_mbit=RATE, rtt_ms=RTT, queue_pkts=QUEUE, cc="cubic") as tb:
+        server = iperf.start_server(tb, 5202)
+        with tbfix.killed_on_exit(server):
+            dst, ns = tb.addresses["receiver"], tb.namespaces["sender"]
+            summary = tmp_path / "summary.json"
+            client = shlex.join(iperf.client_argv(dst, 5202, 4, 12, "cubic", json_out=False))
+            res = tamebpf_run("--netns", ns, "--rate", f"{HELD_RATE:g}M", f"--json={summary}",
+                              "--log-format", "json", "--log-level", "debug", "--",
+                              "sh", "-c", f"sleep {LATE_S}; exec {client}", timeout=60)
+    assert res.returncode == 0, res.stderr
+    s = json.loads(summary.read_text())
+    said = [json.loads(line) for line in res.stderr.splitlines() if line.startswith("{")]
+    events = [e.get("event") for e in said]
+    assert [x["dest"] for x in s["learned"]] == [dst], (
+        f"nothing learned: {s['not_learned']}; {s['notes']}; {[e['msg'] for e in said]}")
+    got = s["learned"][0]
+    assert got["capacity_method"] == "ack-spacing (transfer)", s
+    assert abs(got["capacity_mbps"] / CAPACITY - 1) <= 0.10, (
+        f"capacity from the first seconds {got['capacity_mbps']:.2f} Mbit/s, the link gives "
+        f"{CAPACITY:.2f}")
+    assert "measured_capacity" in events, [e["msg"] for e in said]
+    assert "scout_ack_window" not in events, "a scout window though the capacity was measured"
+    assert CapTable("test").list() == [], "the run's caps are left"
+
+
 def test_advise_with_no_server_and_no_memory_names_both_ways() -> None:
     res = subprocess.run([*TAMEBPF, "advise", f"127.0.0.1:{free_port()}", "--max-impact",
                           "10%", "--congestion", "cubic"],
