@@ -73,6 +73,19 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(timeout=5)
 
 
+# The signals tests send as a user at a terminal would. A test runner
+# started in the background (`cmd &` in a script, nohup) hands them down
+# ignored, and an ignored signal never arrives: processes whose signal
+# handling a test checks start with them at their defaults.
+TERMINAL_SIGNALS = (signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
+
+
+def default_signals() -> None:
+    """preexec_fn: TERMINAL_SIGNALS at their defaults in the child."""
+    for sig in TERMINAL_SIGNALS:
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def sh(*argv: str, netns: str | None = None, check: bool = True) -> str:
     if netns:
         argv = ("ip", "netns", "exec", netns, *argv)

@@ -36,7 +36,14 @@ from tamebpf.runner.session import STEP_S
 from tamebpf_testbed import iperf
 from tests.integration import test_toolflags_streams as toolflags
 from tests.integration import testbed_fixtures as tbfix
-from tests.integration.kernel_fixtures import cgroup, free_port, spawn, stop, wait_for
+from tests.integration.kernel_fixtures import (
+    cgroup,
+    default_signals,
+    free_port,
+    spawn,
+    stop,
+    wait_for,
+)
 
 pytestmark = pytest.mark.root
 TAMEBPF = [sys.executable, "-m", "tamebpf"]
@@ -60,7 +67,7 @@ def caps_of(pid: int) -> list[str]:
 def start_run(*argv: str) -> subprocess.Popen[str]:
     """A run whose CMD prints 'ready' once it is in the run's cgroup."""
     return subprocess.Popen([*TAMEBPF, "run", *argv], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=default_signals)
 
 
 def wait_ready(proc: subprocess.Popen[str]) -> None:
@@ -375,6 +382,7 @@ def test_ctrl_c_on_a_terminal_ends_cmd_and_nothing_is_left(pins: str, tmp_path: 
     master, slave = os.openpty()
 
     def own_terminal() -> None:  # a session of its own, the pty its terminal
+        default_signals()
         os.setsid()
         fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
 
@@ -441,6 +449,7 @@ def sender(port: int) -> str:
 
 
 def no_core_dump() -> None:  # SIGQUIT's default action dumps core
+    default_signals()
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 

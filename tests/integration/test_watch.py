@@ -21,6 +21,7 @@ import pytest
 
 from tests.integration.kernel_fixtures import (
     cgroup,
+    default_signals,
     free_port,
     iperf3_available,
     sh,
@@ -49,8 +50,12 @@ class Tmux:
         return sh("tmux", "-L", self.name, *args, check=check)
 
     def start(self) -> None:
-        self.tmux("-f", "/dev/null", "new-session", "-d", "-s", self.name, "-x", "80", "-y", "24",
-                  "bash --norc --noprofile")
+        # The server, its shell and what the shell runs inherit this: Ctrl-C
+        # must reach them as at a terminal (kernel_fixtures.default_signals).
+        subprocess.run(["tmux", "-L", self.name, "-f", "/dev/null", "new-session", "-d", "-s",
+                        self.name, "-x", "80", "-y", "24", "bash --norc --noprofile"],
+                       check=True, capture_output=True, timeout=20,
+                       preexec_fn=default_signals)
         wait_for(lambda: self.screen().rstrip().endswith(("#", "$")), 5,
                  "the shell prompt in tmux")
 
