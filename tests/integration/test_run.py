@@ -213,13 +213,7 @@ def test_iperf3_under_run_teaches_path_memory_and_advise_answers_from_it(
             d = s["destinations"][0]
             assert d["addr"] == dst and d["streams"] == 4, s
             assert 0.5 * RATE < d["goodput_mbps"] <= RATE * 1.05, s
-            assert [x["dest"] for x in s["learned"]] == [dst], (
-                f"nothing learned in {took:.0f} s: {s['not_learned']}; {s['notes']}")
-            learned = s["learned"][0]
-            assert learned["capacity_method"] == "ack-spacing (transfer)", s
-            assert abs(learned["capacity_mbps"] / CAPACITY - 1) <= 0.10, (
-                f"capacity from the ACKs {learned['capacity_mbps']:.2f} Mbit/s, the link "
-                f"gives {CAPACITY:.2f}")
+            learned_the_link_from_its_acks(s, dst, f"in {took:.0f} s")
         # The server is gone: an answer now can only come from memory.
         asked = subprocess.run([*TAMEBPF, "advise", dst, "--max-impact", "10%", "--netns", ns,
                                 "--congestion", "cubic", "--json"],
@@ -233,6 +227,18 @@ def test_iperf3_under_run_teaches_path_memory_and_advise_answers_from_it(
                               timeout=60)
         assert "from memory: learned from 1 transfer over " in text.stdout, text.stdout
     assert CapTable("test").list() == [], "the run's caps are left"
+
+
+def learned_the_link_from_its_acks(s: dict[str, Any], dst: str, context: str) -> None:
+    """run's JSON summary `s` says it learned dst's path from its own
+    first seconds' ACKs, within 10% of the link's TCP goodput."""
+    assert [x["dest"] for x in s["learned"]] == [dst], (
+        f"nothing learned ({context}): {s['not_learned']}; {s['notes']}")
+    got = s["learned"][0]
+    assert got["capacity_method"] == "ack-spacing (transfer)", s
+    assert abs(got["capacity_mbps"] / CAPACITY - 1) <= 0.10, (
+        f"capacity from the ACKs {got['capacity_mbps']:.2f} Mbit/s, the link gives "
+        f"{CAPACITY:.2f}")
 
 
 HELD_RATE = 17.0  # Mbit/s: under the path's CAPACITY, so the cap holds the streams
@@ -260,13 +266,7 @@ def test_a_held_run_follows_from_the_capacity_its_first_seconds_measured(
     s = json.loads(summary.read_text())
     said = [json.loads(line) for line in res.stderr.splitlines() if line.startswith("{")]
     events = [e.get("event") for e in said]
-    assert [x["dest"] for x in s["learned"]] == [dst], (
-        f"nothing learned: {s['not_learned']}; {s['notes']}; {[e['msg'] for e in said]}")
-    got = s["learned"][0]
-    assert got["capacity_method"] == "ack-spacing (transfer)", s
-    assert abs(got["capacity_mbps"] / CAPACITY - 1) <= 0.10, (
-        f"capacity from the first seconds {got['capacity_mbps']:.2f} Mbit/s, the link gives "
-        f"{CAPACITY:.2f}")
+    learned_the_link_from_its_acks(s, dst, str([e["msg"] for e in said]))
     assert "measured_capacity" in events, [e["msg"] for e in said]
     assert "scout_ack_window" not in events, "a scout window though the capacity was measured"
     assert CapTable("test").list() == [], "the run's caps are left"
