@@ -125,12 +125,13 @@ lint:
 	$(Q)$(VENV)/bin/mypy
 	$(Q)cd userspace && ../$(VENV)/bin/lint-imports --config ../pyproject.toml
 
-# The unit tests are pure: pytest-xdist runs them on both cores. The kernel
-# and packaging tests share the machine's cgroups, namespaces and packages,
-# so they run one at a time, after.
+# The unit tests are pure: pytest-xdist runs them on both cores, the
+# packaging tests beside them (they mostly wait for one build at a time).
+# The kernel tests share the machine's cgroups and namespaces and measure
+# rates and times, so they run one at a time, alone, after
+# (scripts/test-suite says why).
 test: test-deps compile lint
-	$(SUDO) $(PY) -m pytest -q -ra -n 2 tests/unit
-	$(SUDO) $(PY) -m pytest -q -ra --durations=25 tests/integration tests/packaging
+	$(SUDO) scripts/test-suite $(PY)
 
 unit: test-deps compile
 	$(PY) -m pytest -q -n 2 tests/unit

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -65,23 +64,6 @@ def mbps(proc: subprocess.Popen[bytes]) -> float:
     return float(report["end"]["sum_received"]["bits_per_second"]) / 1e6
 
 
-# An ssthresh in ss's TCP info (not rcv_ssthresh): the kernel sets it when
-# the flow leaves slow start, at its first loss or HyStart's exit.
-SSTHRESH = re.compile(r"\sssthresh:\d+")
-
-
-def wait_past_slow_start(tb: Testbed, role: str, port: int, flows: int,
-                         proc: subprocess.Popen[bytes]) -> None:
-    """Waits until `flows` connections from role to port are up and have
-    left slow start: cross traffic as a path's is, in congestion avoidance
-    with the queue full (on these testbeds a few tenths of a second after
-    the connections are up, where a fixed sleep of seconds was waited)."""
-    iperf.wait_flows(tb, role, port, flows, proc)
-
-    def past() -> bool:
-        out = tb.exec(role, ["ss", "-tinH", "state", "established", f"dport = :{port}"])
-        return len(SSTHRESH.findall(out)) >= flows
-    iperf.wait_for(past, 30.0, f"{flows} flows from {role} past slow start")
 
 
 def probe_cgroups() -> list[str]:
@@ -140,7 +122,7 @@ def test_advice_predicts_throughput_and_impact_on_a_testbed(tb: Testbed) -> None
                                                     json_out=False),
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         with tbfix.killed_on_exit(cross):
-            wait_past_slow_start(tb, "cross", 5202, 1, cross)
+            iperf.wait_past_slow_start(tb, "cross", 5202, 1, cross)
             alone = iperf.cross_rate(tb, 4)
             ours4 = tb.popen("sender", iperf.client_argv(rcv, 5201, 4, 30, "cubic",
                                                          json_out=False),
@@ -188,7 +170,7 @@ def test_settled_default_advice_on_a_shared_path() -> None:
                                                     SHARED_CROSS, 90, "cubic"),
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         with tbfix.killed_on_exit(cross, *servers):
-            wait_past_slow_start(tb, "cross", 5202, SHARED_CROSS, cross)
+            iperf.wait_past_slow_start(tb, "cross", 5202, SHARED_CROSS, cross)
             res = advise(tb, "--json", "--max-impact", "30%")
             assert res.returncode == 0, res.stderr
             out = json.loads(res.stdout)
@@ -315,7 +297,7 @@ def test_bbr_senders_are_advised_from_the_capacity_share(tb: Testbed) -> None:
                                                 cross_flows, 120, "cubic"),
                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     with tbfix.killed_on_exit(cross, *servers):
-        wait_past_slow_start(tb, "cross", 5202, cross_flows, cross)
+        iperf.wait_past_slow_start(tb, "cross", 5202, cross_flows, cross)
         # Measured: the CUBIC flows' goodput alone, before anything of
         # ours ran. They fill the link: 4-s windows of it stayed within
         # 1% of each other, so 3 s read it.
@@ -423,7 +405,7 @@ def test_capacity_anchors_the_fit_among_cross_traffic(tb: Testbed) -> None:
     cross = goodput(tb, "cross", cross_flows, seconds=20, port=5202)
     with tbfix.killed_on_exit(cross, *servers):
         # The cross traffic settles first, as on a real path.
-        wait_past_slow_start(tb, "cross", 5202, cross_flows, cross)
+        iperf.wait_past_slow_start(tb, "cross", 5202, cross_flows, cross)
         res = advise(tb, "--json", "--capacity", f"{RATE:g}M")
         assert res.returncode == 0, res.stderr
         out = json.loads(res.stdout)

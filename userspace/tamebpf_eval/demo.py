@@ -26,6 +26,7 @@ import threading
 import time
 from types import FrameType
 
+from tamebpf.errors import TamebpfError
 from tamebpf_testbed import Testbed, iperf, teardown
 
 PORT_GREEDY, PORT_CROSS, PORT_ADVISE = 5201, 5202, 5203
@@ -77,10 +78,12 @@ def main() -> int:
             procs.append(iperf.start_server(tb, port))
 
         say("2/5 cross traffic: 2 flows from the cross-traffic host, started first")
-        procs.append(tb.popen("cross", iperf.client_argv(rcv, PORT_CROSS, 2, 3600, "cubic",
-                                                          json_out=False),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        time.sleep(3)
+        cross = tb.popen("cross", iperf.client_argv(rcv, PORT_CROSS, 2, 3600, "cubic",
+                                                     json_out=False),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        procs.append(cross)
+        # There first: both flows up and past slow start, the queue full.
+        iperf.wait_past_slow_start(tb, "cross", PORT_CROSS, 2, cross)
 
         say(f"3/5 tamebpf advise {rcv}:{PORT_ADVISE} --max-impact 10% (two probes, each "
             "until its share has settled,\n    at most 15 s: the line below shows them)")
@@ -111,6 +114,9 @@ def main() -> int:
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return 130
+    except TamebpfError as err:  # the testbed's cross traffic did not start
+        print(f"demo: {err}", file=sys.stderr)
+        return 1
     except subprocess.CalledProcessError as err:
         print(f"demo: {' '.join(map(str, err.cmd[2:]))} failed with status {err.returncode}",
               file=sys.stderr)

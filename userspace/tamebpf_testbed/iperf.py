@@ -75,6 +75,25 @@ def wait_flows(tb: Testbed, role: str, port: int, flows: int, proc: subprocess.P
     wait_for(up, timeout, f"{flows} flows from {role}")
 
 
+# An ssthresh in ss's TCP info (not rcv_ssthresh): the kernel sets it when
+# the flow leaves slow start, at its first loss or HyStart's exit.
+_SSTHRESH = re.compile(r"\sssthresh:\d+")
+
+
+def wait_past_slow_start(tb: Testbed, role: str, port: int, flows: int,
+                         proc: subprocess.Popen[bytes]) -> None:
+    """Waits until `flows` connections from role to port are up and have
+    left slow start: cross traffic as a path's is, in congestion avoidance
+    with the queue full (on these testbeds a few tenths of a second after
+    the connections are up, where a fixed sleep of seconds was waited)."""
+    wait_flows(tb, role, port, flows, proc)
+
+    def past() -> bool:
+        out = tb.exec(role, ["ss", "-tinH", "state", "established", f"dport = :{port}"])
+        return len(_SSTHRESH.findall(out)) >= flows
+    wait_for(past, 30.0, f"{flows} flows from {role} past slow start")
+
+
 def established(tb: Testbed, role: str, port: int) -> int:
     out = tb.exec(role, ["ss", "-tnH", "state", "established", f"dport = :{port}"])
     return len([ln for ln in out.splitlines() if ln.strip()])
