@@ -42,21 +42,24 @@ class ImpactRun(Protocol):
     impact: float | None
 
 
-def advised_range(run: ImpactRun, spread: float | None) -> ImpactRange:
+def advised_range(run: ImpactRun, spread: float | None, clip: bool = True) -> ImpactRange:
     """The impact range at the advised count; spread None: the path's own
-    (as the advice gives it), 0: the probes' noise alone."""
+    (as the advice gives it), 0: the probes' noise alone; clip: moves stop
+    at the capacity (estimate/advice.CLIP_AT_CAPACITY) rather than drop."""
     n = run.result.prediction.advice.num_flows
-    ranges = impact_confidence(run.result, Settings(max_impact=run.limit), spread=spread)
+    ranges = impact_confidence(run.result, Settings(max_impact=run.limit), spread=spread,
+                               clip=clip)
     return next(r for r in ranges if r.streams == n)
 
 
-def scored(runs: Sequence[ImpactRun], spread: float | None) -> list[tuple[bool, float]]:
+def scored(runs: Sequence[ImpactRun], spread: float | None,
+           clip: bool = True) -> list[tuple[bool, float]]:
     """(the range holds the measured impact, its width) per run measured at
     its advised count."""
     out = []
     for run in runs:
         if run.impact is not None:
-            r = advised_range(run, spread)
+            r = advised_range(run, spread, clip)
             out.append((impact_holds((r.low, r.high), run.impact), r.high - r.low))
     return out
 
@@ -94,13 +97,14 @@ def rows(groups: Sequence[tuple[str, float | None, Sequence[ImpactRun]]],
            "low, in impact. In-sample: these are the runs the spread table was fitted on (on "
            "the count range, not on this); not a fresh result.", "",
            "| class | s | runs scored | s = 0 (delta method; BBR: between the probed counts): "
-           "holds | median width | widened by s: holds | median width |",
-           "|---|---|---|---|---|---|---|"]
+           "holds | median width | widened by s, moves above the capacity dropped: holds | "
+           "median width | widened by s, moves stopped at the capacity: holds | median width |",
+           "|---|---|---|---|---|---|---|---|---|"]
     under = []
     for label, s, runs in groups:
-        before, after = scored(runs, 0.0), scored(runs, None)
+        before, dropped, after = scored(runs, 0.0), scored(runs, None, False), scored(runs, None)
         out.append(f"| {label} | {'' if s is None else f'{s:.3f}'} | {len(after)} | "
-                   + _cells(before) + " " + _cells(after))
+                   + _cells(before) + " " + _cells(dropped) + " " + _cells(after))
         if s is not None and after and sum(h for h, _ in after) < RANGE_COVERAGE * len(after):
             under.append((label, runs))
     left = sum(run.impact is None for _, s, runs in groups if s is not None for run in runs)

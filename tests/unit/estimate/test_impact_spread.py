@@ -103,6 +103,40 @@ def test_the_capacity_fit_is_moved_as_the_advice_used_it() -> None:
     assert impacts and at_n.low <= min(impacts) and max(impacts) <= at_n.high, (impacts, at_n)
 
 
+def test_a_ceiling_stops_the_moves_that_pass_it() -> None:
+    ps = [Probe(1, 30.0), Probe(10, 80.0)]
+    sets = list(moved_probes(ps, 1.0, ceiling=100.0))
+    assert len(sets) == 4
+    assert {m[1].throughput for m in sets} == {100.0, 40.0}  # 160 stops at 100
+    assert {m[0].throughput for m in sets} == {60.0, 15.0}  # under it: moved as before
+    # A probe measured above the ceiling (within the fit's slack) keeps its own value.
+    assert max(m[0].throughput for m in moved_probes([Probe(1, 101.0)], 0.5, 100.0)) == 101.0
+
+
+def test_a_long_unsettled_capacity_fit_reaches_up_to_what_the_capacity_allows() -> None:
+    """A long path with a probe at its limit (spread 1: a round may give 2x
+    or half): the 10-stream probe moved up passes the capacity. Dropping
+    such a move (as before) left the range's top where the other moves put
+    it; stopped at the capacity, the move gives the highest impact a round
+    could show, and the range holds it (draws 3-8: 10 of the 15 misses of
+    that class lay there)."""
+    r = build(TARGET, [replace(probe(1, 20.0, rtt_ms=120.0), stopped="time limit"),
+                       replace(probe(10, 60.0, rtt_ms=120.0), stopped="time limit")],
+              SETTINGS, capacity_mbps=100.0)
+    assert r.used == "capacity" and r.capacity is not None and path_spread(r.probes) == 1.0
+    cap, n = r.capacity.goodput_mbps, r.prediction.advice.num_flows
+
+    def at_n(ranges: tuple[ImpactRange, ...]) -> ImpactRange:
+        return next(x for x in ranges if x.streams == n)
+    dropped, stopped = (at_n(impact_confidence(r, SETTINGS, clip=c)) for c in (False, True))
+    top = max(fit_capacity(m, cap).impact(n)
+              for m in moved_probes(measured(r), 1.0, ceiling=cap))
+    assert at_n(r.confidence) == stopped, "the advice's range is the one stopped at the capacity"
+    assert stopped.high == pytest.approx(top)
+    assert dropped.high < top - 0.05, (dropped, top)
+    assert stopped.low == pytest.approx(dropped.low)
+
+
 def test_bbr_share_ranges_are_widened_but_the_third_probe_is_decided_as_before() -> None:
     """The share advice's own range (between the probed counts) decides
     where a third probe runs; the widened one is what the advice reports."""

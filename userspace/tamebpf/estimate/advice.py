@@ -60,6 +60,11 @@ RWND_LIMITED = 0.5  # fraction of samples bounded by the receive window
 # --capacity and the ACK-spacing estimate differ by more than this: say so.
 CAPACITY_DISAGREE = 0.10
 DISAGREE = "estimators_disagree"  # the loss-law fits' check, not for BBR's share advice
+# The impact range's moved probes stop at the path's capacity (where the
+# advice has one): a probe moved above it is the capacity, the most a round
+# could give, rather than a set with no fit (docs/results/range-design-8.md,
+# the impact range's last table).
+CLIP_AT_CAPACITY = True
 DISAGREE_IMPACT = 0.10  # estimators' impact at the advised n differ by more
 # ... or their stream counts differ by a factor of two or more (and by >= 2).
 
@@ -157,7 +162,8 @@ def streams_range(result: AdviseResult, settings: Settings, model: ModelName = "
 
 
 def impact_confidence(result: AdviseResult, settings: Settings, model: ModelName = "square",
-                      spread: float | None = None) -> tuple[ImpactRange, ...]:
+                      spread: float | None = None, clip: bool = CLIP_AT_CAPACITY
+                      ) -> tuple[ImpactRange, ...]:
     """The impact at each count of the curve with its range: the probes'
     own noise (the delta method; for BBR's share, the range between the
     probed counts), widened to hold the impact the advice's own fit gives
@@ -176,8 +182,11 @@ def impact_confidence(result: AdviseResult, settings: Settings, model: ModelName
              for p in result.probes],
             [c.streams for c in result.prediction.curve], baseline=settings.baseline)
     rerun = _rerun(result, settings, model)
+    cap = result.capacity
+    ceiling = cap.goodput_mbps if clip and cap is not None and result.used in (
+        "capacity", "share") else None
     moved = rerun_moved(lambda ps: {c.streams: c.impact for c in rerun(ps)[1]}, measured,
-                        path_spread(result.probes) if spread is None else spread)
+                        path_spread(result.probes) if spread is None else spread, ceiling)
     return tuple(widened(own, moved))
 
 

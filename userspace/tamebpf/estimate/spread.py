@@ -142,23 +142,29 @@ def pooled_spread(by_count: Sequence[Sequence[float]], class_spread: float) -> P
     return Pooled(bounded(math.sqrt(var)), bounded(math.sqrt(var / k)))
 
 
-def moved_probes(probes: Sequence[Probe], spread: float) -> Iterator[list[Probe]]:
+def moved_probes(probes: Sequence[Probe], spread: float,
+                 ceiling: float | None = None) -> Iterator[list[Probe]]:
     """The probes with each goodput times 1 + s or 1 / (1 + s), every
     combination (2^k sets; none for s = 0): the rounds these measurements
-    cannot be told apart from, on which the ranges rerun the advice."""
+    cannot be told apart from, on which the ranges rerun the advice. With
+    a ceiling (the path's capacity), a goodput moved above it is the
+    ceiling: the most a round could have given, where a move past it has
+    no fit and would add nothing."""
     if spread <= 0.0:
         return
     f = 1.0 + spread
+    top = math.inf if ceiling is None else ceiling
     for factors in itertools.product((f, 1.0 / f), repeat=len(probes)):
-        yield [Probe(p.streams, p.throughput * k) for p, k in zip(probes, factors, strict=True)]
+        yield [Probe(p.streams, min(p.throughput * k, max(p.throughput, top)))
+               for p, k in zip(probes, factors, strict=True)]
 
 
 def rerun_moved(rerun: Callable[[Sequence[Probe]], T], probes: Sequence[Probe],
-                spread: float) -> list[T]:
+                spread: float, ceiling: float | None = None) -> list[T]:
     """`rerun` (the advice's own fit and rules) on each of moved_probes; a
     set with no fit adds nothing."""
     out = []
-    for moved in moved_probes(probes, spread):
+    for moved in moved_probes(probes, spread, ceiling):
         try:
             out.append(rerun(moved))
         except ModelInputError:
