@@ -144,7 +144,7 @@ unit: test-deps compile
 
 bench: deps compile
 	$(SUDO) $(EVALPY) tamebpf_bench.bench_overhead --write docs/performance.md
-	$(SUDO) $(EVALPY) tamebpf_bench.bench_overhead --arm acks --write docs/performance.md
+	$(SUDO) $(EVALPY) tamebpf_bench.bench_overhead --arm acks --pin 0,1 --reps 15 --write docs/performance.md
 	$(SUDO) $(EVALPY) tamebpf_bench.bench_cap --write docs/performance.md
 	$(SUDO) $(EVALPY) tamebpf_bench.bench_pace --write docs/performance.md
 	$(SUDO) $(EVALPY) tamebpf_bench.bench_scale --write docs/performance.md

@@ -117,6 +117,12 @@ int BPF_PROG(log_ack, struct sock *sk, struct sk_buff *skb)
 	if (!th.ack || (__s32)(ack - ps->last_ack) <= 0)
 		return 0;
 	ps->last_ack = ack;
+	/* Full: count no further. Every ACK of a busy window would otherwise
+	 * add to one shared counter from each CPU (a cache line moved per ACK)
+	 * after nothing more is kept; a count past TB_ACKS_MAX still says that
+	 * some were lost, which is all userspace reads of it. */
+	if (*(volatile __u64 *)&acks_seen > TB_ACKS_MAX)
+		return 0;
 	idx = __sync_fetch_and_add(&acks_seen, 1);
 	if (idx >= TB_ACKS_MAX)
 		return 0;

@@ -153,9 +153,9 @@ class Progress:
 @dataclass(frozen=True)
 class AckLog:
     """ACKs that advanced each connection: cookie -> [(t_ns, ack_seq)], in
-    arrival order; `lost`: ACKs seen after the log was full
-    (kernel/acktrain.py reads it; estimate/acktrain.py estimates the
-    capacity from it)."""
+    arrival order; `lost` > 0: some ACKs came after the log was full (the
+    kernel stops counting soon after: not how many). kernel/acktrain.py
+    reads it; estimate/acktrain.py estimates the capacity from it."""
 
     flows: Mapping[int, Sequence[tuple[int, int]]]
     lost: int = 0

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import platform
 import socket
@@ -91,12 +92,16 @@ def ack_window(snapshot: Snapshot, port: int, streams: int) -> Iterator[None]:
 
 
 def iperf3(port: int, streams: int, seconds: int,
-           during: Callable[[], contextlib.AbstractContextManager[None]] | None = None) -> float:
+           during: Callable[[], contextlib.AbstractContextManager[None]] | None = None,
+           pin: str | None = None) -> float:
     """Receiver-side goodput in Mbit/s, first second omitted; `during`: a
-    context entered once the client has started, left when it has ended."""
+    context entered once the client has started, left when it has ended;
+    pin: "CLIENT_CPU,SERVER_CPU" (iperf3 -A: the client sets the server's
+    affinity for its test too)."""
     proc = subprocess.Popen(
         ["iperf3", "-c", "127.0.0.1", "-p", str(port), "-P", str(streams), "-t", str(seconds),
-         "-O", "1", "-J"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+         "-O", "1", "-J", *(["-A", pin] if pin else [])],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         with during() if during is not None else contextlib.nullcontext():
             out, err = proc.communicate(timeout=seconds + 30)
@@ -110,24 +115,40 @@ def iperf3(port: int, streams: int, seconds: int,
 
 
 def measure(arm: str, side: str, port: int, streams: int, seconds: int,
-            interval: float) -> float:
+            interval: float, pin: str | None = None) -> float:
     """One iperf3 run of one side of an arm (off: the baseline)."""
     if arm == "telemetry":
         if side == "off":
-            return iperf3(port, streams, seconds)
+            return iperf3(port, streams, seconds, pin=pin)
         with telemetry(interval):
-            return iperf3(port, streams, seconds)
+            return iperf3(port, streams, seconds, pin=pin)
     with telemetry(interval) as snapshot:
         if side == "off":
-            return iperf3(port, streams, seconds)
-        return iperf3(port, streams, seconds, lambda: ack_window(snapshot, port, streams))
+            return iperf3(port, streams, seconds, pin=pin)
+        return iperf3(port, streams, seconds, lambda: ack_window(snapshot, port, streams),
+                      pin=pin)
+
+
+def median_interval(xs: list[float], level: float = 0.90) -> tuple[float, float]:
+    """A distribution-free interval for the median of xs (order statistics:
+    the k-th smallest and largest, k the largest with P(Binomial(n, 1/2) <
+    k) <= (1 - level) / 2); the whole range when n is too small for it."""
+    ys, n = sorted(xs), len(xs)
+    tail, k, below = (1 - level) / 2, 0, 0.0
+    while k < n // 2:
+        below += math.comb(n, k) / 2 ** n  # P(Binomial < k + 1)
+        if below > tail:
+            break
+        k += 1
+    k = max(k, 1)
+    return ys[k - 1], ys[n - k]
 
 
 Results = dict[int, dict[str, Any]]  # n -> "off", "on", "ratios": lists
 
 
 def run(streams_list: list[int], reps: int, seconds: int, interval: float,
-        arm: str = "telemetry") -> Results:
+        arm: str = "telemetry", pin: str | None = None) -> Results:
     port = free_port()
     server = subprocess.Popen(["iperf3", "-s", "-p", str(port)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -140,7 +161,7 @@ def run(streams_list: list[int], reps: int, seconds: int, interval: float,
                 order = ("off", "on") if rep % 2 == 0 else ("on", "off")
                 pair = {}
                 for side in order:
-                    pair[side] = measure(arm, side, port, n, seconds, interval)
+                    pair[side] = measure(arm, side, port, n, seconds, interval, pin)
                     results[n][side].append(pair[side])
                 results[n]["ratios"].append(pair["on"] / pair["off"])
                 print(f"rep {rep + 1}/{reps} streams {n:2d}: off {pair['off']:9.1f} "
@@ -153,7 +174,7 @@ def run(streams_list: list[int], reps: int, seconds: int, interval: float,
 
 
 def section(results: Results, reps: int, seconds: int, interval: float,
-            arm: str = "telemetry") -> str:
+            arm: str = "telemetry", pin: str | None = None) -> str:
     start, end = markers(SECTIONS[arm])
     if arm == "telemetry":
         title, what = "flows: telemetry overhead", (
@@ -168,22 +189,25 @@ def section(results: Results, reps: int, seconds: int, interval: float,
         start,
         f"## {title}",
         "",
-        f"Loopback iperf3 (`-t {seconds} -O 1`, receiver goodput), {what}; {reps} "
-        f"alternating pairs per row. Ratio = median of the per-pair ratios {on}/{off} "
-        "(1.000 = no cost).",
+        f"Loopback iperf3 (`-t {seconds} -O 1`"
+        + (f", client and server pinned to CPUs {pin} (`-A {pin}`)" if pin else "")
+        + f", receiver goodput), {what}; {reps} alternating pairs per row. Ratio = median "
+        f"of the per-pair ratios {on}/{off} (1.000 = no cost); its 90% interval from the "
+        "pairs' order statistics (distribution-free).",
         "",
         f"Measured {time.strftime('%Y-%m-%d')} on this VM: "
         f"Linux {platform.release()}, {os.cpu_count()} CPUs.",
         "",
         f"| streams | {off} Mbit/s (median) | {on} Mbit/s (median) | ratio (median) "
-        "| ratio min..max |",
-        "|---|---|---|---|---|",
+        "| median's 90% interval | ratio min..max |",
+        "|---|---|---|---|---|---|",
     ]
     for n, r in results.items():
+        lo, hi = median_interval(r["ratios"])
         lines.append(
             f"| {n} | {statistics.median(r['off']):.0f} | {statistics.median(r['on']):.0f} "
-            f"| {statistics.median(r['ratios']):.3f} | {min(r['ratios']):.3f}.."
-            f"{max(r['ratios']):.3f} |")
+            f"| {statistics.median(r['ratios']):.3f} | {lo:.3f}..{hi:.3f} | "
+            f"{min(r['ratios']):.3f}..{max(r['ratios']):.3f} |")
     cmd = " ".join(["python -m tamebpf_bench.bench_overhead", *sys.argv[1:]])
     lines += ["", f"Reproduce: `make bench` (runs `{cmd}`).",
               "Loopback throughput is CPU-bound and noisy on a 2-CPU VM; the spread column "
@@ -212,11 +236,14 @@ def main() -> int:
     ap.add_argument("--arm", choices=sorted(SECTIONS), default="telemetry",
                     help="telemetry: attached versus not; acks: export with an ACK sampling "
                     "window open versus without (default telemetry)")
+    ap.add_argument("--pin", metavar="CLIENT,SERVER",
+                    help="pin iperf3's client and server to these CPUs (iperf3 -A), e.g. 0,1: "
+                    "steadier loopback runs")
     ap.add_argument("--write", metavar="FILE", help="write the section into this Markdown file")
     args = ap.parse_args()
     streams = [int(s) for s in args.streams.split(",")]
-    results = run(streams, args.reps, args.seconds, args.interval, args.arm)
-    text = section(results, args.reps, args.seconds, args.interval, args.arm)
+    results = run(streams, args.reps, args.seconds, args.interval, args.arm, args.pin)
+    text = section(results, args.reps, args.seconds, args.interval, args.arm, args.pin)
     sys.stdout.write(text)
     if args.write:
         write_section(args.write, SECTIONS[args.arm], text, "Performance")

@@ -141,7 +141,8 @@ void tb_synrto_close(struct tb_synrto *h);
  * `n` established connections of network namespace `netns_fd` (-1: ours)
  * with these cookies (tb_acktrain_window_open: a sampling window), with its
  * arrival time, until closed. tb_acktrain_read points into the live log:
- * `seen` ACKs so far (the first TB_ACKS_MAX kept), `flows` connections
+ * `seen` ACKs so far (the first TB_ACKS_MAX kept; once over TB_ACKS_MAX
+ * it stops counting: some were lost), `flows` connections
  * numbered by `cookies`. */
 struct tb_acktrain;
 
