@@ -129,8 +129,10 @@ lint:
 # packaging tests beside them (they mostly wait for one build at a time).
 # The kernel tests share the machine's cgroups and namespaces and measure
 # rates and times, so they run one at a time, alone, after
-# (scripts/test-suite says why).
-test: test-deps compile lint
+# (scripts/test-suite says why). Before them, compile and lint side by side
+# (a compiler and mypy: a core each).
+test: test-deps
+	$(Q)$(MAKE) --no-print-directory -j2 compile lint
 	$(SUDO) scripts/test-suite $(PY)
 
 unit: test-deps compile
