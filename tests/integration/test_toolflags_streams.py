@@ -201,8 +201,8 @@ def streams_moving(tool: Tool, client: Callable[[str, int], list[str]], files: i
             stop(server)
 
 
-# xrdcp --streams 3 once moved data on 2 streams for all of a run's 20 s (its
-# main stream idle beside them) where its other runs moved 3: such a run is
+# xrdcp --streams 3 once moved data on 2 streams for all of a run's 20 s (a
+# third connection idle beside them) where its other runs moved 3: such a run is
 # the tool's, so a second run may show the count. A wrong flag gives the
 # wrong count in every run, and fails.
 RUNS = 2

@@ -237,8 +237,7 @@ def main() -> int:
                     help="telemetry: attached versus not; acks: export with an ACK sampling "
                     "window open versus without (default telemetry)")
     ap.add_argument("--pin", metavar="CLIENT,SERVER",
-                    help="pin iperf3's client and server to these CPUs (iperf3 -A), e.g. 0,1: "
-                    "steadier loopback runs")
+                    help="pin iperf3's client and server to these CPUs (iperf3 -A), e.g. 0,1")
     ap.add_argument("--write", metavar="FILE", help="write the section into this Markdown file")
     args = ap.parse_args()
     streams = [int(s) for s in args.streams.split(",")]

@@ -114,7 +114,7 @@ def main() -> int:
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return 130
-    except TamebpfError as err:  # the testbed's cross traffic did not start
+    except TamebpfError as err:  # a testbed step failed (e.g. its cross traffic never started)
         print(f"demo: {err}", file=sys.stderr)
         return 1
     except subprocess.CalledProcessError as err:
