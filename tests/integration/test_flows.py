@@ -196,31 +196,35 @@ def test_lossy_bottleneck_retransmits_match_ss() -> None:
     with netns_pair() as pair, cgroup() as cg:
         sh("tc", "qdisc", "add", "dev", "veth0", "root", "handle", "1:", "tbf", "rate",
            "20mbit", "burst", "3028", "limit", "15140", netns=pair.sender)
-        server, client = _iperf_pair(port, cg, streams=2, seconds=6, netns=pair.sender,
-                                     server_ns=pair.receiver, addr=pair.receiver_addr,
-                                     extra=["-C", "cubic"])
-        try:
-            with FlowReader(cgroup=cg, netns=[pair.sender]) as reader:
+        # The reader attaches before the flows start: it counts congestion
+        # events from its attach on, while the retransmits are the socket's
+        # own, and a flow can lose in its first RTTs (slow start's overshoot;
+        # a CI once read 0 events beside 9 retransmits).
+        with FlowReader(cgroup=cg, netns=[pair.sender]) as reader:
+            server, client = _iperf_pair(port, cg, streams=2, seconds=6, netns=pair.sender,
+                                         server_ns=pair.receiver, addr=pair.receiver_addr,
+                                         extra=["-C", "cubic"])
+            try:
                 def retransmitting() -> bool:
                     data = [f for f in reader.snapshot()
                             if f.remote_port == port and f.data_segs_out > 300]
                     return len(data) == 2 and sum(f.total_retrans for f in data) >= 10
                 wait_for(retransmitting, 6, "2 flows retransmitting through the bottleneck")
                 flows = matched_reading(reader, port, expect=2, netns=pair.sender)
-            data = [f for f in flows if f.remote_port == port and f.data_segs_out > 100]
-            seen = [(f.local_port, f.remote_port, f.data_segs_out) for f in flows]
-            assert len(data) == 2, f"expected 2 data flows in {pair.sender}, got {seen}"
-            assert {f.congestion_control for f in data} == {"cubic"}
-            # Every window reduction here is a loss recovery, and each
-            # retransmits at least one segment (no ECN on the path).
-            assert all(1 <= f.cong_events <= f.total_retrans for f in data), (
-                "congestion events (entries into Recovery/Loss) between 1 and the "
-                f"retransmits: {[(f.cong_events, f.total_retrans) for f in data]}")
-            assert all(f.srtt_us and f.srtt_us > 1000 for f in data), (
-                f"a full 10-packet queue at 20 Mbit/s adds ms of RTT: {[f.srtt_us for f in data]}")
-        finally:
-            stop(client)
-            stop(server)
+            finally:
+                stop(client)
+                stop(server)
+        data = [f for f in flows if f.remote_port == port and f.data_segs_out > 100]
+        seen = [(f.local_port, f.remote_port, f.data_segs_out) for f in flows]
+        assert len(data) == 2, f"expected 2 data flows in {pair.sender}, got {seen}"
+        assert {f.congestion_control for f in data} == {"cubic"}
+        # Every window reduction here is a loss recovery, and each
+        # retransmits at least one segment (no ECN on the path).
+        assert all(1 <= f.cong_events <= f.total_retrans for f in data), (
+            "congestion events (entries into Recovery/Loss) between 1 and the "
+            f"retransmits: {[(f.cong_events, f.total_retrans) for f in data]}")
+        assert all(f.srtt_us and f.srtt_us > 1000 for f in data), (
+            f"a full 10-packet queue at 20 Mbit/s adds ms of RTT: {[f.srtt_us for f in data]}")
 
 
 def test_reader_detaches_its_programs() -> None:
