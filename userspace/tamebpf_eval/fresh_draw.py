@@ -120,6 +120,13 @@ DRAWS = {d.name: d for d in (
     # truth rounds (docs/results/fresh8-decision-rules.md).
     Draw("fresh8", 722463913, "the default with its count range, and --quick, by RTT class",
          rounds=3),
+    # Drawn on 2026-11-27 at 21:51:56 UTC, `int.from_bytes(os.urandom(4),
+    # "big") >> 1`, for issue 44's acceptance after draw 8 refitted the
+    # count range and widened the impact range, before any of its cases
+    # ran; 3 truth rounds, half the loss-based cases long
+    # (docs/results/fresh11-decision-rules.md).
+    Draw("fresh11", 561449279, "the default with its count and impact ranges, and --quick, "
+         "by RTT class", rounds=3, long=9),
 )}
 RATES = (20, 30, 40, 60, 80, 100, 120, 150, 200)  # Mbit/s
 RTTS = (10, 20, 30, 45, 60, 80, 100, 120, 150)  # ms

@@ -39,7 +39,7 @@ def test_make_eval_alone_runs_the_newest_fresh_draw() -> None:
     presets = load()
     draws = [n for n, p in presets.items() if p.module == "fresh_draw"]
     newest = max(draws, key=lambda n: int(n.removeprefix("fresh")))
-    assert current(presets) == newest == "fresh8"
+    assert current(presets) == newest == "fresh11"
     assert CURRENT not in presets
 
 
