@@ -206,6 +206,15 @@ def _scored(r: Run, got: tuple[int, int]) -> Iterator[tuple[bool, float]]:
         yield lo <= b <= hi, hi / lo
 
 
+def truth_scorings(rs: list[Run]) -> Iterator[tuple[bool, float]]:
+    """The same scorings of the rounds' own range (the fewest to the most
+    of the case's rounds' best counts; it holds them all): how wide a range
+    has to be when the rounds alone part, the width a perfect measurement
+    of every round would show."""
+    for r in rs:
+        yield from _scored(r, (min(r.bests), max(r.bests)))
+
+
 def fit(rs: list[Run]) -> dict[Key, float]:
     """The rule fixed first: per class, the smallest s whose coverage of the
     training scorings reaches TARGET_COVERAGE."""
@@ -272,6 +281,8 @@ def rows(rs: list[Run], draws: DrawSet) -> list[str]:
     out.append("| i.i.d. (the probes' standard errors) | all | " + _cells(list(scorings(rs, None))))
     out.append("| none (the advised count alone) | all | "
                + _cells(list(scorings(rs, dict.fromkeys(whole, 0.0)))))
+    out.append("| the rounds' own (their best counts, fewest to most) | all | "
+               + _cells(list(truth_scorings(rs))))
     before = _before(draws)
     if before is not None:
         out += ["", *beside(rs, draws, before)]

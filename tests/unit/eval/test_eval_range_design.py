@@ -150,3 +150,12 @@ def test_rows_score_each_class_and_name_an_s_where_it_holds_under_the_target() -
     named = [ln for ln in lines if ln.startswith("| misses | ")]
     assert len(named) == 2, "the class under the target gets a row of the grid"
     assert named[1].split(" | ")[1] != "none on the grid", named[1]
+
+
+def test_the_rounds_own_range_spans_their_best_counts(runs: list[range_design.Run]) -> None:
+    """Built from the rounds alone, it holds every scoring, and is as wide
+    as the most and fewest best counts of a case's rounds."""
+    one = replace(runs[0], bests=[2, 6, 3])
+    assert list(range_design.truth_scorings([one])) == [(True, 3.0)] * 3
+    got = list(range_design.truth_scorings(runs))
+    assert len(got) == sum(len(r.bests) for r in runs) and all(h for h, _ in got)
