@@ -34,8 +34,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
-import json
 import os
 import platform
 import secrets
@@ -48,6 +46,7 @@ from collections.abc import Iterator
 from tamebpf.cap.spec import parse_dest
 from tamebpf.cap.table import CapTable
 from tamebpf.kernel.cgroups import require_cgroup2
+from tamebpf_bench.bpfstats import bpf_run_stats, bpftool_json
 from tamebpf_eval.commands import pin_dir
 from tamebpf_eval.docsection import markers, write_section
 
@@ -89,23 +88,6 @@ for line in sys.stdin:
     wall = clock() - start
     print(wall, *lat, flush=True)
 """
-
-
-@contextlib.contextmanager
-def bpf_run_stats() -> Iterator[None]:
-    """Kernel BPF run-time stats while the context lasts (BPF_STATS_RUN_TIME)."""
-    fd = ctypes.CDLL("libbpf.so.1", use_errno=True).bpf_enable_stats(0)
-    if fd < 0:
-        raise SystemExit(f"cannot enable BPF run-time stats: {os.strerror(-fd)}")
-    try:
-        yield
-    finally:
-        os.close(fd)
-
-
-def bpftool_json(*argv: str) -> object:
-    return json.loads(subprocess.run(["bpftool", "-j", *argv], capture_output=True, text=True,
-                                     check=True, timeout=30).stdout)
 
 
 def prog_costs(cg: str, pin: str) -> dict[str, tuple[int, int]]:

@@ -10,6 +10,10 @@ Two arms:
   held open on iperf3's connections for the whole run. That is the cost per
   received segment while a window is open, host wide; export opens one
   for 5 s, a few times an hour per path, and nothing runs per packet between.
+  Goodput pairs on this VM wander by tens of percent, so the same runs also
+  read the window's per-segment program from the kernel's BPF run-time
+  stats: its share of the CPUs' busy time while the window was open, the
+  most it can take from a CPU-bound transfer (tamebpf_bench.bpfstats).
 Writes its section of docs/performance.md with --write.
 """
 
@@ -28,12 +32,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from tamebpf.errors import TamebpfError
 from tamebpf.kernel.acktrain import AckWindow
 from tamebpf.kernel.flows import FlowReader
 from tamebpf.records import Flow
+from tamebpf_bench.bpfstats import bpf_run_stats, busy_cpu_ns, own_prog_runs
 from tamebpf_eval.docsection import markers, write_section
 
 SECTIONS = {"telemetry": "bench_overhead", "acks": "bench_acks"}  # the arm's docs section
@@ -74,10 +80,30 @@ def telemetry(interval: float) -> Iterator[Snapshot]:
 WINDOW_WAIT_S = 1.0  # iperf3's streams are up by then (-O 1 omits that second)
 
 
+WINDOW_PROG = "log_ack"  # bpf/acktrain.bpf.c: the program that runs per received segment
+
+
+@dataclass
+class WindowCost:
+    """The window's per-segment program over one open window: its runs and
+    run time (BPF run-time stats) and the CPUs' busy time meanwhile."""
+
+    runs: int
+    prog_ns: int
+    busy_ns: int
+    seconds: float
+
+    @property
+    def share(self) -> float:
+        return self.prog_ns / self.busy_ns
+
+
 @contextlib.contextmanager
-def ack_window(snapshot: Snapshot, port: int, streams: int) -> Iterator[None]:
+def ack_window(snapshot: Snapshot, port: int, streams: int,
+               costs: list[WindowCost] | None = None) -> Iterator[None]:
     """An ACK sampling window on the iperf3 client's connections to `port`
-    (its streams and its control connection), open until the block ends."""
+    (its streams and its control connection), open until the block ends;
+    with `costs` (BPF run-time stats on), what it cost is appended there."""
     deadline = time.monotonic() + WINDOW_WAIT_S
     while True:
         mine = [f.cookie for f in snapshot() if f.remote_port == port
@@ -88,7 +114,15 @@ def ack_window(snapshot: Snapshot, port: int, streams: int) -> Iterator[None]:
     if len(mine) <= streams:
         raise TamebpfError(f"iperf3's {streams} streams were not up within {WINDOW_WAIT_S:g} s")
     with AckWindow(mine):
+        if costs is None:
+            yield
+            return
+        runs0, ns0 = own_prog_runs(WINDOW_PROG)
+        busy0, t0 = busy_cpu_ns(), time.monotonic()
         yield
+        runs1, ns1 = own_prog_runs(WINDOW_PROG)
+        costs.append(WindowCost(runs1 - runs0, ns1 - ns0, busy_cpu_ns() - busy0,
+                                time.monotonic() - t0))
 
 
 def iperf3(port: int, streams: int, seconds: int,
@@ -115,8 +149,10 @@ def iperf3(port: int, streams: int, seconds: int,
 
 
 def measure(arm: str, side: str, port: int, streams: int, seconds: int,
-            interval: float, pin: str | None = None) -> float:
-    """One iperf3 run of one side of an arm (off: the baseline)."""
+            interval: float, pin: str | None = None,
+            costs: list[WindowCost] | None = None) -> float:
+    """One iperf3 run of one side of an arm (off: the baseline); `costs`:
+    see ack_window."""
     if arm == "telemetry":
         if side == "off":
             return iperf3(port, streams, seconds, pin=pin)
@@ -125,8 +161,8 @@ def measure(arm: str, side: str, port: int, streams: int, seconds: int,
     with telemetry(interval) as snapshot:
         if side == "off":
             return iperf3(port, streams, seconds, pin=pin)
-        return iperf3(port, streams, seconds, lambda: ack_window(snapshot, port, streams),
-                      pin=pin)
+        return iperf3(port, streams, seconds,
+                      lambda: ack_window(snapshot, port, streams, costs), pin=pin)
 
 
 def median_interval(xs: list[float], level: float = 0.90) -> tuple[float, float]:
@@ -144,32 +180,39 @@ def median_interval(xs: list[float], level: float = 0.90) -> tuple[float, float]
     return ys[k - 1], ys[n - k]
 
 
-Results = dict[int, dict[str, Any]]  # n -> "off", "on", "ratios": lists
+Results = dict[int, dict[str, Any]]  # n -> "off", "on", "ratios", "costs": lists
 
 
 def run(streams_list: list[int], reps: int, seconds: int, interval: float,
         arm: str = "telemetry", pin: str | None = None) -> Results:
     port = free_port()
-    server = subprocess.Popen(["iperf3", "-s", "-p", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    results: Results = {n: {"off": [], "on": [], "ratios": []} for n in streams_list}
-    try:
-        time.sleep(0.5)
-        for rep in range(reps):
-            for n in streams_list:
-                # Alternate which side goes first, so drift cancels out.
-                order = ("off", "on") if rep % 2 == 0 else ("on", "off")
-                pair = {}
-                for side in order:
-                    pair[side] = measure(arm, side, port, n, seconds, interval, pin)
-                    results[n][side].append(pair[side])
-                results[n]["ratios"].append(pair["on"] / pair["off"])
-                print(f"rep {rep + 1}/{reps} streams {n:2d}: off {pair['off']:9.1f} "
-                      f"on {pair['on']:9.1f} Mbit/s ratio {pair['on'] / pair['off']:.4f}",
-                      file=sys.stderr, flush=True)
-    finally:
-        server.kill()
-        server.wait()
+    results: Results = {n: {"off": [], "on": [], "ratios": [], "costs": []}
+                        for n in streams_list}
+    # Run-time stats on for both sides of the acks arm (they slow every
+    # program a little, telemetry's on both sides alike).
+    with (bpf_run_stats() if arm == "acks" else contextlib.nullcontext()):
+        server = subprocess.Popen(["iperf3", "-s", "-p", str(port)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            time.sleep(0.5)
+            for rep in range(reps):
+                for n in streams_list:
+                    # Alternate which side goes first, so drift cancels out.
+                    order = ("off", "on") if rep % 2 == 0 else ("on", "off")
+                    pair = {}
+                    costs = results[n]["costs"] if arm == "acks" else None
+                    for side in order:
+                        pair[side] = measure(arm, side, port, n, seconds, interval, pin,
+                                             costs if side == "on" else None)
+                        results[n][side].append(pair[side])
+                    results[n]["ratios"].append(pair["on"] / pair["off"])
+                    share = f" window's program {costs[-1].share:.2%} of CPU" if costs else ""
+                    print(f"rep {rep + 1}/{reps} streams {n:2d}: off {pair['off']:9.1f} "
+                          f"on {pair['on']:9.1f} Mbit/s ratio {pair['on'] / pair['off']:.4f}"
+                          + share, file=sys.stderr, flush=True)
+        finally:
+            server.kill()
+            server.wait()
     return results
 
 
@@ -208,6 +251,8 @@ def section(results: Results, reps: int, seconds: int, interval: float,
             f"| {n} | {statistics.median(r['off']):.0f} | {statistics.median(r['on']):.0f} "
             f"| {statistics.median(r['ratios']):.3f} | {lo:.3f}..{hi:.3f} | "
             f"{min(r['ratios']):.3f}..{max(r['ratios']):.3f} |")
+    if arm == "acks":
+        lines += _cost_table(results)
     cmd = " ".join(["python -m tamebpf_bench.bench_overhead", *sys.argv[1:]])
     lines += ["", f"Reproduce: `make bench` (runs `{cmd}`).",
               "Loopback throughput is CPU-bound and noisy on a 2-CPU VM; the spread column "
@@ -225,6 +270,32 @@ def section(results: Results, reps: int, seconds: int, interval: float,
                      "detached and nothing runs per packet.")
     lines.append(end)
     return "\n".join(lines) + "\n"
+
+
+def _cost_table(results: Results) -> list[str]:
+    """The window's per-segment program (WINDOW_PROG) in the "window open"
+    runs, from the kernel's run-time stats."""
+    lines = [
+        "",
+        f"The same \"window open\" runs, read from the kernel's BPF run-time stats: the "
+        f"window's per-segment program ({WINDOW_PROG}, tp_btf/tcp_probe) against the time "
+        "all CPUs were busy while the window was open. Loopback iperf3 is CPU-bound, so "
+        "its share of that time is the most it can take from the transfer's goodput.",
+        "",
+        "| streams | runs per second (median) | ns per run (median) "
+        "| share of busy CPU time (median) | share min..max |",
+        "|---|---|---|---|---|",
+    ]
+    for n, r in results.items():
+        costs: list[WindowCost] = r["costs"]
+        if not costs:
+            continue
+        shares = [c.share for c in costs]
+        lines.append(
+            f"| {n} | {statistics.median(c.runs / c.seconds for c in costs):,.0f} "
+            f"| {statistics.median(c.prog_ns / max(1, c.runs) for c in costs):.0f} "
+            f"| {statistics.median(shares):.2%} | {min(shares):.2%}..{max(shares):.2%} |")
+    return lines
 
 
 def main() -> int:

@@ -27,7 +27,8 @@ import time
 
 from tamebpf.cap.spec import parse_dest
 from tamebpf.cap.table import PACE_NO_LIMIT, CapTable
-from tamebpf_bench.bench_cap import bench_cgroup, bpf_run_stats, prog_costs
+from tamebpf_bench.bench_cap import bench_cgroup, prog_costs
+from tamebpf_bench.bpfstats import bpf_run_stats
 from tamebpf_eval.commands import pin_dir
 from tamebpf_eval.docsection import markers, write_section
 

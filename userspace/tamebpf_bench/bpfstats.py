@@ -1,0 +1,62 @@
+"""What BPF programs cost, read from the kernel: run-time stats and CPU time.
+
+The kernel counts each program's runs and run time only while run-time
+stats are on (BPF_STATS_RUN_TIME); bpf_run_stats turns them on for a block
+and the kernel turns them off when its fd closes, also if we die. A
+program's time over the CPUs' busy time in the same span is the most it
+can take from a transfer that is CPU-bound (loopback iperf3 is): what
+goodput ratios on a noisy 2-CPU VM cannot resolve.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+
+@contextlib.contextmanager
+def bpf_run_stats() -> Iterator[None]:
+    """Kernel BPF run-time stats while the context lasts (BPF_STATS_RUN_TIME)."""
+    fd = ctypes.CDLL("libbpf.so.1", use_errno=True).bpf_enable_stats(0)
+    if fd < 0:
+        raise SystemExit(f"cannot enable BPF run-time stats: {os.strerror(-fd)}")
+    try:
+        yield
+    finally:
+        os.close(fd)
+
+
+def bpftool_json(*argv: str) -> object:
+    return json.loads(subprocess.run(["bpftool", "-j", *argv], capture_output=True, text=True,
+                                     check=True, timeout=30).stdout)
+
+
+def own_prog_runs(name: str) -> tuple[int, int]:
+    """(runs, total ns) of the programs called `name` that this process
+    holds open (bpftool's pids): ours, not another tool's of the same name."""
+    me = os.getpid()
+    runs = ns = 0
+    found = False
+    for prog in bpftool_json("prog", "show"):  # type: ignore[attr-defined]
+        if prog.get("name") == name and any(p.get("pid") == me for p in prog.get("pids", ())):
+            found = True
+            runs += prog.get("run_cnt", 0)
+            ns += prog.get("run_time_ns", 0)
+    if not found:
+        raise SystemExit(f"no BPF program {name!r} held by this process (pid {me}): "
+                         "is bpftool built with pid lookup?")
+    return runs, ns
+
+
+def busy_cpu_ns() -> int:
+    """Time all CPUs spent not idle since boot (/proc/stat), in ns: user,
+    nice, system, irq, softirq and steal; idle and iowait are not busy."""
+    f = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = f
+    return (user + nice + system + irq + softirq + steal) * 1_000_000_000 \
+        // os.sysconf("SC_CLK_TCK")
