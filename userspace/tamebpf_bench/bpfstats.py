@@ -36,21 +36,30 @@ def bpftool_json(*argv: str) -> object:
                                      check=True, timeout=30).stdout)
 
 
+def own_prog_ids() -> set[int]:
+    """The BPF programs this process holds open, by id (the fdinfo of its
+    program fds; bpftool's pid lookup is not built in everywhere)."""
+    out = set()
+    for fd in os.listdir("/proc/self/fdinfo"):
+        try:
+            text = Path("/proc/self/fdinfo", fd).read_text()
+        except OSError:
+            continue  # closed meanwhile, or the listing's own fd
+        for line in text.splitlines():
+            if line.startswith("prog_id:") and "prog_type:" in text:
+                out.add(int(line.split()[1]))
+    return out
+
+
 def own_prog_runs(name: str) -> tuple[int, int]:
     """(runs, total ns) of the programs called `name` that this process
-    holds open (bpftool's pids): ours, not another tool's of the same name."""
-    me = os.getpid()
-    runs = ns = 0
-    found = False
-    for prog in bpftool_json("prog", "show"):  # type: ignore[attr-defined]
-        if prog.get("name") == name and any(p.get("pid") == me for p in prog.get("pids", ())):
-            found = True
-            runs += prog.get("run_cnt", 0)
-            ns += prog.get("run_time_ns", 0)
-    if not found:
-        raise SystemExit(f"no BPF program {name!r} held by this process (pid {me}): "
-                         "is bpftool built with pid lookup?")
-    return runs, ns
+    holds open: ours, not another tool's of the same name."""
+    ours = own_prog_ids()
+    progs = [p for p in bpftool_json("prog", "show")  # type: ignore[attr-defined]
+             if p.get("name") == name and p["id"] in ours]
+    if not progs:
+        raise SystemExit(f"no BPF program {name!r} held by this process (pid {os.getpid()})")
+    return sum(p.get("run_cnt", 0) for p in progs), sum(p.get("run_time_ns", 0) for p in progs)
 
 
 def busy_cpu_ns() -> int:
