@@ -105,7 +105,7 @@ def test_a_second_advise_answers_from_memory_and_sends_nothing() -> None:
             server.kill()
             server.wait()
             res, _ = advise(tb, "--quick", "--json")
-            assert res.returncode == 3 and "path memory has no fresh entry" in res.stderr, (
+            assert res.returncode == 3 and "path memory has no entry for that path" in res.stderr, (
                 res.returncode, res.stdout, res.stderr)
 
 

@@ -113,6 +113,7 @@ def test_the_learner_stores_new_points_and_marks_changes(tmp_path: Path) -> None
     learner.observe([group(2, 8, scale=0.5)], t0 + 110)
     newest = store.newest(KEY)
     assert newest is not None and newest.changed and learner.changed >= 1
+    assert "streams got" in learner.why_changed[KEY]  # what run's summary says
 
 
 def test_an_absurd_lesson_is_not_stored(tmp_path: Path) -> None:
@@ -161,6 +162,28 @@ def test_a_pace_cap_that_did_not_bind_lets_the_group_teach() -> None:
     assert got.entry.advised_streams == free.entry.advised_streams
     held = learn(replace(g, paced_bps=share(4) * 1e6), "tb-snd", 2000.0, SETTINGS, probed())
     assert held is not None and held.entry is None, "a cap at the goodput taught the path"
+
+
+def test_a_target_within_what_the_entry_expects_holds_the_group() -> None:
+    """Fresh draw 10's case 9: `tamebpf run`'s following cap set 8 streams'
+    target to what the entry gave at their count; beside 12 Reno flows
+    they fell short of it (each stream gets the lesser of its pace and its
+    share), and the learner marked the path changed, so advise had no
+    answer. A target at or under the entry's expectation (times its
+    tolerance) holds the group: no entry and no change. The same goodput
+    with the cap far above it, or with none, is the path's own: changed."""
+    from tamebpf.paths.passive import UNBOUND_SHARE
+
+    expected = share(8)
+    low = 1 / (1 + 2 * TOLERANCE)  # outside the interval, and under UNBOUND_SHARE
+    assert low < UNBOUND_SHARE
+    g = group(8, scale=low)
+    for target in (expected, expected * (1 + TOLERANCE * 0.9)):
+        held = learn(replace(g, paced_bps=target * 1e6), "tb-snd", 2000.0, SETTINGS, probed())
+        assert held is not None and held.changed is None and held.entry is None, (target, held)
+    for paced in (expected * (1 + TOLERANCE) * 1.5 * 1e6, None):
+        got = learn(replace(g, paced_bps=paced), "tb-snd", 2000.0, SETTINGS, probed())
+        assert got is not None and got.changed, (paced, got)
 
 
 def test_a_target_at_or_above_the_capacity_holds_nothing() -> None:

@@ -35,6 +35,8 @@ class AdviceMemory:
         self.store = PathStore(state_dir(directory))
         self.off: str | None = None  # why a state file was refused (paths/statedir.py)
         self._said_off = False
+        # Why our own memory gave lookup no answer, for advise's refusal.
+        self.no_answer = "has no fresh entry for that path"
 
     def _refused(self, err: StateFileRefused) -> None:
         """Memory is off for this run; said by say_if_off, once."""
@@ -124,11 +126,14 @@ class AdviceMemory:
             usable(entry, time.time(), max_age_s, quick, link_mbps)
         if entry is None or why is not None:
             log.debug("path memory has no answer for %s: %s", key, why)
+            self.no_answer = "has no entry for that path" if entry is None else \
+                f"has an entry for that path that cannot answer ({why})"
             return None
         try:
             got = recall(entry, settings)
         except (ModelInputError, ValueError) as err:
             log.debug("the stored fit for %s does not make a curve: %s", key, err)
+            self.no_answer = f"has an entry for that path whose fit makes no curve ({err})"
             return None
         if entry.source == "passive":
             try:

@@ -162,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
     except NoServer as err:
         raise NoAdviceError(
             f"no advice for {host}:{port}: no iperf3 server answers ({err.message})"
-            + ("" if probe_options else ", and path memory has no fresh entry for that path"),
+            + ("" if probe_options else f", and path memory {memory.no_answer}"),
             f"either start 'iperf3 -s -p {port}' there, or run a transfer to it under "
             "'tamebpf run -- CMD' (or while 'tamebpf export' runs): path memory learns "
             "from it and advise then answers sending nothing (docs/paths.md)") from None

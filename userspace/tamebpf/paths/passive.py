@@ -138,19 +138,47 @@ def outside(known: PathEntry, obs: Observation, settings: Settings) -> str | Non
 
 def held_by_its_cap(group: Group, known: PathEntry | None,
                     measured: MeasuredCapacity | None) -> bool:
-    """Whether a pace cap held the group: its goodput reached UNBOUND_SHARE
-    of the target, and the target is under the path's capacity (the entry's,
-    else the one its ACKs gave). A target at or above the capacity holds
-    nothing: the group cannot get more than the path carries, and each
-    stream's pace, target / n, is above what it gets beside any other flow.
-    `tamebpf run` starts at 100 Mbit/s: on a path of 96 (fresh draw 9's
-    first case) 8 streams got 83, over 0.8 of the target, yet unheld."""
-    if group.paced_bps is None or not any(
-            o.goodput_mbps * 1e6 >= UNBOUND_SHARE * group.paced_bps for o in group.observed):
+    """Whether a pace cap held the group, so that its goodput says what we
+    chose rather than what the path gives: the target is under the path's
+    capacity (the entry's, else the one its ACKs gave), and either the
+    goodput reached UNBOUND_SHARE of it or it is no higher than the entry
+    expects at the group's count (within the entry's change tolerance).
+
+    A target at or above the capacity holds nothing: the group cannot get
+    more than the path carries, and each stream's pace, target / n, is
+    above what it gets beside any other flow. `tamebpf run` starts at 100
+    Mbit/s: on a path of 96 (fresh draw 9's first case) 8 streams got 83,
+    over 0.8 of the target, yet unheld.
+
+    A target no higher than the entry's expectation makes any goodput under
+    that expectation the cap's doing as much as the path's: each stream
+    gets the lesser of its pace and its share, so beside crowded cross
+    traffic a paced group falls short of its target (and a goodput over the
+    expectation cannot happen). A following cap sets its target from the
+    entry (cap/follow.py), so its group is held so; its scout, unpaced,
+    reads the path instead."""
+    if group.paced_bps is None:
         return False
     capacity = known.capacity_mbps if known is not None and known.capacity_mbps else \
         measured.mbps if measured is not None else None
-    return capacity is None or group.paced_bps < capacity * 1e6
+    if capacity is not None and group.paced_bps >= capacity * 1e6:
+        return False
+    return any(o.goodput_mbps * 1e6 >= UNBOUND_SHARE * group.paced_bps
+               or _at_most_expected(known, o, group.paced_bps) for o in group.observed)
+
+
+def _at_most_expected(known: PathEntry | None, obs: Observation, paced_bps: float) -> bool:
+    """Whether a pace target is within what `known` expects at the
+    observation's count, times 1 + its change tolerance (the top of the
+    interval outside() tests)."""
+    if known is None:
+        return False
+    try:
+        curve = recall(known, Settings(max_streams=obs.streams)).curve
+    except (ModelInputError, ValueError):
+        return False
+    expected = curve[obs.streams - 1].throughput
+    return paced_bps <= expected * 1e6 * (1.0 + change_tolerance(known))
 
 
 def learn(group: Group, netns: str, now: float, settings: Settings,
@@ -234,6 +262,8 @@ class PathLearner:
         self._pooled: dict[GroupKey, dict[int, int]] = {}
         self.entries = 0
         self.changed = 0
+        # Why this learner marked each path changed (the run's summary says it).
+        self.why_changed: dict[PathKey, str] = {}
 
     def newest(self, groups: Sequence[Group]) -> dict[PathKey, PathEntry]:
         """Path memory's newest entry of each path, in one read (none read
@@ -266,7 +296,13 @@ class PathLearner:
             if got is None:
                 continue
             if got.changed is not None:
-                self.changed += self.store.mark_changed(key)
+                marked = self.store.mark_changed(key)
+                self.changed += marked
+                if marked:
+                    self.why_changed[key] = got.changed
+                    log.info("path memory: %s (%s) marked changed: %s", key.dest,
+                             key.congestion, got.changed,
+                             extra={"event": "path_changed", "dest": key.dest})
                 continue
             if got.entry is None:
                 continue

@@ -427,7 +427,7 @@ class Session:
         learned = []
         for addr, m in self.moved.items():
             entry = self._entry_for(addr, m.congestion)
-            if entry is not None and entry.source == "passive" and \
+            if entry is not None and entry.source == "passive" and not entry.changed and \
                     entry.when >= self.started_wall and self.opts.learn:
                 learned.append(Learned(addr, entry.key.congestion, entry.advised_streams,
                                        entry.advised_mbps, entry.capacity_mbps,
@@ -465,6 +465,11 @@ class Session:
             return "CMD sent no steady TCP data"
         if self.path.congestion not in LOSS_BASED:
             return f"{self.path.congestion} is not loss-based: the model does not describe it"
+        why = None if self.learner is None else \
+            next(iter(self.learner.why_changed.values()), None)
+        if why is not None:
+            return (f"its readings marked the path changed ({why}); "
+                    "path memory's entry no longer answers")
         obs = [g for g in self.groups if g.observed]
         if not obs:
             return "no stream count held for 3 readings"
