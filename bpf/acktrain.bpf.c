@@ -110,6 +110,15 @@ int BPF_PROG(log_ack, struct sock *sk, struct sk_buff *skb)
 	ps = bpf_sk_storage_get(&probe_socks, sk, NULL, 0);
 	if (!ps)
 		return 0;
+	/* Full: nothing more is kept, so nothing more is read. Checked before
+	 * the header: a busy window fills the log within its first seconds,
+	 * and every segment after that would still pay for the read (and add
+	 * to one shared counter from each CPU, a cache line moved per ACK).
+	 * A count past TB_ACKS_MAX says that some were lost, which is all
+	 * userspace reads of it; last_ack stops with the log, which is
+	 * read no further. */
+	if (*(volatile __u64 *)&acks_seen > TB_ACKS_MAX)
+		return 0;
 	if (bpf_probe_read_kernel(&th, sizeof(th), skb->head + skb->transport_header))
 		return 0;
 	ack = bpf_ntohl(th.ack_seq);
@@ -117,12 +126,6 @@ int BPF_PROG(log_ack, struct sock *sk, struct sk_buff *skb)
 	if (!th.ack || (__s32)(ack - ps->last_ack) <= 0)
 		return 0;
 	ps->last_ack = ack;
-	/* Full: count no further. Every ACK of a busy window would otherwise
-	 * add to one shared counter from each CPU (a cache line moved per ACK)
-	 * after nothing more is kept; a count past TB_ACKS_MAX still says that
-	 * some were lost, which is all userspace reads of it. */
-	if (*(volatile __u64 *)&acks_seen > TB_ACKS_MAX)
-		return 0;
 	idx = __sync_fetch_and_add(&acks_seen, 1);
 	if (idx >= TB_ACKS_MAX)
 		return 0;
