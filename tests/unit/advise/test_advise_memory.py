@@ -35,7 +35,7 @@ def stored(tmp_path: Path, changed: bool) -> AdviceMemory:
 def test_no_entry_is_said_so(tmp_path: Path) -> None:
     memory = AdviceMemory(str(tmp_path))
     assert memory.lookup(TARGET, SETTINGS, 3600.0, False, None) is None
-    assert memory.no_answer == "has no entry for that path"
+    assert memory.no_answer == "has no entry for that path" and not memory.changed
 
 
 def test_an_entry_that_cannot_answer_says_why(tmp_path: Path) -> None:
@@ -43,6 +43,7 @@ def test_an_entry_that_cannot_answer_says_why(tmp_path: Path) -> None:
     assert memory.lookup(TARGET, SETTINGS, 3600.0, False, None) is None
     assert "cannot answer" in memory.no_answer and "changed" in memory.no_answer, \
         memory.no_answer
+    assert memory.changed  # advise's hint then names a probe, not a transfer
     # The same entry, not marked: it answers.
     assert stored(tmp_path / "b", changed=False).lookup(TARGET, SETTINGS, 3600.0, False,
                                                         None) is not None

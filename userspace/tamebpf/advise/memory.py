@@ -35,8 +35,10 @@ class AdviceMemory:
         self.store = PathStore(state_dir(directory))
         self.off: str | None = None  # why a state file was refused (paths/statedir.py)
         self._said_off = False
-        # Why our own memory gave lookup no answer, for advise's refusal.
+        # Why our own memory gave lookup no answer, for advise's refusal;
+        # changed: its entry was marked changed (a transfer cannot clear it).
         self.no_answer = "has no fresh entry for that path"
+        self.changed = False
 
     def _refused(self, err: StateFileRefused) -> None:
         """Memory is off for this run; said by say_if_off, once."""
@@ -128,6 +130,7 @@ class AdviceMemory:
             log.debug("path memory has no answer for %s: %s", key, why)
             self.no_answer = "has no entry for that path" if entry is None else \
                 f"has an entry for that path that cannot answer ({why})"
+            self.changed = entry is not None and entry.changed
             return None
         try:
             got = recall(entry, settings)

@@ -160,12 +160,19 @@ def run(args: argparse.Namespace) -> int:
                                 on_progress=progress, capacity_mbps=capacity,
                                 max_probe_s=max_probe)
     except NoServer as err:
+        # A path marked changed learns nothing more from transfers until a
+        # probe (paths/passive.py): then only a server, or forgetting it, helps.
+        hint = (f"start 'iperf3 -s -p {port}' there: a probe is what answers a path marked "
+                f"changed (or 'tamebpf paths forget --dest {host}', and a transfer under "
+                "'tamebpf run -- CMD' teaches it anew; docs/paths.md)") \
+            if memory.changed and not probe_options else \
+            (f"either start 'iperf3 -s -p {port}' there, or run a transfer to it under "
+             "'tamebpf run -- CMD' (or while 'tamebpf export' runs): path memory learns "
+             "from it and advise then answers sending nothing (docs/paths.md)")
         raise NoAdviceError(
             f"no advice for {host}:{port}: no iperf3 server answers ({err.message})"
             + ("" if probe_options else f", and path memory {memory.no_answer}"),
-            f"either start 'iperf3 -s -p {port}' there, or run a transfer to it under "
-            "'tamebpf run -- CMD' (or while 'tamebpf export' runs): path memory learns "
-            "from it and advise then answers sending nothing (docs/paths.md)") from None
+            hint) from None
     finally:
         progress.clear()
     if not result.refused:
