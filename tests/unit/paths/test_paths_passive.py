@@ -87,6 +87,43 @@ def test_goodput_outside_the_interval_marks_the_path_changed(scale: float) -> No
     assert again is not None and again.entry is None and again.changed is None
 
 
+def test_a_path_only_transfers_taught_is_learned_anew_after_a_mark() -> None:
+    """No probe will come for such a path (no server answered there): the
+    transfer after the mark makes its new entry, a fresh pool on the
+    marked entry's capacity, instead of leaving advise nothing."""
+    marked = replace(probed(), source="passive", changed=True)
+    got = learn(group(6, scale=0.7), "tb-snd", 2000.0, SETTINGS, marked, relearn=True)
+    assert got is not None and got.entry is not None and got.changed is None, got
+    e = got.entry
+    assert not e.changed and e.capacity_mbps == C and e.fit.probes == (
+        (6, pytest.approx(share(6) * 0.7)),)
+    assert e.competing_flows is not None and e.competing_flows > M  # less share: more flows
+    # Without relearn (a path a probe answered), it waits for the probe.
+    waits = learn(group(6, scale=0.7), "tb-snd", 2000.0, SETTINGS, marked)
+    assert waits is not None and waits.entry is None and waits.changed is None
+
+
+def test_the_learner_relearns_only_paths_no_probe_answered(tmp_path: Path) -> None:
+    t0 = time.time() - 100
+    for probe_first in (False, True):
+        store = PathStore(str(tmp_path / str(probe_first)))
+        if probe_first:
+            store.put(replace(probed(), when=t0 - 10))
+        learner = PathLearner(store, "tb-snd", SETTINGS, store_every_s=60.0)
+        learner.observe([group(2, 8)], t0)
+        learner.observe([group(2, 8, scale=0.5)], t0 + 10)  # outside: marked
+        newest = store.newest(KEY)
+        assert newest is not None and newest.changed
+        learner.observe([group(2, 8, scale=0.5)], t0 + 11)  # the next reading
+        newest = store.newest(KEY)
+        assert newest is not None
+        if probe_first:
+            assert newest.changed, "a path a probe answered was learned anew"
+        else:
+            assert not newest.changed and newest.source == "passive", newest
+            assert dict(newest.fit.probes)[8] == pytest.approx(share(8) * 0.5)
+
+
 def test_mixed_or_bbr_transfers_teach_no_fit() -> None:
     assert learn(group(2, 8, cc="bbr,cubic"), "tb-snd", 2000.0, SETTINGS, None) is None
     got = learn(group(2, 8, cc="bbr"), "tb-snd", 2000.0, SETTINGS, None)

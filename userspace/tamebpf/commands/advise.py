@@ -160,11 +160,13 @@ def run(args: argparse.Namespace) -> int:
                                 on_progress=progress, capacity_mbps=capacity,
                                 max_probe_s=max_probe)
     except NoServer as err:
-        # A path marked changed learns nothing more from transfers until a
-        # probe (paths/passive.py): then only a server, or forgetting it, helps.
-        hint = (f"start 'iperf3 -s -p {port}' there: a probe is what answers a path marked "
-                f"changed (or 'tamebpf paths forget --dest {host}', and a transfer under "
-                "'tamebpf run -- CMD' teaches it anew; docs/paths.md)") \
+        # A path marked changed that a probe once answered waits for the
+        # next probe; one only transfers taught is learned anew by the next
+        # transfer (paths/passive.py).
+        hint = (f"start 'iperf3 -s -p {port}' there: a path a probe once answered waits "
+                "for a probe once marked changed (one only transfers taught is learned "
+                "anew by the next transfer under 'tamebpf run -- CMD' or 'export'; "
+                "docs/paths.md)") \
             if memory.changed and not probe_options else \
             (f"either start 'iperf3 -s -p {port}' there, or run a transfer to it under "
              "'tamebpf run -- CMD' (or while 'tamebpf export' runs): path memory learns "

@@ -183,15 +183,26 @@ def _at_most_expected(known: PathEntry | None, obs: Observation, paced_bps: floa
 
 def learn(group: Group, netns: str, now: float, settings: Settings,
           known: PathEntry | None, measured: MeasuredCapacity | None = None,
-          fresh: Sequence[Window] = ()) -> Learned | None:
+          fresh: Sequence[Window] = (), relearn: bool = False) -> Learned | None:
     """What the group teaches; `measured`: the capacity its own ACKs gave,
     used when no entry holds one (one stream count then makes a curve);
     `fresh`: the settled windows its samples make that no entry pooled yet
-    (pool.fresh_windows)."""
+    (pool.fresh_windows); `relearn`: a path marked changed is learned anew
+    (one no probe ever answered: PathLearner)."""
     key = group_key(group, netns)
     obs = group.observed
     if key is None or not obs or PROBE_CGROUP in (group.cgroup or ""):
         return None
+    if known is not None and known.changed and relearn:
+        # No probe will come for a path only transfers taught (no server
+        # answered there): what transfers show from now on is its new
+        # entry, a fresh pool on the marked entry's capacity (a change of
+        # the cross traffic, not of the link, is what marks most paths).
+        if measured is None and known.capacity_mbps is not None:
+            measured = MeasuredCapacity(known.capacity_mbps, known.capacity_low_mbps,
+                                        known.capacity_high_mbps,
+                                        known.capacity_method or MeasuredCapacity.method)
+        known = None
     if held_by_its_cap(group, known, measured):
         # A pace cap holds the group to its target: its goodput is what we
         # chose, not what the path gives (a following cap reads the path
@@ -291,8 +302,10 @@ class PathLearner:
                 continue
             known = newest.get(key)
             fresh = fresh_windows(g.observed, g.interval_s, self._pooled.get(g.key, {}))
+            relearn = known is not None and known.changed and not self.store.probed(key)
             got = learn(g, self.netns, now, self.settings, known,
-                        (measured or {}).get(g.remote_addr), [w for w, _ in fresh.values()])
+                        (measured or {}).get(g.remote_addr), [w for w, _ in fresh.values()],
+                        relearn)
             if got is None:
                 continue
             if got.changed is not None:
@@ -300,6 +313,7 @@ class PathLearner:
                 self.changed += marked
                 if marked:
                     self.why_changed[key] = got.changed
+                    self._stored.pop(key, None)  # a new entry is due at once
                     log.info("path memory: %s (%s) marked changed: %s", key.dest,
                              key.congestion, got.changed,
                              extra={"event": "path_changed", "dest": key.dest})

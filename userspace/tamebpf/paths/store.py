@@ -131,6 +131,18 @@ class PathStore:
                 (key.dest, key.netns, key.congestion) * 2).fetchall()
         return [float(r[0]) for r in rows]
 
+    def probed(self, key: PathKey) -> bool:
+        """Whether a probe (a server there) ever made one of the path's
+        entries still kept: a path marked changed then waits for the next
+        probe; one only transfers taught is learned anew (paths/passive.py)."""
+        with self._connection(create=False) as db:
+            if db is None:
+                return False
+            return db.execute(
+                "SELECT 1 FROM paths WHERE dest = ? AND netns = ? AND congestion = ? "
+                "AND source != 'passive' LIMIT 1",
+                (key.dest, key.netns, key.congestion)).fetchone() is not None
+
     def latest(self) -> list[PathEntry]:
         """The most recent entry of every path, newest first (rows that are
         no entry skipped, as by newest)."""
