@@ -75,6 +75,11 @@ DRAWS = {d.name: d for d in (
     # ran, under fresh9's rules (docs/results/fresh10-decision-rules.md).
     Draw("fresh10", 1624359434, "advice learned from transfers, no server at the far end",
          PLANS, rounds=3, loss_based=12, bbr_cubic=0, bbr_bbr=0, long=6),
+    # Drawn on 2026-11-28 at 02:33:28 UTC the same way, after fresh10
+    # finished and its faults were mended, before any of its cases ran
+    # (docs/results/fresh12-decision-rules.md).
+    Draw("fresh12", 1362227341, "advice learned from transfers, no server at the far end",
+         PLANS, rounds=3, loss_based=12, bbr_cubic=0, bbr_bbr=0, long=6),
 )}
 STREAMS = 8  # the transfers' fixed count
 NO_SERVER_PORT = iperf.PORT_CROSS + 97  # no iperf3 server listens there
