@@ -167,8 +167,9 @@ def test_transfers_at_two_stream_counts_teach_a_fit_that_predicts_a_third(
             assert (entry["dest"], entry["netns"], entry["congestion"]) == (
                 f"{rcv}/32", tb.namespaces["sender"], "cubic")
             # The learning is over: the run that checks the fit must not feed
-            # it (a goodput outside the entry's interval marks the path
-            # changed, and advise then probes, as it should).
+            # it (a goodput outside the entry's interval would mark the path
+            # changed, and a path only transfers taught is then learned anew
+            # from that run: the fit checked would no longer be the one made).
             export.terminate()
             assert export.wait(timeout=15) == 0, export.stderr
             iperf.wait_for(lambda: iperf.server_idle(tb, 5201), 30.0, "the iperf3 server")
