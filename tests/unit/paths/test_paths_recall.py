@@ -13,7 +13,7 @@ from tamebpf.estimate.advice import build, streams_range
 from tamebpf.estimate.record import AdviseResult
 from tamebpf.model import Settings
 from tamebpf.paths.entry import FitData, PathEntry, PathKey
-from tamebpf.paths.recall import entry_from_advice, recall, usable
+from tamebpf.paths.recall import entry_from_advice, expected_mbps, recall, recall_curve, usable
 from tamebpf.paths.valid import checked_fit
 from tests.unit.advise.test_advise_report import TARGET, probe
 
@@ -133,3 +133,22 @@ def test_the_count_range_is_stored_and_recalled_for_any_limits(estimator: str) -
     old = replace(stored, streams_low=None, streams_high=None, spread=None)
     got = recall(old, Settings(max_impact=0.10)).streams_range
     assert got[0] <= probed.prediction.advice.num_flows <= got[1]
+
+
+@pytest.mark.parametrize("estimator", ["throughput", "capacity", "share"])
+def test_the_curve_without_its_range_is_recall_s_curve(estimator: str) -> None:
+    """recall_curve and expected_mbps (the learner's per-refresh reads) give
+    recall's own curve, advice and points, for any limits and any count."""
+    stored = entry_from_advice(results(Settings(max_impact=0.10))[estimator], KEY, 1000.0,
+                               "settled")
+    assert stored is not None
+    for s in SETTINGS:
+        full = recall(stored, s)
+        assert recall_curve(stored, s) == (full.curve, full.advice), s
+        for n in (1, s.max_streams):
+            assert expected_mbps(stored, n, s) == full.curve[n - 1].throughput, (s, n)
+    # A count past the caller's max_streams is reached, not cut off.
+    wide = recall(stored, Settings(max_streams=40)).curve[39].throughput
+    assert expected_mbps(stored, 40, Settings(max_streams=4)) == wide
+    with pytest.raises(ValueError):
+        expected_mbps(stored, 0, Settings())

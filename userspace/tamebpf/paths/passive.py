@@ -45,7 +45,7 @@ from tamebpf.paths.pool import (
     pooled,
     spreads,
 )
-from tamebpf.paths.recall import recall
+from tamebpf.paths.recall import expected_mbps
 from tamebpf.paths.store import PathStore
 from tamebpf.paths.valid import refusal
 
@@ -122,11 +122,9 @@ def group_key(group: Group, netns: str) -> PathKey | None:
 def outside(known: PathEntry, obs: Observation, settings: Settings) -> str | None:
     """Why this point lies outside the entry's interval (None: inside)."""
     try:
-        curve = recall(known, Settings(max_impact=settings.max_impact,
-                                       max_streams=max(obs.streams, settings.max_streams)))
+        expected = expected_mbps(known, obs.streams, Settings(max_impact=settings.max_impact))
     except (ModelInputError, ValueError):
         return None
-    expected = curve.curve[obs.streams - 1].throughput
     ratio = obs.goodput_mbps / expected
     off = ratio - 1.0
     tolerance = 1.0 + change_tolerance(known)
@@ -174,10 +172,9 @@ def _at_most_expected(known: PathEntry | None, obs: Observation, paced_bps: floa
     if known is None:
         return False
     try:
-        curve = recall(known, Settings(max_streams=obs.streams)).curve
+        expected = expected_mbps(known, obs.streams, Settings())
     except (ModelInputError, ValueError):
         return False
-    expected = curve[obs.streams - 1].throughput
     return paced_bps <= expected * 1e6 * (1.0 + change_tolerance(known))
 
 

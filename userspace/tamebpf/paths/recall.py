@@ -10,7 +10,7 @@ made it would have.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tamebpf.estimate.advice import path_spread
 from tamebpf.estimate.record import TIME_LIMIT, AdviseResult
@@ -100,6 +100,36 @@ def entry_spread(entry: PathEntry) -> float:
 def recall(entry: PathEntry, settings: Settings) -> Recalled:
     """The entry's advice under `settings` (raises ModelInputError if the
     stored numbers do not make a curve: the caller probes instead)."""
+    curve, advice, params, model, count = _unranged(entry, settings)
+    return Recalled(entry, settings, curve, advice, params, model,
+                    streams_range=_recalled_range(entry, settings, advice, count))
+
+
+def recall_curve(entry: PathEntry, settings: Settings) -> tuple[tuple[CurvePoint, ...], Advice]:
+    """The entry's curve and advice under `settings`, without the count
+    range recall() adds: that range refits moved probes several times, and
+    the callers here (the learner on each refresh, run's starting rate) read
+    one point or the advised rate only. Raises as recall() does."""
+    curve, advice, _, _, _ = _unranged(entry, settings)
+    return curve, advice
+
+
+def expected_mbps(entry: PathEntry, streams: int, settings: Settings) -> float:
+    """The goodput (Mbit/s) the entry predicts at `streams`, under
+    `settings` with max_streams raised to reach it. Raises as recall() does."""
+    if streams < 1:
+        raise ValueError(f"a count of {streams} streams")
+    wide = replace(settings, max_streams=max(streams, settings.max_streams))
+    curve, _ = recall_curve(entry, wide)
+    return curve[streams - 1].throughput
+
+
+def _unranged(entry: PathEntry, settings: Settings) -> tuple[
+        tuple[CurvePoint, ...], Advice, dict[str, float], str,
+        Callable[[Sequence[Probe]], int]]:
+    """The curve, advice, parameters and model label the entry's stored fit
+    gives under `settings`, and how a count is refitted from moved probes
+    (for the range)."""
     f = entry.fit
     probes = tuple(Probe(n, g) for n, g in f.probes)
     if f.estimator == "share":
@@ -110,16 +140,12 @@ def recall(entry: PathEntry, settings: Settings) -> Recalled:
 
         def count(ps: Sequence[Probe]) -> int:
             return share_advice(ps, cap, settings).advice.num_flows
-        return Recalled(entry, settings, as_curve(share), share.advice,
-                        {"capacity": f.capacity}, "capacity share (BBR)",
-                        streams_range=_recalled_range(entry, settings, share.advice, count))
+        return as_curve(share), share.advice, {"capacity": cap}, "capacity share (BBR)", count
     if f.model is None or f.coeffs is None:
         raise ValueError("a fit entry without its model")
     pred = predict(Fit(f.model, f.coeffs, probes, evidence_limit=f.evidence_limit,
                        capacity=f.capacity), settings)
-    return Recalled(entry, settings, pred.curve, pred.advice, pred.params, f.model,
-                    streams_range=_recalled_range(entry, settings, pred.advice,
-                                                  _refit_count(entry, settings)))
+    return pred.curve, pred.advice, pred.params, f.model, _refit_count(entry, settings)
 
 
 def _refit_count(entry: PathEntry, settings: Settings) -> Callable[[Sequence[Probe]], int]:

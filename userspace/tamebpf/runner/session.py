@@ -65,7 +65,7 @@ from tamebpf.paths.passive import (
     group_key,
     held_by_its_cap,
 )
-from tamebpf.paths.recall import recall, usable
+from tamebpf.paths.recall import recall_curve, usable
 from tamebpf.paths.store import PathStore, state_dir
 from tamebpf.paths.where import netns_id
 from tamebpf.records import Cap, Flow
@@ -383,7 +383,7 @@ class Session:
         if entry is None or usable(entry, time.time(), MEMORY_MAX_AGE_S, True, None):
             return None
         try:
-            return recall(entry, self.opts.settings).advice.max_nondisruptive_thru
+            return recall_curve(entry, self.opts.settings)[1].max_nondisruptive_thru
         except (ModelInputError, ValueError):
             return None
 
@@ -418,9 +418,9 @@ class Session:
             entry = self._entry_for(addr, m.congestion)
             if entry is not None and m.counted > 0:
                 try:
-                    got = recall(entry, self.opts.settings)
-                    impact = got.curve[min(m.counted, len(got.curve)) - 1].impact
-                    advised = got.advice.num_flows
+                    curve, advice = recall_curve(entry, self.opts.settings)
+                    impact = curve[min(m.counted, len(curve)) - 1].impact
+                    advised = advice.num_flows
                 except (ModelInputError, ValueError, IndexError):
                     pass
             dests.append(Destination(addr, sent, received, m.counted, impact, advised))
