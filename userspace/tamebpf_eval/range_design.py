@@ -1,13 +1,13 @@
 """The advised count's range, fitted on the round-to-round spread of the fresh draws.
 
 Re-reads stored records (no kernel, no testbed): every run of today's
-default on a set of fresh draws (3-7, and draw 7's 3 repeats; or 3-8),
-rebuilt with the advisor's own code (estimate/advice.py build) from its
-stored probes, and every truth round of its case (2 per case on draws 3-6;
-4 on draw 7's long loss-based paths, truth-rounds-fresh7; 3 on draw 8). A
-scoring is one (run, truth round): the range holds it when that round's
-best nondisruptive count lies inside it (a round with no such count is left
-out).
+default on a set of fresh draws (3-7, and draw 7's 3 repeats; 3-8; or 3-8
+and 11), rebuilt with the advisor's own code (estimate/advice.py build)
+from its stored probes, and every truth round of its case (2 per case on
+draws 3-6; 4 on draw 7's long loss-based paths, truth-rounds-fresh7; 3 on
+draws 8 and 11). A scoring is one (run, truth round): the range holds it
+when that round's best nondisruptive count lies inside it (a round with no
+such count is left out).
 
 The range is estimate/spread.py's: the advice recomputed with each probe's
 goodput moved by a factor 1 + s. s is chosen per class (RTT < 80 ms or
@@ -26,6 +26,7 @@ at the advised count widened by that table (impact_range_design.py).
 
     make eval PRESET=range-design      # draws 3-7 -> docs/results/range-design.md
     make eval PRESET=range-design-8    # draws 3-8 -> docs/results/range-design-8.md
+    make eval PRESET=range-design-11   # draws 3-8 and 11 -> docs/results/range-design-11.md
 """
 
 from __future__ import annotations
@@ -77,6 +78,11 @@ DRAW_SETS = {s.name: s for s in (
     # Draw 8 checked the fit on 3-7; its rule 1 (fresh8-decision-rules.md)
     # refits on 3-8 if the range held under 85% there.
     DrawSet("3-8", "range-design-8", _DRAWS_3_7 + (("fresh8", "default"),)),
+    # Draw 11 checked the fit on 3-8 on cases it was not fitted on; its
+    # rule 1 (fresh11-decision-rules.md) refits on 3-8 and 11 if the range
+    # held under 85% there.
+    DrawSet("3-8+11", "range-design-11",
+            _DRAWS_3_7 + (("fresh8", "default"), ("fresh11", "default"))),
 )}
 # The set estimate/spread.py's SPREAD was fitted on: its unit test refits it.
 PRODUCT_DRAWS = "3-8"
