@@ -243,6 +243,7 @@ def learned_the_link_from_its_acks(s: dict[str, Any], dst: str, context: str) ->
 
 HELD_RATE = 17.0  # Mbit/s: under the path's CAPACITY, so the cap holds the streams
 LATE_S = 2  # CMD's first data this late, as a tool's after its control connection
+HELD_ATTEMPTS = 3
 
 
 def test_a_held_run_follows_from_the_capacity_its_first_seconds_measured(
@@ -253,18 +254,32 @@ def test_a_held_run_follows_from_the_capacity_its_first_seconds_measured(
     cap holds the streams (their goodput teaches nothing). The follower
     stores that capacity, opening no scout window (before, it opened one
     and dropped the first seconds' capacity)."""
+    refused: list[str] = []
     with tbfix.running_testbed(rate_mbit=RATE, rtt_ms=RTT, queue_pkts=QUEUE, cc="cubic") as tb:
         server = iperf.start_server(tb, 5202)
         with tbfix.killed_on_exit(server):
             dst, ns = tb.addresses["receiver"], tb.namespaces["sender"]
-            summary = tmp_path / "summary.json"
             client = shlex.join(iperf.client_argv(dst, 5202, 4, 12, "cubic", json_out=False))
-            res = tamebpf_run("--netns", ns, "--rate", f"{HELD_RATE:g}M", f"--json={summary}",
-                              "--log-format", "json", "--log-level", "debug", "--",
-                              "sh", "-c", f"sleep {LATE_S}; exec {client}", timeout=60)
-    assert res.returncode == 0, res.stderr
+            # The first seconds' ACKs may hold too few pairs at the link's
+            # rate to trust (1 window in 5 or so here: the pace cap soon
+            # spaces them): what is tested is what the follower does with a
+            # capacity they gave, so a run is repeated, with a fresh path
+            # memory, when the estimator refused theirs.
+            for attempt in range(HELD_ATTEMPTS):
+                summary = tmp_path / f"summary{attempt}.json"
+                res = tamebpf_run("--netns", ns, "--rate", f"{HELD_RATE:g}M", f"--json={summary}",
+                                  "--state-dir", str(tmp_path / f"state{attempt}"),
+                                  "--log-format", "json", "--log-level", "debug", "--",
+                                  "sh", "-c", f"sleep {LATE_S}; exec {client}", timeout=60)
+                assert res.returncode == 0, res.stderr
+                said = [json.loads(line) for line in res.stderr.splitlines()
+                        if line.startswith("{")]
+                no = [e for e in said if e.get("event") == "run_acks_no_capacity"]
+                if not no or no[0]["held"]:
+                    break
+                refused.append(no[0]["msg"])
+    assert len(refused) < HELD_ATTEMPTS, f"the first seconds gave no capacity in any run: {refused}"
     s = json.loads(summary.read_text())
-    said = [json.loads(line) for line in res.stderr.splitlines() if line.startswith("{")]
     events = [e.get("event") for e in said]
     learned_the_link_from_its_acks(s, dst, str([e["msg"] for e in said]))
     assert "measured_capacity" in events, [e["msg"] for e in said]

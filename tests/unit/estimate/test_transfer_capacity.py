@@ -6,7 +6,10 @@ goodput is its share, not the link's."""
 
 from __future__ import annotations
 
+import gzip
+import json
 import random
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -17,7 +20,14 @@ from tamebpf.estimate.acktrain import (
     SHARE_MARGIN,
     capacity_above_own,
     estimate_capacity,
+    highest_band,
 )
+
+# Real windows: the pair rates (at or above each window's own goodput) of
+# the runs' first seconds and their scouts in tests/integration/
+# test_scout_acks.py's shared-path test and test_run.py's held run, 8 runs
+# of each on 2026-11-28, with the goodput each was read above.
+WINDOWS = Path(__file__).with_name("testbed_ack_windows.json.gz")
 
 
 def shared_pairs(capacity: float, counts: dict[int, int], seed: int,
@@ -98,3 +108,30 @@ def test_the_transfers_estimate_is_the_link_or_untrusted(
         assert e.goodput_mbps == pytest.approx(capacity, rel=0.03)
     if at_link >= 0.25 * (at_link + compressed) + 1 and at_link >= CLIMB_PAIRS * below + 1:
         assert e.trusted, (e, at_link, below, compressed)
+
+
+def test_a_band_hidden_by_its_sub_peaks_is_trusted() -> None:
+    """The link's band is the densest, but the sub-peaks below it (each
+    smaller) hold most of the pairs: judged among the pairs from CLIMB
+    below it up, it is clear; a band with a smear around it is not."""
+    rates = shared_pairs(19.13, {0: 30, 1: 25, 2: 25, 3: 25, 4: 25}, seed=7, compressed=10)
+    assert not estimate_capacity(rates, 4.0).trusted  # 30 of 140
+    e = highest_band(rates, 4.0)
+    assert e.trusted, e.reason
+    assert e.goodput_mbps == pytest.approx(19.13, rel=0.03)
+    smeared = shared_pairs(19.13, {0: 30, 1: 25, 2: 25, 3: 25, 4: 25}, seed=7, compressed=90)
+    assert not highest_band(smeared, 4.0).trusted
+
+
+def test_the_testbeds_windows_trust_the_link_only() -> None:
+    """Every trusted estimate of the stored windows is the link's rate
+    (within 10%); and the climb past untrusted bands and the second look at
+    a band's share trust most of them (the densest band alone, 12 of 27)."""
+    with gzip.open(WINDOWS, "rt") as f:
+        stored = json.load(f)
+    link = stored["link_goodput_mbps"]
+    got = [highest_band(w["pair_mbps"], w["floor_mbps"]) for w in stored["windows"]]
+    trusted = [e for e in got if e.trusted]
+    assert all(abs(e.goodput_mbps / link - 1) <= 0.10 for e in trusted if e.goodput_mbps), \
+        [round(e.goodput_mbps or 0, 2) for e in trusted]
+    assert len(trusted) >= 0.75 * len(got), [e.reason for e in got if not e.trusted]

@@ -7,8 +7,10 @@ starts (it marks connections when they are established) and detaches it
 after WINDOW_S: the transfer's first seconds, slow start included, and
 nothing per packet after that.
 
-The estimate (estimate/acktrain.py, the advisor's with its trust
-rule) reads only the pairs at or above the transfer's own goodput, so
+The estimate (estimate/acktrain.highest_band, the transfers' own: the
+advisor's trust rule, climbing past the lower peaks that its streams
+interleaving with each other and with other traffic put below the link's
+rate) reads only the pairs at or above the transfer's own goodput, so
 segments the pace cap spaced (each stream's share, below the group's
 goodput when it has 2 streams or more) do not count: what is left is the
 bottleneck's spacing of segments sent faster than it, which needs a cap
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tamebpf.estimate.acktrain import CapacityEstimate, estimate_capacity, pair_rates
+from tamebpf.estimate.acktrain import CapacityEstimate, highest_band, pair_rates
 from tamebpf.kernel.acktrain import AckTrain
 from tamebpf.paths.passive import MeasuredCapacity
 
@@ -64,7 +66,7 @@ class FirstAcks:
             self.estimate = CapacityEstimate(None, None, None, 0, 0, False,
                                              "no ACK logged for the destination's streams")
         else:
-            self.estimate = estimate_capacity(pair_rates(mine, mss), goodput_mbps)
+            self.estimate = highest_band(pair_rates(mine, mss), goodput_mbps)
         return self.estimate
 
     def close(self) -> None:

@@ -300,7 +300,8 @@ class Session:
         e = self.acks.read([f.cookie for f in mine], goodput,
                            max((f.mss for f in mine), default=0))
         why = e.reason
-        if goodput >= UNBOUND_SHARE * self.target_mbps:
+        held = goodput >= UNBOUND_SHARE * self.target_mbps
+        if held:
             why = "the pace cap held the streams, so their ACKs are spaced at our own rate"
         got = measured(e) if why is None else None
         if got is not None:
@@ -308,6 +309,8 @@ class Session:
             log.info("run: capacity %.1f Mbit/s from the ACKs to %s", got.mbps, addr)
         else:
             self._acks_why = why
+            log.debug("run: no capacity from the first seconds' ACKs to %s: %s", addr, why,
+                      extra={"event": "run_acks_no_capacity", "held": held})
 
     def _follows(self, cap: Cap) -> bool:
         return any(s.dest == cap.dest for s in self.book.specs())
