@@ -85,7 +85,7 @@ DRAW_SETS = {s.name: s for s in (
             _DRAWS_3_7 + (("fresh8", "default"), ("fresh11", "default"))),
 )}
 # The set estimate/spread.py's SPREAD was fitted on: its unit test refits it.
-PRODUCT_DRAWS = "3-8"
+PRODUCT_DRAWS = "3-8+11"
 
 
 @dataclass
