@@ -17,9 +17,10 @@
  *    marks the established connections whose cookies userspace wrote into
  *    cookies[0..flows_seen), numbered by their place there.
  * tp_btf/tcp_probe `log_ack` runs for each segment TCP receives on an
- * established socket, host-wide, but returns after one storage lookup
- * unless the socket was marked. It is attached only while probing or while
- * a window is open; the marks go with the object's storage map.
+ * established socket, host-wide, but returns after one load for a segment
+ * that carries data and after one storage lookup for an ACK unless its
+ * socket was marked. It is attached only while probing or while a window
+ * is open; the marks go with the object's storage map.
  */
 #include "common.bpf.h"
 #include <bpf/bpf_tracing.h>
@@ -29,6 +30,9 @@
 char LICENSE[] SEC("license") = "GPL";
 
 #define SOCK_OPS_OK 1
+/* The longest TCP header (doff 15): a received segment longer than this
+ * carries data. */
+#define TCP_HDR_MAX 60
 
 struct probe_sock {
 	__u32 flow;     /* index into cookies[] */
@@ -107,6 +111,14 @@ int BPF_PROG(log_ack, struct sock *sk, struct sk_buff *skb)
 	__u64 idx;
 	__u32 ack;
 
+	/* The marked sockets send; what they log is the spacing of the
+	 * receiver's pure ACKs (skb->len is the header and payload here, as
+	 * tcp_rcv_established reads it). One load turns away each data
+	 * segment the host receives before the lookup; an ACK riding on
+	 * reverse data, given up with them, is spaced by the peer's sending
+	 * rather than by our bottleneck. */
+	if (skb->len > TCP_HDR_MAX)
+		return 0;
 	ps = bpf_sk_storage_get(&probe_socks, sk, NULL, 0);
 	if (!ps)
 		return 0;

@@ -263,11 +263,12 @@ def section(results: Results, reps: int, seconds: int, interval: float,
                      "pass a second, below what this machine can resolve.")
     else:
         lines.append("While a window is open, tp_btf/tcp_probe runs for every segment TCP "
-                     "receives on the host (one socket-storage lookup; a marked socket's "
-                     "ACKs are also logged). export opens a 5-s window at most 3 times an "
-                     "hour per path (tamebpf.acksampling), so its cost over an hour is at "
-                     "most 1/240 of the one measured here; between windows the program is "
-                     "detached and nothing runs per packet.")
+                     "receives on the host (one load turns a data segment away, an ACK costs "
+                     "one socket-storage lookup more; a marked socket's ACKs are also "
+                     "logged). export opens a 5-s window at most 3 times an hour per path "
+                     "(tamebpf.acksampling), so its cost over an hour is at most 1/240 of "
+                     "the one measured here; between windows the program is detached and "
+                     "nothing runs per packet.")
     lines.append(end)
     return "\n".join(lines) + "\n"
 
