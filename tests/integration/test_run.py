@@ -261,7 +261,7 @@ def test_a_held_run_follows_from_the_capacity_its_first_seconds_measured(
             dst, ns = tb.addresses["receiver"], tb.namespaces["sender"]
             client = shlex.join(iperf.client_argv(dst, 5202, 4, 12, "cubic", json_out=False))
             # The first seconds' ACKs may hold too few pairs at the link's
-            # rate to trust (1 window in 5 or so here: the pace cap soon
+            # rate to trust (1 run in 8 here on 2026-11-28: the pace cap soon
             # spaces them): what is tested is what the follower does with a
             # capacity they gave, so a run is repeated, with a fresh path
             # memory, when the estimator refused theirs.

@@ -174,10 +174,10 @@ def test_no_capacity_in_memory_is_a_note_not_a_guess(tmp_path: Path) -> None:
 
 def test_decrease_fast_increase_slow(tmp_path: Path) -> None:
     """More cross traffic brings the target to its new level within the
-    short window; less brings it up only over most of the long one. The new level
-    is any target the reading's noise cannot tell from the advice (the
-    follower's own entries carry the class spread: cap/follow.py decide): a
-    move that stops there is done."""
+    short window; less brings it up only over most of the long one. The
+    new level is any target the reading's noise cannot tell from the advice
+    (the follower's own entries carry the class spread: cap/follow.py
+    decide): a move that stops there is done."""
     out, _, _, _ = run(tmp_path, [(120.0, 8), (240.0, 2), (360.0, 8)])
 
     def reached(start: float, low: float, high: float) -> float:
