@@ -4,7 +4,7 @@ long-run share (make eval PRESET=convergence).
 The advice rests on the competing flows a probe implies, m = n (C / T - 1)
 for n streams that got T of a bottleneck carrying C (model/capacity.py).
 On long paths with full queues a 2-s probe reads T in start-up
-(docs/results/run-fresh-settled.md, "Probes that end in start-up"). This
+(docs/results/history/run-fresh-settled.md, "Probes that end in start-up"). This
 measures how far from the long run a probe of each length reads: for each
 case it starts the cross traffic, then runs n streams for a minute through
 the advisor's own probe machinery (advise/probes.run_probe: the same BPF

@@ -92,7 +92,7 @@ class Draw:
 DRAWS = {d.name: d for d in (
     # Drawn on 2026-11-25 for issue 29, before any of its cases ran. Stopped
     # after 3 cases: the capacity trust rule it measured was replaced
-    # (docs/results/run-fresh3.md says why).
+    # (docs/results/history/run-fresh3.md says why).
     Draw("fresh3", 291125, "the settled default and --quick"),
     # Drawn on 2026-11-25 (os.urandom) for the large-band trust rule
     # (estimate/acktrain.LARGE_BAND), before any of its cases ran.
@@ -100,13 +100,13 @@ DRAWS = {d.name: d for d in (
     # Drawn on 2026-11-26 (os.urandom) for the capacity-first default
     # (advisor.capacity_first), before any of its cases ran; "both" is the
     # default it replaced (1 then 10 streams, each until settled), measured
-    # beside it on the same cases (docs/results/fresh5-decision-rules.md).
+    # beside it on the same cases (docs/results/history/fresh5-decision-rules.md).
     Draw("fresh5", 155056400, "capacity first beside both probes and --quick",
          ("default", "both", "quick"), "its default, capacity first"),
     # Drawn on 2026-11-26 (os.urandom) for the order of the probes by the
     # path's RTT (advisor order "by-rtt"), before any of its cases ran; the
     # default (1 then 10 streams, each until settled) measured beside it
-    # (docs/results/fresh6-decision-rules.md).
+    # (docs/results/history/fresh6-decision-rules.md).
     Draw("fresh6", 969760752, "the pair in order beside the order by RTT and --quick",
          ("default", "by-rtt", "quick"), "the order by RTT"),
     # Drawn on 2026-11-26 (os.urandom) for the "bounded" stop profile

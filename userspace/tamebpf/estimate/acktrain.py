@@ -54,7 +54,7 @@ MIN_SHARE = 0.25  # of the pairs above the floor, in the band
 # peak": 38 of 39 such estimates within 10% of the link). Fresh draw 4
 # measured it otherwise: two estimates only this clause trusted read 34%
 # and 20% below the link (fresh4-05, fresh4-09), and its decision rule 3
-# (docs/results/fresh4-decision-rules.md) removes the clause for 2 such
+# (docs/results/history/fresh4-decision-rules.md) removes the clause for 2 such
 # cases. None: off. It stays a setting for make eval PRESET=trust, which
 # re-scores the earlier draws with and without it.
 LARGE_BAND: int | None = None

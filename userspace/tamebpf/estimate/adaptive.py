@@ -19,7 +19,7 @@ truth's count (each probe against the truth's point nearest its stream
 count). The advice warns when a probe ended before that
 (estimate/advice.py). Running the default probes on until past start-up
 (make eval's 'S1:S10~L' plans) was not clearly more accurate, and slower
-(docs/results/run-fresh-settled.md, "Probes that end in start-up").
+(docs/results/history/run-fresh-settled.md, "Probes that end in start-up").
 """
 
 from __future__ import annotations

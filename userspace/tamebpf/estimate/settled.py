@@ -7,7 +7,7 @@ between our streams and the others shrinks geometrically per epoch, not per
 second. On a short path epochs pass every few hundred milliseconds; on a
 long path with full queues one can take seconds, and a probe of fixed
 length ended there far from the long-run share
-(docs/results/fixed-probes-earlier-draws.md). So a
+(docs/results/history/fixed-probes-earlier-draws.md). So a
 probe ends early only when
 - it is past start-up (estimate/adaptive.past_start_up),
 - our streams have each been through `epochs` window reductions since they

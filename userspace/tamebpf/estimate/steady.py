@@ -79,13 +79,13 @@ class Steady:
     # Every data flow had left slow start (ssthresh set) when the window
     # began. When not, the window saw start-up: on long-RTT paths with deep
     # queues 2 s can end with a stream still in slow start, far from its
-    # long-run share (docs/results/run-fresh-settled.md, "Probes that end in
+    # long-run share (docs/results/history/run-fresh-settled.md, "Probes that end in
     # start-up").
     after_slow_start: bool = False
     # (seconds since the first sample, the data flows' mean smoothed RTT in
     # ms, their retransmissions so far) at every sample: how fast the queue
     # fills between losses, kept for make eval to study
-    # (docs/results/run-fresh-settled.md: a lead for counting competing flows).
+    # (docs/results/history/run-fresh-settled.md: a lead for counting competing flows).
     rtt_series: tuple[tuple[float, float, int], ...] = ()
     # When every data flow had left slow start, in seconds since the first
     # sample (None: one never did): how long start-up took (make

@@ -322,7 +322,7 @@ def warning_text(w: AdviceWarning) -> str:
                 f"fit {w['loss_rtt_streams']} (it puts the impact at "
                 f"{count(w['streams'], 'stream')} at {w['loss_rtt_impact']:.1%}); the advice "
                 f"follows the {used} fit, whose advice was the better of the two on the "
-                "testbed (docs/results/design-runs.md)" + why)
+                "testbed (docs/results/history/design-runs.md)" + why)
     if c == "no_retransmissions":
         return ("no retransmissions in any probe: the path showed no congestion up to "
                 f"{w['streams']} streams, so the loss-RTT fit has nothing to fit and the "
