@@ -108,6 +108,7 @@ def test_a_run_on_a_shared_path_learns_from_its_scout_or_holds_its_target(
     else:
         held = [n for n in s["notes"] if n.startswith("held at the target: the scout's ACKs")]
         assert held, f"neither a capacity nor the hold: {s['notes']}; {s['not_learned']}"
+        assert len(held) == 1, f"the run went on following after the hold: {s['notes']}"
     assert CapTable("test").list() == [], "the run's caps are left"
 
 
