@@ -185,3 +185,20 @@ def test_the_spread_is_the_windows_own_standard_error() -> None:
     assert pooled_spread([ws[:16]], SPREAD[(True, True)]).pooled == pytest.approx(
         math.expm1(math.sqrt((2 * math.log1p(SPREAD[(True, True)]) ** 2
                               + BAND_Z ** 2 * 16 * 0.01) / 17 / 16)), rel=1e-6)
+
+
+def alternating(k: int, amplitude: float) -> list[float]:
+    return [50.0 * (1 + amplitude * (1 if i % 2 else -1)) for i in range(k)]
+
+
+def test_the_narrowing_docs_paths_md_shows() -> None:
+    """docs/paths.md's example of how the range narrows with windows on a
+    path under 80 ms (a property of the formula, not a measurement):
+    windows 1% either side of their level give the class spread, then 9.8%,
+    6.9%, 5.3% and the 5% floor at 5; 7.5% either side give 9.2% at 3, 6.7%
+    at 5 and the floor first at 8."""
+    def s(k: int, amplitude: float) -> float:
+        return round(pooled_spread([alternating(k, amplitude)], CLASS).pooled, 3)
+    assert [s(k, 0.01) for k in range(1, 6)] == [CLASS, 0.098, 0.069, 0.053, SPREAD_FLOOR]
+    assert (s(3, 0.075), s(5, 0.075)) == (0.092, 0.067)
+    assert min(k for k in range(1, 20) if s(k, 0.075) == SPREAD_FLOOR) == 8

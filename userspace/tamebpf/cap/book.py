@@ -156,9 +156,13 @@ class FollowBook:
             keep = [s for s in specs if s.ident != ident]
             gone = len(keep) != len(specs)
             return keep
-        if os.path.exists(self.path):
+        if self._stored():
             self._change(drop)
         return gone
+
+    def _stored(self) -> bool:
+        """Whether anything was written: a remove writes no file where none is."""
+        return os.path.exists(self.path)
 
     def update(self, ident: tuple[str, str], fn: Callable[[FollowSpec], FollowSpec]) -> None:
         """The agent's write: `fn` applied to the cap's spec, if it still

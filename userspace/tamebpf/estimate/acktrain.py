@@ -167,8 +167,8 @@ CLIMB_PAIRS = 0.5
 # band needs among all the pairs, it needs RESHARE of these: the one
 # smear such a second look trusted in 27 windows there read 16.9 (the
 # link's 19.1), with 25% of them (those tests/integration/test_scout_acks.py
-# and test_run.py opened, 2026-11-28: tests/unit/estimate's stored windows;
-# 25 more, after: 22 trusted, all within 4% of the link; docs/paths.md).
+# and test_run.py opened, 2026-11-28; 25 more, after: 22 trusted, all within
+# 4% of the link: docs/results/ack-windows.md, make eval PRESET=ack-windows).
 RESHARE = 0.30
 
 

@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tamebpf.cap.book import FollowBook, FollowSpec, normal_cgroup
+from tamebpf.cap.book import FollowBook, FollowSpec
 from tamebpf.cap.follow import SAMPLE_EVERY_S, SETTLE_S, WINDOW_S, Follower
 from tamebpf.cap.scoutacks import ScoutAcks
 from tamebpf.cap.spec import parse_dest
@@ -109,13 +109,11 @@ class MemoryBook(FollowBook):
     def _change(self, fn: Callable[[list[FollowSpec]], list[FollowSpec]]) -> None:
         self._specs = fn(list(self._specs))
 
-    def remove(self, cgroup: str, dest: str) -> bool:
-        # FollowBook's removes nothing where no file was written, and this
-        # book writes none: the run that held its streams at the target
-        # kept following (and said so at every step).
-        before = len(self._specs)
-        self._specs = [s for s in self._specs if s.ident != (normal_cgroup(cgroup), dest)]
-        return len(self._specs) != before
+    def _stored(self) -> bool:
+        # No file, ever: with FollowBook's file check a remove changed
+        # nothing, and the run that held its streams at the target kept
+        # following (and said so at every step).
+        return True
 
 
 class ReadOnlyStore(PathStore):
