@@ -18,8 +18,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tamebpf.estimate.advice import build
 from tamebpf.estimate.record import AdviseResult
 from tamebpf.estimate.spread import SPREAD
@@ -28,14 +26,6 @@ from tamebpf_eval import impact_range_design, range_design
 from tests.unit.advise.test_advise_report import TARGET, probe
 
 RESULTS = str(Path(__file__).resolve().parents[3] / "docs" / "results")
-
-
-@pytest.fixture(scope="module")
-def runs() -> list[range_design.Run]:
-    rs = range_design.runs(RESULTS, range_design.PRODUCT_DRAWS)
-    if not rs:
-        pytest.skip(f"no stored draws under {RESULTS}")
-    return rs
 
 
 def test_the_products_spread_holds_the_rounds_best_count(runs: list[range_design.Run]) -> None:
