@@ -107,17 +107,17 @@ def _least_overall(by_class: list[list[float]], share: float = TARGET_COVERAGE) 
     hindsight per class hold `share` of all the scorings."""
     total = sum(map(len, by_class))
     ratio = 1.0
-    while sum(best_cover(xs, ratio) for xs in by_class if xs) < share * total:
+    while sum(best_cover(xs, ratio) for xs in by_class) < share * total:
         ratio *= 1.01
     return ratio
 
 
-def _row(name: str, rs: list[Run], spread: dict[Key, float]) -> str:
-    xs = offsets(rs)
+def _row(name: str, xs: list[float], rs: list[Run]) -> str:
+    """A class's row: its offsets xs, and its runs rs for the product's range."""
     exact = sum(1 for x in xs if x == 0)
     cover = " | ".join(f"{best_cover(xs, q) / len(xs):.0%}" for q in RATIOS)
     return (f"| {name} | {len(xs)} | {exact / len(xs):.0%} | {cover} | "
-            f"{least_ratio(xs):.2f} | " + _held(list(scorings(rs, spread))))
+            f"{least_ratio(xs):.2f} | " + _held(list(scorings(rs, SPREAD))))
 
 
 def report(results: str, draws: str = PRODUCT_DRAWS) -> str:
@@ -137,16 +137,16 @@ def render(rs: list[Run], draws: str = PRODUCT_DRAWS) -> str:
              + f" | least high/low holding {TARGET_COVERAGE:.0%} | the product's range "
              "holds | its median high/low |",
              "|---|---|---|" + "---|" * len(RATIOS) + "---|---|---|"]
-    by_class = [offsets([r for r in rs if r.key == key]) for key in KEYS]
-    for key, xs in zip(KEYS, by_class, strict=True):
-        if xs:
-            lines.append(_row(_class_name(key), [r for r in rs if r.key == key], SPREAD))
-    total = sum(map(len, by_class))
-    cover = " | ".join(f"{sum(best_cover(xs, q) for xs in by_class if xs) / total:.0%}"
+    classes = {key: mine for key in KEYS if (mine := [r for r in rs if r.key == key])}
+    by_class = {key: offsets(mine) for key, mine in classes.items()}
+    lines += [_row(_class_name(key), xs, classes[key]) for key, xs in by_class.items()]
+    total = sum(map(len, by_class.values()))
+    cover = " | ".join(f"{sum(best_cover(xs, q) for xs in by_class.values()) / total:.0%}"
                        for q in RATIOS)
     lines.append(f"| all (one c per class, one high/low) | {total} | "
-                 f"{sum(1 for xs in by_class for x in xs if x == 0) / total:.0%} | {cover} | "
-                 f"{_least_overall(by_class):.2f} | " + _held(list(scorings(rs, SPREAD))))
+                 f"{sum(1 for xs in by_class.values() for x in xs if x == 0) / total:.0%} | "
+                 f"{cover} | {_least_overall(list(by_class.values())):.2f} | "
+                 + _held(list(scorings(rs, SPREAD))))
     held = held_out(rs)
     lines += ["", "The proportional range as a candidate: its window (per class, the "
               f"narrowest holding {TARGET_COVERAGE:.0%} of the other draws' scorings) "
