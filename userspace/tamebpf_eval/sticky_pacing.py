@@ -92,20 +92,22 @@ def _windows(log: AckLog, mss: int) -> list[tuple[list[float], float]]:
     return out
 
 
-def _transfer(target_addr: str, netns: str | None, cc: str, arm: str) -> dict[str, Any]:
-    argv = iperf.client_argv(target_addr, iperf.PORT_MAIN, 1, SECONDS, cc, json_out=False) \
-        + ["--logfile", "/dev/null"]
-    if arm == ARMS[1]:
-        argv += ["--fq-rate", "10G"]
-    with probe_cgroup(1) as cg, AckTrain(cg) as train:
-        table = CapTable("eval") if arm == ARMS[2] else None
+def logged_transfer(target_addr: str, netns: str | None, cc: str, streams: int, seconds: float,
+                    extra: list[str], pace_mbps: float | None) -> tuple[AckLog, int | None]:
+    """iperf3 with `streams` for `seconds` in a cgroup of its own, every ACK
+    of its connections logged, under a pace cap of `pace_mbps` if given:
+    (the ACK log, iperf3's exit status). Cap and cgroup are gone after."""
+    argv = iperf.client_argv(target_addr, iperf.PORT_MAIN, streams, seconds, cc,
+                             json_out=False) + ["--logfile", "/dev/null", *extra]
+    with probe_cgroup(streams) as cg, AckTrain(cg) as train:
+        table = CapTable("eval") if pace_mbps is not None else None
         dest = parse_dest(f"{target_addr}/32")
-        if table is not None:
-            table.add(cg, dest, PACE_NO_LIMIT, pace_bytes_per_s=pace_bytes_per_s(CAP_MBPS))
+        if table is not None and pace_mbps is not None:
+            table.add(cg, dest, PACE_NO_LIMIT, pace_bytes_per_s=pace_bytes_per_s(pace_mbps))
         try:
             child = start(argv, cg, netns)
             try:
-                child.wait(timeout=SECONDS + 30)
+                child.wait(timeout=seconds + 30)
             except subprocess.TimeoutExpired:
                 pass
             finally:
@@ -114,7 +116,14 @@ def _transfer(target_addr: str, netns: str | None, cc: str, arm: str) -> dict[st
         finally:
             if table is not None:
                 table.remove(cg, dest)
-    return {"arm": arm, "exit": child.returncode,
+    return log, child.returncode
+
+
+def _transfer(target_addr: str, netns: str | None, cc: str, arm: str) -> dict[str, Any]:
+    log, status = logged_transfer(target_addr, netns, cc, 1, SECONDS,
+                                  ["--fq-rate", "10G"] if arm == ARMS[1] else [],
+                                  CAP_MBPS if arm == ARMS[2] else None)
+    return {"arm": arm, "exit": status,
             "windows": [{"goodput_mbps": round(g, 3), "ack_pair_mbps": [round(r, 2) for r in rs]}
                         for rs, g in _windows(log, 1448)]}
 

@@ -1,0 +1,184 @@
+"""Capacities trusted far above the link: which estimator lets them through?
+
+On fresh draw 12 two 120-ms paths (02: 150 Mbit/s beside 20 CUBIC flows;
+11: 120 Mbit/s beside 3 of 240 ms) got capacities of 2.4-9x the link from
+the transfers' ACKs, under `run` (its first 5 s) and under `export` (its
+5-s window on 8 plain streams), and the advice built on them went over
+the impact limit by 0.26-0.60. The transfers' estimator
+(estimate/acktrain.highest_band) was changed after fresh draw 10, whose
+capacities were within 10% in 25 of 26 (686b0bd: the climb goes on past
+bands it cannot trust, and a band is trusted on its share of the pairs
+from 1.3x below it up).
+
+This repeats those windows on those two cases: 8 CUBIC streams for 7 s
+beside the case's cross traffic, plain (as export samples them) and
+under a pace cap of 100 Mbit/s (as `run` starts), 3 times each in turn,
+every ACK logged; the first 5 s of pairs of all 8 connections are scored
+with today's estimator, with the climb as it was before 686b0bd, and with
+the probes' densest band (each at or above the window's own goodput, with
+the 1.2x share clause), against the link's TCP goodput. `--report`
+re-scores the stored record.
+
+    make eval PRESET=far-capacity     # about 6 min
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, replace
+from typing import Any
+
+from tamebpf.estimate.acktrain import (
+    CLIMB,
+    CLIMB_PAIRS,
+    FLOOR,
+    SHARE_MARGIN,
+    CapacityEstimate,
+    capacity_above_own,
+    estimate_capacity,
+    pair_rates,
+)
+from tamebpf.estimate.capacity import tcp_goodput_mbps
+from tamebpf.records import AckLog
+from tamebpf_eval.advise import Case, case_path, load, save
+from tamebpf_eval.commands import pin_dir
+from tamebpf_eval.docsection import markers
+from tamebpf_eval.resumable import arguments, measure_missing, publish
+from tamebpf_eval.sticky_pacing import DRAW, logged_transfer
+from tamebpf_eval.truth import settle
+
+ARMS = ("plain", "pace cap 100 Mbit/s")
+PACE_MBPS = 100.0  # run's start when path memory has none (runner/session.py)
+STREAMS = 8
+REPEATS = 3
+SECONDS = 7.0
+WINDOW_S = 5.0  # run's first seconds (runner/acks.py) and export's window
+FAR = 1.5  # a learned capacity this many times the link's picks the case
+NEAR = 0.10
+SECTION = "far_capacity"
+
+
+def cases(results_dir: str = ".") -> list[Case]:
+    """Fresh draw 12's cases where some plan learned a capacity FAR x the link."""
+    out = []
+    for rec in load(f"{results_dir}/{DRAW}"):
+        link = tcp_goodput_mbps(rec["case"]["rate"], 1448, False)
+        caps = [((a.get("memory") or {}).get("capacity") or {}).get("goodput_mbps")
+                for a in rec["advice"].values()]
+        if any(c is not None and c > FAR * link for c in caps):
+            out.append(Case(**rec["case"]))
+    return out
+
+
+def first_window(log: AckLog, mss: int) -> tuple[list[float], float]:
+    """The pair rates of every connection's ACKs in the first WINDOW_S from
+    the first ACK, and the connections' goodput (Mbit/s) over it."""
+    starts = [acks[0][0] for acks in log.flows.values() if acks]
+    if not starts:
+        return [], 0.0
+    end = min(starts) + WINDOW_S * 1e9
+    kept = {k: [a for a in acks if a[0] < end] for k, acks in log.flows.items()}
+    acked = sum((b[1] - a[1]) % (1 << 32) for acks in kept.values()
+                for a, b in zip(acks, acks[1:], strict=False))
+    return pair_rates(AckLog(kept, 0), mss), acked * 8e3 / (WINDOW_S * 1e9)
+
+
+def climb_before_686b0bd(rates: Sequence[float], own_mbps: float) -> CapacityEstimate:
+    """The transfers' estimator as fresh draw 10 ran it: climb from the
+    densest band to a trusted one above holding CLIMB_PAIRS of its pairs,
+    stopping at the first that is not; the 1.2x share clause after."""
+    e = estimate_capacity(rates, own_mbps)
+    while e.goodput_mbps is not None:
+        above = estimate_capacity(rates, CLIMB * e.goodput_mbps / FLOOR)
+        if not above.trusted or above.pairs < CLIMB_PAIRS * e.pairs:
+            break
+        e = above
+    return _share_clause(e, own_mbps)
+
+
+def densest(rates: Sequence[float], own_mbps: float) -> CapacityEstimate:
+    return _share_clause(estimate_capacity(rates, own_mbps), own_mbps)
+
+
+def _share_clause(e: CapacityEstimate, own_mbps: float) -> CapacityEstimate:
+    if e.trusted and e.goodput_mbps is not None and e.goodput_mbps < SHARE_MARGIN * own_mbps:
+        return replace(e, trusted=False, reason="within 1.2x of its own")
+    return e
+
+
+ESTIMATORS: dict[str, Callable[[Sequence[float], float], CapacityEstimate]] = {
+    "today's (highest_band)": capacity_above_own,
+    "before 686b0bd": climb_before_686b0bd,
+    "the probes' densest band": densest,
+}
+
+
+def measure(case: Case) -> dict[str, Any]:
+    runs = []
+    with pin_dir(), case_path(case, "fc") as (tb, reference, target):
+        for _ in range(REPEATS):
+            for arm in ARMS:
+                settle(tb, case.cross, reference)
+                log, status = logged_transfer(target.host, target.netns, case.cc, STREAMS,
+                                              SECONDS, [],
+                                              PACE_MBPS if arm == ARMS[1] else None)
+                rates, goodput = first_window(log, 1448)
+                runs.append({"arm": arm, "exit": status, "goodput_mbps": round(goodput, 3),
+                             "ack_pair_mbps": [round(r, 2) for r in rates]})
+    return {"case": asdict(case), "key": case.key, "runs": runs}
+
+
+def _cell(e: CapacityEstimate, link: float) -> str:
+    if e.goodput_mbps is None:
+        return "none"
+    return f"{e.goodput_mbps / link:.2f}x" + ("" if e.trusted else " (not trusted)")
+
+
+def report(records: list[dict[str, Any]]) -> str:
+    lines = ["| case | arm | its goodput Mbit/s | ACK pairs | "
+             + " | ".join(ESTIMATORS) + " |", "|---|---|---|---|" + "---|" * len(ESTIMATORS)]
+    far = dict.fromkeys(ESTIMATORS, 0)
+    near = dict.fromkeys(ESTIMATORS, 0)
+    total = 0
+    for rec in records:
+        link = tcp_goodput_mbps(rec["case"]["rate"], 1448, False)
+        for r in rec["runs"]:
+            total += 1
+            got = {name: fn(r["ack_pair_mbps"], r["goodput_mbps"])
+                   for name, fn in ESTIMATORS.items()}
+            for name, e in got.items():
+                if e.trusted and e.goodput_mbps is not None:
+                    far[name] += e.goodput_mbps > FAR * link
+                    near[name] += abs(e.goodput_mbps / link - 1) <= NEAR
+            lines.append(f"| {rec['key']} | {r['arm']} | {r['goodput_mbps']:.1f} | "
+                         f"{len(r['ack_pair_mbps'])} | "
+                         + " | ".join(_cell(e, link) for e in got.values()) + " |")
+    lines += ["", "| of " + str(total) + " windows | " + " | ".join(ESTIMATORS) + " |",
+              "|---|" + "---|" * len(ESTIMATORS),
+              f"| trusted, over {FAR:g}x the link | "
+              + " | ".join(str(far[n]) for n in ESTIMATORS) + " |",
+              f"| trusted, within {NEAR:.0%} of it | "
+              + " | ".join(str(near[n]) for n in ESTIMATORS) + " |"]
+    pairs = [len(r["ack_pair_mbps"]) for rec in records for r in rec["runs"]]
+    if pairs:
+        lines += ["", f"ACK pairs per window: median {statistics.median(pairs):.0f}."]
+    start_m, end_m = markers(SECTION)
+    return "\n".join([start_m, "## The first 5 s of 8 streams' ACKs on the cases that learned "
+                      "a capacity far above the link (make eval PRESET=far-capacity)", "",
+                      *lines, end_m]) + "\n"
+
+
+def main() -> int:
+    ap = arguments(__doc__, "default: docs/results/far-capacity.json.gz")
+    args = ap.parse_args()
+    path = args.results or "docs/results/far-capacity.json.gz"
+    records = load(path)
+    if not args.report:
+        measure_missing(records, cases(), args.only, measure, lambda rs: save(path, rs))
+    publish(report(records), args.write, SECTION, "Capacities far above the link")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
