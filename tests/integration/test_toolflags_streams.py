@@ -68,10 +68,14 @@ def globus_many(d: str, port: int, flags: list[str], files: int) -> list[str]:
 
 
 def xrootd_server(d: str, port: int) -> list[str]:
+    # Its admin and pid files in the test's directory, not /tmp/NAME
+    # (xrootd's default for -n NAME), which would outlive the test.
+    admin = os.path.join(d, "admin")
     with open(os.path.join(d, "xrootd.cfg"), "w") as f:
-        f.write(f"all.export {d}\n")
-    os.makedirs(os.path.join(d, "log"))
-    shutil.chown(os.path.join(d, "log"), "nobody")
+        f.write(f"all.export {d}\nall.adminpath {admin}\nall.pidpath {admin}\n")
+    for sub in ("log", "admin"):
+        os.makedirs(os.path.join(d, sub))
+        shutil.chown(os.path.join(d, sub), "nobody")
     # As root, xrootd must be told whom to run as.
     return ["xrootd", "-p", str(port), "-c", os.path.join(d, "xrootd.cfg"), "-n", "tamebpf",
             "-l", os.path.join(d, "log", "xrootd.log"), "-R", "nobody"]
