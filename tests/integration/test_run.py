@@ -345,6 +345,7 @@ def test_a_transfer_tool_under_run_against_its_own_server(pins: str, tool: Any) 
                 proc.kill()
                 proc.wait()
             stop(server)
+            toolflags.tidy_server(tool)
     status = proc.returncode
     print(f"{tool.name}: run exited {status}; {err.strip().splitlines()[-1] if err else ''}")
     assert status not in (126, 127), err
