@@ -43,6 +43,8 @@ class Tool:
     # at once (--concurrency), each to /dev/null or rate-limited; None: the
     # tool has no such axis
     concurrent_client: Callable[[str, int, list[str], int], list[str]] | None = None
+    # files its server writes outside its directory, removed after it stops
+    leaves: tuple[str, ...] = ()
 
 
 def sources(prefix: str, d: str, files: int) -> list[str]:
@@ -67,16 +69,11 @@ def globus_many(d: str, port: int, flags: list[str], files: int) -> list[str]:
     return ["globus-url-copy", *flags, "-f", listing]
 
 
-# xrootd writes /tmp/xrootd.NAME.env whatever its paths say (measured,
-# xrootd 5.5.3): removed by name after the server stops.
-XROOTD_ENV = "/tmp/xrootd.tamebpf.env"
-
-
 def tidy_server(tool: Tool) -> None:
     """What a stopped server of ours left outside its directory."""
-    if tool.name == "xrdcp":
+    for path in tool.leaves:
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(XROOTD_ENV)
+            os.unlink(path)
 
 
 def xrootd_server(d: str, port: int) -> list[str]:
@@ -116,7 +113,9 @@ TOOLS = [
          # its data soon moves on one stream only (measured on loopback).
          lambda d, port, flags: ["xrdcp", "-f", "--nopbar", *flags,
                                  f"root://127.0.0.1:{port}/{d}/src/big0.bin", "/dev/null"],
-         concurrent_client=xrdcp_many),
+         concurrent_client=xrdcp_many,
+         # written whatever its paths say (xrootd 5.5.3, measured)
+         leaves=("/tmp/xrootd.tamebpf.env",)),
     Tool("globus-url-copy", "globus-gass-copy-progs globus-gridftp-server-progs",
          ("globus-url-copy", "globus-gridftp-server"),
          lambda d, port: ["globus-gridftp-server", "-aa", "-anonymous-user", "nobody",

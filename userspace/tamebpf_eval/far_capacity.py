@@ -26,18 +26,18 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from typing import Any
 
 from tamebpf.estimate.acktrain import (
     CLIMB,
     CLIMB_PAIRS,
     FLOOR,
-    SHARE_MARGIN,
     CapacityEstimate,
     capacity_above_own,
     estimate_capacity,
     pair_rates,
+    share_refused,
 )
 from tamebpf.estimate.capacity import tcp_goodput_mbps
 from tamebpf.records import AckLog
@@ -94,17 +94,11 @@ def climb_before_686b0bd(rates: Sequence[float], own_mbps: float) -> CapacityEst
         if not above.trusted or above.pairs < CLIMB_PAIRS * e.pairs:
             break
         e = above
-    return _share_clause(e, own_mbps)
+    return share_refused(e, own_mbps)
 
 
 def densest(rates: Sequence[float], own_mbps: float) -> CapacityEstimate:
-    return _share_clause(estimate_capacity(rates, own_mbps), own_mbps)
-
-
-def _share_clause(e: CapacityEstimate, own_mbps: float) -> CapacityEstimate:
-    if e.trusted and e.goodput_mbps is not None and e.goodput_mbps < SHARE_MARGIN * own_mbps:
-        return replace(e, trusted=False, reason="within 1.2x of its own")
-    return e
+    return share_refused(estimate_capacity(rates, own_mbps), own_mbps)
 
 
 ESTIMATORS: dict[str, Callable[[Sequence[float], float], CapacityEstimate]] = {

@@ -192,14 +192,24 @@ def no_server_row(records: list[dict[str, Any]], plan: str) -> str | None:
 
 
 def why_not(rec: dict[str, Any], plan: str) -> str:
-    """What the transfer said of why it taught nothing: run's summary, or
-    the last of export's ACK-window lines."""
+    """What the transfer said of why it taught nothing: run's summary and
+    what its scout's ACK window gave, or the last of export's ACK-window
+    lines."""
     t = (rec.get("transfers") or {}).get(plan) or {}
+    log = t.get("log", ())
     s = t.get("summary")
     if s is not None:
-        return "; ".join(x for x in [s.get("not_learned"), *s.get("notes", ())] if x)
-    acks = [e["msg"] for e in t.get("log", ()) if str(e.get("event", "")).startswith("ack_")]
+        scout = [e["msg"] for e in log if e.get("event") == "scout_no_capacity"]
+        # dict.fromkeys: each note once (runs before 15fa063 repeated theirs)
+        return "; ".join(x for x in dict.fromkeys(
+            [s.get("not_learned"), *s.get("notes", ()), *scout]) if x)
+    acks = [e["msg"] for e in log if str(e.get("event", "")).startswith("ack_")]
     return acks[-1] if acks else t.get("error") or ""
+
+
+# Wide enough for run's whole reason (what it learned, and what each ACK
+# window said), which the pages quote.
+WHY_WIDTH = 720
 
 
 def _cell(text: str, width: int = 160) -> str:
@@ -223,7 +233,8 @@ def case_rows(records: list[dict[str, Any]], plans: tuple[str, ...]) -> list[str
             head = f"| {r['key']} | {plan} | "
             if a["refused"] is not None:
                 said = f"exit {a['exit']}" if a["exit"] else a["refused"]
-                out.append(head + _cell(f"nothing ({said}): {why_not(r, plan) or a['refused']}")
+                out.append(head + _cell(f"nothing ({said}): {why_not(r, plan) or a['refused']}",
+                                        WHY_WIDTH)
                            + f" | - | - | - | - | - | {a['sent_packets']} |")
                 continue
             s = plan_scored(r, plan)

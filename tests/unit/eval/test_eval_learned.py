@@ -24,6 +24,7 @@ from tamebpf_eval.learned_score import (
     target_at,
     time_within,
     timeline,
+    why_not,
 )
 
 RESULTS = Path(__file__).resolve().parents[3] / "docs" / "results"
@@ -218,3 +219,13 @@ def test_the_json_log_keeps_info_the_events_asked_for_and_plain_lines(tmp_path: 
         "a", "c", "tamebpf: a line that is not JSON", "d"]
     assert [r["msg"] for r in json_log(str(log), most=2)] == [
         "tamebpf: a line that is not JSON", "d"]
+
+
+def test_why_run_taught_nothing_names_each_note_once_and_the_scouts_window() -> None:
+    held = "held at the target: no capacity"
+    rec = {"transfers": {"run-60s": {
+        "summary": {"not_learned": "one stream count", "notes": [held, held, "first 5 s: none"]},
+        "log": [{"event": "run_follow", "msg": "following"},
+                {"event": "scout_no_capacity", "msg": "scout: within 1.2x of its own"}]}}}
+    assert why_not(rec, "run-60s") == ("one stream count; held at the target: no capacity; "
+                                       "first 5 s: none; scout: within 1.2x of its own")

@@ -206,7 +206,13 @@ def capacity_above_own(rates: Sequence[float], own_mbps: float,
     """The estimate from a transfer's ACK pair rates at or above its own
     goodput `own_mbps` (its highest trusted band), not trusted within
     SHARE_MARGIN of that goodput."""
-    e = highest_band(rates, own_mbps)
+    return share_refused(highest_band(rates, own_mbps), own_mbps, whose)
+
+
+def share_refused(e: CapacityEstimate, own_mbps: float,
+                  whose: str = "connections'") -> CapacityEstimate:
+    """`e`, not trusted if it lies within SHARE_MARGIN of the goodput
+    `own_mbps` of the connections whose ACKs gave it."""
     if e.trusted and e.goodput_mbps is not None and e.goodput_mbps < SHARE_MARGIN * own_mbps:
         return replace(e, trusted=False, reason=(
             f"the ACKs ran at {e.goodput_mbps:.1f} Mbit/s, within {SHARE_MARGIN:g}x of the "
