@@ -140,3 +140,39 @@ def test_the_testbeds_windows_trust_the_link_only(which: str) -> None:
     assert all(abs(e.goodput_mbps / link - 1) <= 0.10 for e in trusted if e.goodput_mbps), \
         [round(e.goodput_mbps or 0, 2) for e in trusted]
     assert len(trusted) >= 0.75 * len(got), [e.reason for e in got if not e.trusted]
+
+
+def test_a_band_at_the_top_needs_a_share_of_all_the_pairs() -> None:
+    """ACKs bunched on the way back, released together near 1 Gbit/s: a
+    tight band at the top of the pair rates, few pairs just below it, so
+    among the pairs from CLIMB below it up it looks clear, though it holds
+    7% of the window; the rest spread from the streams' slow start up
+    (fresh draw 12's 120-ms paths beside 3 CUBIC flows: far-capacity.md)."""
+    rng = random.Random(8)
+    rates = [15.0 * (700 / 15.0) ** rng.random() for _ in range(1400)]
+    rates += [1040.0 * rng.uniform(0.97, 1.03) for _ in range(110)]
+    rates += [1040.0 / 1.2 * rng.uniform(0.9, 1.1) for _ in range(40)]
+    top = highest_band(rates, 15.0, of_all=0.0)  # the second look as 686b0bd made it
+    assert top.trusted and top.goodput_mbps == pytest.approx(1040.0, rel=0.05)
+    e = capacity_above_own(rates, 15.0)
+    assert e.goodput_mbps == pytest.approx(1040.0, rel=0.05)
+    assert not e.trusted and e.reason and "no clear peak" in e.reason
+
+
+def test_the_far_windows_trust_nothing_far_above_the_link() -> None:
+    """The first 5 s of 8 streams on fresh draw 12's two 120-ms cases
+    (make eval PRESET=far-capacity), where the second look alone trusted
+    bands of 3.7-9x the link in 4 of 12: none over 1.5x now."""
+    from tamebpf.estimate.capacity import tcp_goodput_mbps
+    with gzip.open(WINDOWS.with_name("far-capacity.json.gz"), "rt") as f:
+        stored = json.load(f)["records"]
+    seen = far = 0
+    for rec in stored:
+        link = tcp_goodput_mbps(rec["case"]["rate"], 1448, False)
+        for run in rec["runs"]:
+            seen += 1
+            before = highest_band(run["ack_pair_mbps"], run["goodput_mbps"], of_all=0.0)
+            far += bool(before.trusted and before.goodput_mbps > 1.5 * link)
+            e = capacity_above_own(run["ack_pair_mbps"], run["goodput_mbps"])
+            assert not (e.trusted and e.goodput_mbps > 1.5 * link), (rec["key"], e)
+    assert seen == 12 and far >= 1  # the windows still hold what was mended
