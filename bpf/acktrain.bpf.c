@@ -107,7 +107,6 @@ SEC("tp_btf/tcp_probe")
 int BPF_PROG(log_ack, struct sock *sk, struct sk_buff *skb)
 {
 	struct probe_sock *ps;
-	struct tcp_sock *tp;
 	struct tcphdr th;
 	__u64 idx;
 	__u32 ack;
@@ -145,9 +144,5 @@ int BPF_PROG(log_ack, struct sock *sk, struct sk_buff *skb)
 	acks[idx].t_ns = bpf_ktime_get_ns();
 	acks[idx].ack_seq = ack;
 	acks[idx].flow = ps->flow;
-	/* tcp_probe fires before tcp_rcv_established acts on the ACK. */
-	tp = bpf_skc_to_tcp_sock(sk);
-	if (tp)
-		acks[idx].snd_nxt = tp->snd_nxt;
 	return 0;
 }

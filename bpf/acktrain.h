@@ -23,11 +23,6 @@ struct tb_ack {
 	__u32 ack_seq; /* cumulative ACK, host order (wraps) */
 	__u16 flow;    /* index into the cookie table */
 	__u16 pad;
-	/* What the connection had sent when the ACK arrived, before TCP acted
-	 * on it: the data between two of these left in one go, back to back
-	 * (what it sent in answer to the one ACK), unless paced. */
-	__u32 snd_nxt;
-	__u32 pad2;
 };
 
 #endif /* TAMEBPF_ACKTRAIN_H */

@@ -151,14 +151,6 @@ def test_a_window_logs_the_acks_of_the_established_connections_it_names(tb: Test
     assert len(acks) > 200, f"only {len(acks)} ACKs logged in 1 s"
     assert all(b[0] >= a[0] and 0 < (b[1] - a[1]) % 2**32 < 2**31
                for a, b in zip(acks, acks[1:], strict=False)), "ACKs out of order"
-    # What the stream had sent as each ACK arrived: never less than that
-    # ACK acknowledges, never going back, and, on a path it fills, more.
-    sent = log.sent[named]
-    assert len(sent) == len(acks)
-    ahead = [(s - a[1]) % 2**32 for s, a in zip(sent, acks, strict=True)]
-    assert all(0 <= d < 2**31 for d in ahead), "snd_nxt behind the ACK it was logged with"
-    assert all(0 <= (b - a) % 2**32 < 2**31 for a, b in zip(sent, sent[1:], strict=False))
-    assert sorted(ahead)[len(ahead) // 2] > 0, "nothing in flight as the ACKs came"
 
 
 def test_a_window_on_a_transfers_acks_reads_the_link_and_is_not_trusted(tb: Testbed) -> None:

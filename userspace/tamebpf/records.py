@@ -5,7 +5,7 @@ I/O. The kernel layer (tamebpf.kernel.flows) makes them; the pure core
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Protocol
 
 
@@ -153,30 +153,22 @@ class Progress:
 @dataclass(frozen=True)
 class AckLog:
     """ACKs that advanced each connection: cookie -> [(t_ns, ack_seq)], in
-    arrival order; `sent`, where logged: cookie -> what the connection had
-    sent (snd_nxt) as each of those ACKs arrived; `lost` > 0: some ACKs came
-    after the log was full (the kernel stops counting soon after: not how
-    many). kernel/acktrain.py reads it; estimate/acktrain.py estimates the
-    capacity from it."""
+    arrival order; `lost` > 0: some ACKs came after the log was full (the
+    kernel stops counting soon after: not how many). kernel/acktrain.py
+    reads it; estimate/acktrain.py estimates the capacity from it."""
 
     flows: Mapping[int, Sequence[tuple[int, int]]]
     lost: int = 0
-    sent: Mapping[int, Sequence[int]] = field(default_factory=dict)
 
     def only(self, cookies: Sequence[int] | None) -> AckLog:
         if not cookies:
             return self
         keep = set(cookies)
-        return AckLog({c: v for c, v in self.flows.items() if c in keep}, self.lost,
-                      {c: v for c, v in self.sent.items() if c in keep})
+        return AckLog({c: v for c, v in self.flows.items() if c in keep}, self.lost)
 
     def between(self, start_ns: int, end_ns: int | None) -> AckLog:
         """The ACKs that arrived from `start_ns` (before `end_ns`, if given):
         one stage of a staged probe."""
         last = end_ns if end_ns is not None else 1 << 63
-        inside = {c: [i for i, a in enumerate(v) if start_ns <= a[0] < last]
-                  for c, v in self.flows.items()}
-        return AckLog({c: [self.flows[c][i] for i in idx] for c, idx in inside.items()},
-                      self.lost,
-                      {c: [self.sent[c][i] for i in inside[c]] for c in self.sent
-                       if c in inside})
+        return AckLog({c: [a for a in v if start_ns <= a[0] < last]
+                       for c, v in self.flows.items()}, self.lost)

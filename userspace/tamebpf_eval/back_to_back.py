@@ -9,8 +9,9 @@ spacing is that clock's interleaved with the other traffic's packets. On
 crowded paths the link's band then holds 10-20% of the pairs, under the
 quarter the trust rule wants (docs/results/paced-start.md).
 
-The ACK log now keeps what each connection had sent (snd_nxt) as each
-ACK arrived, before TCP acted on it (bpf/acktrain.bpf.c): the data between
+At commit 644d071 the ACK log kept what each connection had sent (snd_nxt)
+as each ACK arrived, before TCP acted on it (bpf/acktrain.bpf.c, tb_ack's
+snd_nxt, AckLog.sent): the data between
 two such marks was sent in one go, in answer to one ACK. A pair counts
 here only if the segments its second ACK acknowledges were sent in the
 same go as the last one its first ACK acknowledges (no mark between
@@ -24,15 +25,18 @@ that learned capacities far above the link, 5 that learned them right),
 8 CUBIC streams' first 5 s beside the case's cross traffic, unpaced and
 under run's start cap (100 Mbit/s), 3 times each in turn: today's
 estimator on all the pairs, and on the back-to-back ones alone.
-`--report` re-scores the stored record.
+`--report` re-scores the stored record. The candidate lost
+(docs/results/back-to-back.md), so the log keeps no marks since: measuring
+again needs a checkout of 644d071.
 
-    make eval PRESET=back-to-back     # about 20 min
+    make eval PRESET=back-to-back EVAL_ARGS=--report   # seconds
+    git checkout 644d071 && make eval PRESET=back-to-back   # about 15 min
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -84,10 +88,12 @@ def back_to_back(acks: Sequence[tuple[int, int]], sent: Sequence[int], mss: int)
     return out
 
 
-def window_rates(log: AckLog, mss: int) -> tuple[list[float], list[float], float]:
+def window_rates(log: AckLog, sent_by_flow: Mapping[int, Sequence[int]],
+                 mss: int) -> tuple[list[float], list[float], float]:
     """The first WINDOW_S of every connection's ACKs: (all pair rates,
-    the back-to-back ones, the connections' goodput in Mbit/s), pairs as
-    estimate/acktrain.pair_rates takes them (at most 4 segments apart)."""
+    the back-to-back ones by `sent_by_flow`'s marks, the connections'
+    goodput in Mbit/s), pairs as estimate/acktrain.pair_rates takes them
+    (at most 4 segments apart)."""
     starts = [acks[0][0] for acks in log.flows.values() if acks]
     if not starts:
         return [], [], 0.0
@@ -96,7 +102,7 @@ def window_rates(log: AckLog, mss: int) -> tuple[list[float], list[float], float
     every, paired, acked_total = [], [], 0
     for cookie, acks in log.flows.items():
         n = sum(1 for a in acks if a[0] < end)
-        kept, sent = acks[:n], list(log.sent.get(cookie, []))[:n]
+        kept, sent = acks[:n], list(sent_by_flow.get(cookie, []))[:n]
         flags = back_to_back(kept, sent, mss) if len(sent) == n else [False] * max(0, n - 1)
         for ((t0, a0), (t1, a1)), b2b in zip(zip(kept, kept[1:], strict=False), flags,
                                              strict=True):
@@ -112,6 +118,11 @@ def window_rates(log: AckLog, mss: int) -> tuple[list[float], list[float], float
 
 
 def measure(case: Case) -> dict[str, Any]:
+    """At 644d071, where AckLog had `sent`; the log keeps no marks since."""
+    if not hasattr(AckLog, "sent"):
+        raise SystemExit("the ACK log keeps no snd_nxt marks since the back-to-back study "
+                         "lost: `git checkout 644d071` to measure it again, or "
+                         "EVAL_ARGS=--report to re-score the stored record")
     runs = []
     with pin_dir(), case_path(case, "bb") as (tb, reference, target):
         for _ in range(REPEATS):
@@ -120,7 +131,7 @@ def measure(case: Case) -> dict[str, Any]:
                 log, status = logged_transfer(target.host, target.netns, case.cc, STREAMS,
                                               SECONDS, [],
                                               PACE_MBPS if arm == ARMS[1] else None)
-                every, paired, goodput = window_rates(log, 1448)
+                every, paired, goodput = window_rates(log, log.sent, 1448)  # type: ignore[attr-defined]
                 runs.append({"arm": arm, "exit": status, "goodput_mbps": round(goodput, 3),
                              "ack_pair_mbps": [round(r, 2) for r in every],
                              "back_to_back_mbps": [round(r, 2) for r in paired]})

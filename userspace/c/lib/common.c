@@ -144,7 +144,6 @@ static const struct {
 	/* acktrain */
 	SIZE(tb_ack),
 	FIELD(tb_ack, t_ns), FIELD(tb_ack, ack_seq), FIELD(tb_ack, flow), FIELD(tb_ack, pad),
-	FIELD(tb_ack, snd_nxt), FIELD(tb_ack, pad2),
 };
 
 static long lookup_layout(const char *type, const char *field)

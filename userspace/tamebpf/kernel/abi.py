@@ -176,8 +176,6 @@ class TbAck(ctypes.Structure):
         ("ack_seq", u32),
         ("flow", u16),
         ("pad", u16),
-        ("snd_nxt", u32),
-        ("pad2", u32),
     ]
 
 

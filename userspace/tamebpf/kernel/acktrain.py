@@ -46,13 +46,11 @@ class AckTrain(NativeHandle):
         raw: ctypes.Array[TbAck] | list[TbAck] = \
             (TbAck * kept).from_address(ctypes.addressof(acks.contents)) if kept else []
         by_flow: dict[int, list[tuple[int, int]]] = {}
-        sent: dict[int, list[int]] = {}
         names = [cookies[i] for i in range(flows.value)]
         for a in raw:
             if a.flow < len(names):
                 by_flow.setdefault(names[a.flow], []).append((a.t_ns, a.ack_seq))
-                sent.setdefault(names[a.flow], []).append(a.snd_nxt)
-        return AckLog(by_flow, seen.value - kept, sent)
+        return AckLog(by_flow, seen.value - kept)
 
 
 class AckWindow(AckTrain):
