@@ -16,7 +16,7 @@ estimator: how often it trusts a capacity within 10% of the link, and
 what share of the pairs at or above the streams' own goodput read the
 link (within 8%, a band's width). `--report` re-scores the stored record.
 
-    make eval PRESET=paced-start     # about 15 min
+    make eval PRESET=paced-start     # about 7 min
 """
 
 from __future__ import annotations
