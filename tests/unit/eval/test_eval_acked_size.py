@@ -46,4 +46,7 @@ def test_the_page_is_what_the_stored_record_gives() -> None:
     assert records, "no record: make eval PRESET=acked-size"
     text = PAGE.read_text()
     start = text.index(f"<!-- {acked_size.SECTION}:start -->")
-    assert text[start:] == acked_size.report(records), "rerun: make eval PRESET=acked-size"
+    end_marker = f"<!-- {acked_size.SECTION}:end -->"
+    end = text.index(end_marker) + len(end_marker)
+    assert text[start:end] + "\n" == acked_size.report(records), \
+        "rerun: make eval PRESET=acked-size"
