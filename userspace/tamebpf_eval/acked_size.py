@@ -48,6 +48,8 @@ FAR = 1.5
 SECTION = "acked_size"
 FAR_SECTION = "acked_size_far"
 REPEATS_FAR = 8
+FAR_TITLE = (f"The two far cases again, {REPEATS_FAR} times each way "
+             "(make eval PRESET=acked-size-far)")
 GROUPS = {"learned far above the link": ("02", "11"),
           "learned right": ("03", "04", "05", "08", "12")}
 
@@ -188,8 +190,7 @@ def main() -> int:
                         lambda c: measure(c, REPEATS_FAR if args.far else REPEATS),
                         lambda rs: save(path, rs))
     if args.far:
-        text = report(records, FAR_SECTION, "The two far cases again, "
-                      f"{REPEATS_FAR} times each way (make eval PRESET=acked-size-far)")
+        text = report(records, FAR_SECTION, FAR_TITLE)
         publish(text, args.write, FAR_SECTION, "Bunched ACKs by what each acknowledges")
     else:
         publish(report(records), args.write, SECTION, "Bunched ACKs by what each acknowledges")

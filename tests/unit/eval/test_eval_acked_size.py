@@ -50,3 +50,12 @@ def test_the_page_is_what_the_stored_record_gives() -> None:
     end = text.index(end_marker) + len(end_marker)
     assert text[start:end] + "\n" == acked_size.report(records), \
         "rerun: make eval PRESET=acked-size"
+
+
+def test_the_far_section_is_what_its_record_gives() -> None:
+    records = acked_size.load(str(RESULTS / "acked-size-far.json.gz"))
+    assert records, "no record: make eval PRESET=acked-size-far"
+    text = PAGE.read_text()
+    start = text.index(f"<!-- {acked_size.FAR_SECTION}:start -->")
+    want = acked_size.report(records, acked_size.FAR_SECTION, acked_size.FAR_TITLE)
+    assert text[start:] == want, "rerun: make eval PRESET=acked-size-far"
