@@ -35,13 +35,11 @@ from typing import Any
 from tamebpf.estimate.acktrain import BAND, SEQ_MOD, CapacityEstimate, capacity_above_own
 from tamebpf.estimate.capacity import DEFAULT_MSS, tcp_goodput_mbps
 from tamebpf.records import AckLog
-from tamebpf_eval.advise import Case, case_path, load, save
-from tamebpf_eval.commands import pin_dir
+from tamebpf_eval.advise import Case, load, save
 from tamebpf_eval.docsection import markers
-from tamebpf_eval.far_capacity import ARMS, PACE_MBPS, REPEATS, SECONDS, STREAMS, WINDOW_S
+from tamebpf_eval.far_capacity import REPEATS, WINDOW_S, logged_windows
 from tamebpf_eval.resumable import arguments, measure_missing, publish
-from tamebpf_eval.sticky_pacing import DRAW, logged_transfer
-from tamebpf_eval.truth import settle
+from tamebpf_eval.sticky_pacing import DRAW
 
 NEAR = 0.10
 FAR = 1.5
@@ -89,17 +87,10 @@ def window_pairs(log: AckLog, mss: int) -> tuple[list[float], list[int], float]:
 
 def measure(case: Case, repeats: int = REPEATS) -> dict[str, Any]:
     runs = []
-    with pin_dir(), case_path(case, "as") as (tb, reference, target):
-        for _ in range(repeats):
-            for arm in ARMS:
-                settle(tb, case.cross, reference)
-                log, status = logged_transfer(target.host, target.netns, case.cc, STREAMS,
-                                              SECONDS, [],
-                                              PACE_MBPS if arm == ARMS[1] else None)
-                rates, segments, goodput = window_pairs(log, 1448)
-                runs.append({"arm": arm, "exit": status, "goodput_mbps": round(goodput, 3),
-                             "ack_pair_mbps": [round(r, 2) for r in rates],
-                             "segments": segments})
+    for arm, log, status in logged_windows(case, "as", repeats):
+        rates, segments, goodput = window_pairs(log, 1448)
+        runs.append({"arm": arm, "exit": status, "goodput_mbps": round(goodput, 3),
+                     "ack_pair_mbps": [round(r, 2) for r in rates], "segments": segments})
     return {"case": asdict(case), "key": case.key, "runs": runs}
 
 

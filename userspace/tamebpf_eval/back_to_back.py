@@ -36,6 +36,7 @@ again needs a checkout of 644d071.
 from __future__ import annotations
 
 import bisect
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
@@ -43,13 +44,11 @@ from typing import Any
 from tamebpf.estimate.acktrain import SEQ_MOD, capacity_above_own
 from tamebpf.estimate.capacity import DEFAULT_MSS, tcp_goodput_mbps
 from tamebpf.records import AckLog
-from tamebpf_eval.advise import Case, case_path, load, save
-from tamebpf_eval.commands import pin_dir
+from tamebpf_eval.advise import Case, load, save
 from tamebpf_eval.docsection import markers
-from tamebpf_eval.far_capacity import ARMS, PACE_MBPS, REPEATS, SECONDS, STREAMS, WINDOW_S
+from tamebpf_eval.far_capacity import WINDOW_S, logged_windows
 from tamebpf_eval.resumable import arguments, measure_missing, publish
-from tamebpf_eval.sticky_pacing import DRAW, logged_transfer
-from tamebpf_eval.truth import settle
+from tamebpf_eval.sticky_pacing import DRAW
 
 NEAR = 0.10
 SECTION = "back_to_back"
@@ -124,17 +123,11 @@ def measure(case: Case) -> dict[str, Any]:
                          "lost: `git checkout 644d071` to measure it again, or "
                          "EVAL_ARGS=--report to re-score the stored record")
     runs = []
-    with pin_dir(), case_path(case, "bb") as (tb, reference, target):
-        for _ in range(REPEATS):
-            for arm in ARMS:
-                settle(tb, case.cross, reference)
-                log, status = logged_transfer(target.host, target.netns, case.cc, STREAMS,
-                                              SECONDS, [],
-                                              PACE_MBPS if arm == ARMS[1] else None)
-                every, paired, goodput = window_rates(log, log.sent, 1448)  # type: ignore[attr-defined]
-                runs.append({"arm": arm, "exit": status, "goodput_mbps": round(goodput, 3),
-                             "ack_pair_mbps": [round(r, 2) for r in every],
-                             "back_to_back_mbps": [round(r, 2) for r in paired]})
+    for arm, log, status in logged_windows(case, "bb"):
+        every, paired, goodput = window_rates(log, log.sent, 1448)  # type: ignore[attr-defined]
+        runs.append({"arm": arm, "exit": status, "goodput_mbps": round(goodput, 3),
+                     "ack_pair_mbps": [round(r, 2) for r in every],
+                     "back_to_back_mbps": [round(r, 2) for r in paired]})
     return {"case": asdict(case), "key": case.key, "runs": runs}
 
 
@@ -180,6 +173,11 @@ def report(records: list[dict[str, Any]]) -> str:
         lines.append(f"| {group} | {n} | " + " | ".join(
             f"{tally.get((group, w, 'near'), 0)} / {tally.get((group, w, 'off'), 0)}"
             for w in WAYS) + " |")
+    shares = sorted(len(r["back_to_back_mbps"]) / len(r["ack_pair_mbps"])
+                    for rec in records for r in rec["runs"] if r["ack_pair_mbps"])
+    if shares:
+        lines += ["", f"Back-to-back pairs per window: a median {statistics.median(shares):.0%} "
+                  f"of the pairs ({shares[0]:.0%}-{shares[-1]:.0%})."]
     start_m, end_m = markers(SECTION)
     return "\n".join([start_m, "## The first 5 s of 8 streams' ACKs: all pairs, and those of "
                       "segments sent back to back (make eval PRESET=back-to-back)", "",

@@ -25,9 +25,12 @@ re-scores the stored record.
 
 from __future__ import annotations
 
+import gzip
+import json
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from tamebpf.estimate.acktrain import (
@@ -59,6 +62,21 @@ WINDOW_S = 5.0  # run's first seconds (runner/acks.py) and export's window
 FAR = 1.5  # a learned capacity this many times the link's picks the case
 NEAR = 0.10
 SECTION = "far_capacity"
+STORED_SECTION = "far_capacity_stored"
+# Every stored record of transfers' ACK windows: (record, what its windows are).
+STORED_ALL = (
+    ("ack-windows.json.gz", "ack-windows: 52 of test runs' first seconds and scouts, "
+     "20 Mbit/s path (the second look's design)"),
+    ("far-capacity.json.gz", "far-capacity: 12 of 8 streams' first 5 s on 02 and 11 "
+     "(the mend's design)"),
+    ("sticky-pacing.json.gz", "sticky-pacing: 90 of one stream, first 5 s and 5-10 s"),
+    ("paced-start.json.gz", "paced-start: 30 of 8 streams' first 5 s, 5 crowded cases"),
+    ("back-to-back.json.gz", "back-to-back: 72 of 8 streams' first 5 s, 12 cases "
+     "(after the mend)"),
+    ("acked-size.json.gz", "acked-size: 42 of 8 streams' first 5 s, 7 cases (after the mend)"),
+    ("acked-size-far.json.gz", "acked-size-far: 32 of 8 streams' first 5 s on 02 and 11 "
+     "(after the mend)"),
+)
 
 
 def cases(results_dir: str = ".") -> list[Case]:
@@ -84,6 +102,68 @@ def first_window(log: AckLog, mss: int) -> tuple[list[float], float]:
     acked = sum((b[1] - a[1]) % (1 << 32) for acks in kept.values()
                 for a, b in zip(acks, acks[1:], strict=False))
     return pair_rates(AckLog(kept, 0), mss), acked * 8e3 / (WINDOW_S * 1e9)
+
+
+def stored_windows(name: str, results_dir: str) -> Iterator[tuple[list[float], float, float]]:
+    """(pair rates, the streams' own goodput, the link's TCP goodput) of
+    each window in the stored record `name`."""
+    if name == "ack-windows.json.gz":  # windows of one path, not cases
+        with gzip.open(f"{results_dir}/{name}", "rt") as f:
+            stored = json.load(f)
+        for w in stored["windows"]:
+            yield w["pair_mbps"], w["floor_mbps"], stored["link_goodput_mbps"]
+        return
+    for r in load(f"{results_dir}/{name}"):
+        link = tcp_goodput_mbps(r["case"]["rate"], 1448, False)
+        for run in r["runs"]:
+            for w in run.get("windows", [run]):
+                yield w["ack_pair_mbps"], w["goodput_mbps"], link
+
+
+def share_of_all(e: CapacityEstimate, rates: Sequence[float], own_mbps: float) -> float:
+    """The share of the pairs at or above FLOOR x `own_mbps` in `e`'s band."""
+    every = sum(1 for r in rates if r >= own_mbps * FLOOR and r > 0)
+    return e.pairs / every if every else 0.0
+
+
+def stored_report(results_dir: str) -> str:
+    """Today's estimator and fresh draw 12's on every stored window: how
+    many trusted near the link and far above it, and the shares of all the
+    pairs those bands held."""
+    ways = (("today's", capacity_above_own), ("686b0bd's", second_look_686b0bd))
+    lines = ["| windows | " + " | ".join(f"{w}: trusted near / far" for w, _ in ways)
+             + " | smallest share of a band today's trusts near the link | "
+             "shares of the far bands (today's; 686b0bd's) |", "|---|---|---|---|---|"]
+    for name, what in STORED_ALL:
+        counts = {w: [0, 0] for w, _ in ways}
+        near_shares: list[float] = []
+        far_shares: dict[str, list[float]] = {w: [] for w, _ in ways}
+        for rates, own, link in stored_windows(name, results_dir):
+            for w, fn in ways:
+                e = fn(rates, own)
+                if not e.trusted or e.goodput_mbps is None:
+                    continue
+                x = e.goodput_mbps / link
+                share = share_of_all(e, rates, own)
+                if abs(x - 1) <= NEAR:
+                    counts[w][0] += 1
+                    if w == ways[0][0]:
+                        near_shares.append(share)
+                elif x > FAR:
+                    counts[w][1] += 1
+                    far_shares[w].append(share)
+        smallest = f"{min(near_shares):.1%}" if near_shares else "-"
+        far = "; ".join(", ".join(f"{v:.1%}" for v in sorted(far_shares[w])) or "-"
+                        for w, _ in ways)
+        lines.append(f"| {what} | " + " | ".join(f"{n} / {f}" for n, f in counts.values())
+                     + f" | {smallest} | {far} |")
+    start_m, end_m = markers(STORED_SECTION)
+    return "\n".join([start_m, "## Every stored window, today's estimator and fresh draw 12's "
+                      "(make eval PRESET=far-capacity EVAL_ARGS=--report)", "",
+                      f"Near: trusted within {NEAR:.0%} of the link's TCP goodput; far: "
+                      f"trusted over {FAR:g}x it. A band's share: its pairs over all the "
+                      "window's pairs at or above the streams' own goodput.", "",
+                      *lines, end_m]) + "\n"
 
 
 def climb_before_686b0bd(rates: Sequence[float], own_mbps: float) -> CapacityEstimate:
@@ -117,18 +197,28 @@ ESTIMATORS: dict[str, Callable[[Sequence[float], float], CapacityEstimate]] = {
 }
 
 
-def measure(case: Case) -> dict[str, Any]:
-    runs = []
-    with pin_dir(), case_path(case, "fc") as (tb, reference, target):
-        for _ in range(REPEATS):
+def logged_windows(case: Case, prefix: str,
+                   repeats: int = REPEATS) -> Iterator[tuple[str, AckLog, int | None]]:
+    """On the case's testbed (namespaces named from `prefix`), `repeats`
+    times each arm in turn, after the cross traffic settles: (the arm, the
+    ACK log of STREAMS CUBIC streams for SECONDS, iperf3's exit status).
+    The studies of the transfers' first seconds share it."""
+    with pin_dir(), case_path(case, prefix) as (tb, reference, target):
+        for _ in range(repeats):
             for arm in ARMS:
                 settle(tb, case.cross, reference)
                 log, status = logged_transfer(target.host, target.netns, case.cc, STREAMS,
                                               SECONDS, [],
                                               PACE_MBPS if arm == ARMS[1] else None)
-                rates, goodput = first_window(log, 1448)
-                runs.append({"arm": arm, "exit": status, "goodput_mbps": round(goodput, 3),
-                             "ack_pair_mbps": [round(r, 2) for r in rates]})
+                yield arm, log, status
+
+
+def measure(case: Case) -> dict[str, Any]:
+    runs = []
+    for arm, log, status in logged_windows(case, "fc"):
+        rates, goodput = first_window(log, 1448)
+        runs.append({"arm": arm, "exit": status, "goodput_mbps": round(goodput, 3),
+                     "ack_pair_mbps": [round(r, 2) for r in rates]})
     return {"case": asdict(case), "key": case.key, "runs": runs}
 
 
@@ -180,6 +270,8 @@ def main() -> int:
     if not args.report:
         measure_missing(records, cases(), args.only, measure, lambda rs: save(path, rs))
     publish(report(records), args.write, SECTION, "Capacities far above the link")
+    publish(stored_report(str(Path(path).parent)), args.write, STORED_SECTION,
+            "Capacities far above the link")
     return 0
 
 

@@ -21,10 +21,7 @@ link (within 8%, a band's width). `--report` re-scores the stored record.
 
 from __future__ import annotations
 
-import gzip
-import json
 import statistics
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -44,7 +41,7 @@ from tamebpf.estimate.acktrain import (
 from tamebpf.estimate.capacity import tcp_goodput_mbps
 from tamebpf_eval.advise import Case, load, save
 from tamebpf_eval.docsection import markers
-from tamebpf_eval.far_capacity import ARMS, measure
+from tamebpf_eval.far_capacity import ARMS, measure, stored_windows
 from tamebpf_eval.resumable import arguments, measure_missing, publish
 from tamebpf_eval.sticky_pacing import DRAW
 
@@ -160,22 +157,6 @@ def below_candidate(rates: list[float], own_mbps: float,
             best = e
         most = max(most, e.pairs)
     return share_refused(best, own_mbps)
-
-
-def stored_windows(name: str, results_dir: str) -> Iterator[tuple[list[float], float, float]]:
-    """(pair rates, the streams' own goodput, the link's TCP goodput) of
-    each window in the stored record `name`."""
-    if name == "ack-windows.json.gz":  # windows of one path, not cases
-        with gzip.open(f"{results_dir}/{name}", "rt") as f:
-            stored = json.load(f)
-        for w in stored["windows"]:
-            yield w["pair_mbps"], w["floor_mbps"], stored["link_goodput_mbps"]
-        return
-    for r in load(f"{results_dir}/{name}"):
-        link = tcp_goodput_mbps(r["case"]["rate"], 1448, False)
-        for run in r["runs"]:
-            for w in run.get("windows", [run]):
-                yield w["ack_pair_mbps"], w["goodput_mbps"], link
 
 
 def candidate_report(results_dir: str) -> str:

@@ -40,9 +40,30 @@ def test_the_old_climb_takes_a_band_above_only_with_half_the_pairs() -> None:
     assert not shared.trusted
 
 
+def _section(text: str, name: str) -> str:
+    start = text.index(f"<!-- {name}:start -->")
+    end_marker = f"<!-- {name}:end -->"
+    return text[start:text.index(end_marker) + len(end_marker)] + "\n"
+
+
 def test_the_page_is_what_the_stored_record_gives() -> None:
     text = PAGE.read_text()
-    start = text.index(f"<!-- {far_capacity.SECTION}:start -->")
     records = far_capacity.load(str(RESULTS / "far-capacity.json.gz"))
     assert records, "no record: make eval PRESET=far-capacity"
-    assert text[start:] == far_capacity.report(records), "rerun: make eval PRESET=far-capacity"
+    assert _section(text, far_capacity.SECTION) == far_capacity.report(records), \
+        "rerun: make eval PRESET=far-capacity"
+
+
+def test_the_page_scores_every_stored_record() -> None:
+    text = PAGE.read_text()
+    for name, _ in far_capacity.STORED_ALL:
+        assert (RESULTS / name).exists(), name
+    assert _section(text, far_capacity.STORED_SECTION) == \
+        far_capacity.stored_report(str(RESULTS)), "rerun: make eval PRESET=far-capacity"
+
+
+def test_a_bands_share_is_of_the_pairs_at_or_above_the_streams_own_goodput() -> None:
+    rates = [LINK] * 60 + [LINK / 2] * 40 + [5.0] * 100  # the 100 lie below own
+    e = far_capacity.estimate_capacity(rates, 30.0)
+    assert e.pairs == 60
+    assert abs(far_capacity.share_of_all(e, rates, 30.0) - 60 / 100) < 1e-9

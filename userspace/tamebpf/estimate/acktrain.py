@@ -181,7 +181,10 @@ RESHARE = 0.30
 # the climb's first look one at 15.7x with 5% in one of 90 one-stream
 # windows (sticky-pacing.md). Every band trusted at the link in the 52
 # windows the second look was made for held 10.7% or more (ack-windows.md).
-# 9% lies between: chosen on those windows, so a fresh draw measures it.
+# 9% lies between: chosen on those windows. On 176 windows measured after
+# it, it trusted 2 far bands (11.7% each) where 686b0bd's would have
+# trusted 26 (far-capacity.md's last table: make eval PRESET=far-capacity
+# EVAL_ARGS=--report).
 # (highest_band's `of_all=0` is the estimator as fresh draw 12 ran it,
 # which the far-capacity study scores beside it.)
 RESHARE_OF_ALL = 0.09
