@@ -17,7 +17,8 @@ a 40 Mbit/s path shared with 2 CUBIC flows gave 19.2, the 2-stream
 transfer's share (its delayed ACKs each cover segments that left the
 queue apart, interleaved with the cross traffic's). The two cannot be told
 apart, so an estimate under SHARE_MARGIN times the connections' own
-goodput is not trusted (estimate/acktrain.capacity_above_own); and export
+goodput is not trusted (estimate/acktrain.capacity_above_own), nor one far
+above what they got through (estimate/reach.py); and export
 samples only when asked (--ack-sampling) until a fresh draw shows what the
 windows that pass give.
 
@@ -37,6 +38,7 @@ from dataclasses import dataclass
 
 from tamebpf.errors import TamebpfError
 from tamebpf.estimate.acktrain import CapacityEstimate, capacity_above_own, pair_rates
+from tamebpf.estimate.reach import peak_acked_mbps, reach_refused
 from tamebpf.groups.group import Group, GroupKey
 from tamebpf.groups.passive_fit import LOSS_BASED
 from tamebpf.kernel.acktrain import HOUR_S, WINDOWS_PER_HOUR, AckWindow, OpenWindow, WindowsPerHour
@@ -186,5 +188,7 @@ class AckSampler:
                                     "the connections closed during the window")
         acked = sum(b.bytes_acked - a.bytes_acked for a, b in both)
         seconds = max(b.read_monotonic_ns - a.read_monotonic_ns for a, b in both) / 1e9
-        rates = pair_rates(acks.only([f.cookie for f in c.flows]), max(f.mss for f in c.flows))
-        return capacity_above_own(rates, mbps_over(acked, max(seconds, 1e-3)))
+        mine = acks.only([f.cookie for f in c.flows])
+        rates = pair_rates(mine, max(f.mss for f in c.flows))
+        return reach_refused(capacity_above_own(rates, mbps_over(acked, max(seconds, 1e-3))),
+                             peak_acked_mbps(mine))

@@ -162,7 +162,10 @@ def stored_report(results_dir: str) -> str:
                       "(make eval PRESET=far-capacity EVAL_ARGS=--report)", "",
                       f"Near: trusted within {NEAR:.0%} of the link's TCP goodput; far: "
                       f"trusted over {FAR:g}x it. A band's share: its pairs over all the "
-                      "window's pairs at or above the streams' own goodput.", "",
+                      "window's pairs at or above the streams' own goodput. Today's: the "
+                      "pairs' estimator alone; these records keep no ACK times, so the reach "
+                      "check the transfers' estimate has had since (estimate/reach.py, "
+                      "pooled-windows.md) is not in them.", "",
                       *lines, end_m]) + "\n"
 
 

@@ -15,6 +15,11 @@ share:
   densest band of each of POOL windows in a row; trusted when AGREE_OF of
   them lie near their median.
 
+Both lost on the design run. What that run found instead, the reach
+check (estimate/reach.py: a band over REACH x the most the connections
+acknowledged together in 50 ms is refused), won the deciding runs and is
+in the product; reach_checked scores it.
+
 Each is scored against today's transfers' estimator (estimate/acktrain.
 capacity_above_own on the whole window; for a pool, the last window of
 it that estimator trusts, as path memory keeps the newest). Measured as
@@ -36,7 +41,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from typing import Any
 
 from tamebpf.estimate.acktrain import (
@@ -47,6 +52,7 @@ from tamebpf.estimate.acktrain import (
     pair_rates,
 )
 from tamebpf.estimate.capacity import tcp_goodput_mbps
+from tamebpf.estimate.reach import REACH, REACH_WIDTH_MS, peak_acked_mbps, reach_refused
 from tamebpf.records import AckLog
 from tamebpf_eval.advise import Case, load, save
 from tamebpf_eval.docsection import markers
@@ -72,14 +78,6 @@ AGREE = 0.10
 # wider than the delay line's late batches (0.7 ms at worst), narrower
 # than a round trip.
 PEAK_MS = (5, 10, 20, 50)
-# The reach check (designed on the first run): a band is not trusted above
-# REACH x the most the connections acknowledged together in any
-# REACH_WIDTH_MS of the window. A path whose capacity is that far above
-# what the transfer ever got through in 50 ms was not filled: ACKs the
-# testbed's delay line released in a batch read its own speed, not the
-# link's.
-REACH = 5.0
-REACH_WIDTH_MS = 50
 # Drawn on 2026-11-28 at 23:22:42 UTC, `int.from_bytes(os.urandom(4),
 # "big") >> 1`, for this study's deciding run, before any of its cases
 # ran: 12 loss-based cases, half at 80 ms or more.
@@ -116,20 +114,9 @@ def connection_windows(log: AckLog, mss: int) -> tuple[list[list[float]], float]
 
 
 def peak_goodput(log: AckLog, width_ms: float) -> float:
-    """The most all the connections had acknowledged together in any
-    `width_ms` of the first seconds, as Mbit/s: a path that carried it
-    has at least that capacity, and a band far above it was not filled."""
-    steps = sorted((b[0], (b[1] - a[1]) % (1 << 32)) for acks in first_seconds(log).values()
-                   for a, b in zip(acks, acks[1:], strict=False))
-    width = width_ms * 1e6
-    most = inside = lo = 0
-    for t, acked in steps:
-        inside += acked
-        while steps[lo][0] <= t - width:
-            inside -= steps[lo][1]
-            lo += 1
-        most = max(most, inside)
-    return most * 8e3 / width
+    """The most all the connections acknowledged together in any
+    `width_ms` of the first seconds, as Mbit/s (estimate/reach.py)."""
+    return peak_acked_mbps(AckLog(first_seconds(log), 0), width_ms)
 
 
 def agreed(bands: Sequence[float], need: int) -> float | None:
@@ -175,10 +162,7 @@ def today(window: dict[str, Any]) -> CapacityEstimate:
 def reach_checked(window: dict[str, Any]) -> CapacityEstimate:
     """Today's estimate of a window, not trusted above REACH x its peak."""
     e = today(window)
-    peak = window["peak_mbps"][str(REACH_WIDTH_MS)]
-    if e.trusted and e.goodput_mbps is not None and e.goodput_mbps > REACH * peak:
-        return replace(e, trusted=False)
-    return e
+    return reach_refused(e, window["peak_mbps"][str(round(REACH_WIDTH_MS))])
 
 
 def today_pool(pool: Sequence[dict[str, Any]]) -> float | None:
@@ -254,7 +238,7 @@ def report(records: list[dict[str, Any]], section: str, title: str) -> str:
             "|---|---|---|---|"]
     for name, t in (("one window, today's estimator", t_win),
                     (f"one window, today's with the reach check ({REACH:g}x the "
-                     f"{REACH_WIDTH_MS}-ms peak)", t_reach),
+                     f"{REACH_WIDTH_MS:g}-ms peak)", t_reach),
                     ("one window, streams agree", t_streams),
                     (f"{POOL} windows, today's (the newest trusted)", t_pool),
                     (f"{POOL} windows, windows agree", t_windows)):

@@ -10,7 +10,8 @@ nothing per packet after that.
 The estimate (estimate/acktrain.highest_band, the transfers' own: the
 advisor's trust rule, climbing past the lower peaks that its streams
 interleaving with each other and with other traffic put below the link's
-rate) reads only the pairs at or above the transfer's own goodput, so
+rate, and not trusted far above what the transfer got through:
+estimate/reach.py) reads only the pairs at or above the transfer's own goodput, so
 segments the pace cap spaced (each stream's share, below the group's
 goodput when it has 2 streams or more) do not count: what is left is the
 bottleneck's spacing of segments sent faster than it, which needs a cap
@@ -25,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tamebpf.estimate.acktrain import CapacityEstimate, highest_band, pair_rates
+from tamebpf.estimate.reach import peak_acked_mbps, reach_refused
 from tamebpf.kernel.acktrain import AckTrain
 from tamebpf.paths.passive import MeasuredCapacity
 
@@ -66,7 +68,8 @@ class FirstAcks:
             self.estimate = CapacityEstimate(None, None, None, 0, 0, False,
                                              "no ACK logged for the destination's streams")
         else:
-            self.estimate = highest_band(pair_rates(mine, mss), goodput_mbps)
+            self.estimate = reach_refused(highest_band(pair_rates(mine, mss), goodput_mbps),
+                                          peak_acked_mbps(mine))
         return self.estimate
 
     def close(self) -> None:

@@ -1,0 +1,51 @@
+"""A band of ACK pairs far above what the transfer ever got through is not
+the path's capacity (issue 45; docs/results/pooled-windows.md).
+
+ACKs bunched on the way back (the testbed's delay line releasing a batch
+late, ACK compression on real paths) leave at the speed of whatever
+released them, and in the first seconds of a transfer they can form a
+band that the pair estimator trusts, 4-14x the link's rate. Such a band
+was never filled: the most all the transfer's connections acknowledged
+together in any REACH_WIDTH_MS stayed near the link's rate (bunching
+lifts it a little). A link-rate band beside cross traffic is at most a
+few times that peak, since slow start pushes the transfer toward the
+link until it loses. So a band above REACH x the peak is not trusted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from tamebpf.estimate.acktrain import SEQ_MOD, CapacityEstimate
+from tamebpf.records import AckLog
+
+# Designed on fresh draw 12's cases (docs/results/pooled-windows.md): near-
+# link bands lay within 3.45x of the 50-ms peak, the far one 5.7x above it.
+REACH = 5.0
+REACH_WIDTH_MS = 50.0
+
+
+def peak_acked_mbps(log: AckLog, width_ms: float = REACH_WIDTH_MS) -> float:
+    """The most all the log's connections acknowledged together in any
+    `width_ms`, as Mbit/s."""
+    steps = sorted((b[0], (b[1] - a[1]) % SEQ_MOD) for acks in log.flows.values()
+                   for a, b in zip(acks, acks[1:], strict=False))
+    width = width_ms * 1e6
+    most = inside = lo = 0
+    for t, acked in steps:
+        inside += acked
+        while steps[lo][0] <= t - width:
+            inside -= steps[lo][1]
+            lo += 1
+        most = max(most, inside)
+    return most * 8e3 / width
+
+
+def reach_refused(e: CapacityEstimate, peak_mbps: float) -> CapacityEstimate:
+    """`e`, not trusted if it lies above REACH x `peak_mbps`."""
+    if e.trusted and e.goodput_mbps is not None and e.goodput_mbps > REACH * peak_mbps:
+        return replace(e, trusted=False, reason=(
+            f"the ACKs ran at {e.goodput_mbps:.1f} Mbit/s, over {REACH:g}x the most the "
+            f"connections got through in {REACH_WIDTH_MS:g} ms ({peak_mbps:.1f}): bunched on "
+            "the way back, not the link's"))
+    return e
