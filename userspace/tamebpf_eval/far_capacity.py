@@ -200,18 +200,19 @@ ESTIMATORS: dict[str, Callable[[Sequence[float], float], CapacityEstimate]] = {
 }
 
 
-def logged_windows(case: Case, prefix: str,
-                   repeats: int = REPEATS) -> Iterator[tuple[str, AckLog, int | None]]:
+def logged_windows(case: Case, prefix: str, repeats: int = REPEATS, seconds: float = SECONDS,
+                   arms: Sequence[str] = ARMS) -> Iterator[tuple[str, AckLog, int | None]]:
     """On the case's testbed (namespaces named from `prefix`), `repeats`
     times each arm in turn, after the cross traffic settles: (the arm, the
-    ACK log of STREAMS CUBIC streams for SECONDS, iperf3's exit status).
-    The studies of the transfers' first seconds share it."""
+    ACK log of STREAMS streams of the case's congestion control for
+    `seconds`, iperf3's exit status). The studies of the transfers' ACK
+    windows share it."""
     with pin_dir(), case_path(case, prefix) as (tb, reference, target):
         for _ in range(repeats):
-            for arm in ARMS:
+            for arm in arms:
                 settle(tb, case.cross, reference)
                 log, status = logged_transfer(target.host, target.netns, case.cc, STREAMS,
-                                              SECONDS, [],
+                                              seconds, [],
                                               PACE_MBPS if arm == ARMS[1] else None)
                 yield arm, log, status
 
