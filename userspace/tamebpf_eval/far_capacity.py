@@ -38,6 +38,7 @@ from tamebpf.estimate.acktrain import (
     CLIMB_PAIRS,
     FLOOR,
     CapacityEstimate,
+    acked_bytes,
     capacity_above_own,
     estimate_capacity,
     highest_band,
@@ -91,17 +92,19 @@ def cases(results_dir: str = ".") -> list[Case]:
     return out
 
 
+def first_seconds(log: AckLog) -> AckLog:
+    """Each connection's ACKs in the first WINDOW_S from the first ACK of any."""
+    starts = [acks[0][0] for acks in log.flows.values() if acks]
+    if not starts:
+        return AckLog({}, log.lost)
+    return log.between(0, int(min(starts) + WINDOW_S * 1e9))
+
+
 def first_window(log: AckLog, mss: int) -> tuple[list[float], float]:
     """The pair rates of every connection's ACKs in the first WINDOW_S from
     the first ACK, and the connections' goodput (Mbit/s) over it."""
-    starts = [acks[0][0] for acks in log.flows.values() if acks]
-    if not starts:
-        return [], 0.0
-    end = min(starts) + WINDOW_S * 1e9
-    kept = {k: [a for a in acks if a[0] < end] for k, acks in log.flows.items()}
-    acked = sum((b[1] - a[1]) % (1 << 32) for acks in kept.values()
-                for a, b in zip(acks, acks[1:], strict=False))
-    return pair_rates(AckLog(kept, 0), mss), acked * 8e3 / (WINDOW_S * 1e9)
+    kept = first_seconds(log)
+    return pair_rates(kept, mss), acked_bytes(kept) * 8e3 / (WINDOW_S * 1e9)
 
 
 def stored_windows(name: str, results_dir: str) -> Iterator[tuple[list[float], float, float]]:

@@ -22,7 +22,13 @@ import statistics
 from dataclasses import asdict
 from typing import Any
 
-from tamebpf.estimate.acktrain import MIN_PAIRS, capacity_above_own, estimate_capacity, pair_rates
+from tamebpf.estimate.acktrain import (
+    MIN_PAIRS,
+    acked_bytes,
+    capacity_above_own,
+    estimate_capacity,
+    pair_rates,
+)
 from tamebpf.estimate.capacity import tcp_goodput_mbps
 from tamebpf.estimate.reach import peak_acked_mbps, reach_refused
 from tamebpf.records import AckLog
@@ -49,9 +55,7 @@ def windows(log: AckLog, mss: int) -> list[dict[str, Any]]:
     t0, out = min(starts), []
     for k in range(int(SECONDS // WINDOW_S)):
         part = log.between(int(t0 + k * WINDOW_S * 1e9), int(t0 + (k + 1) * WINDOW_S * 1e9))
-        acked = sum((b[1] - a[1]) % (1 << 32) for acks in part.flows.values()
-                    for a, b in zip(acks, acks[1:], strict=False))
-        out.append({"goodput_mbps": round(acked * 8e3 / (WINDOW_S * 1e9), 3),
+        out.append({"goodput_mbps": round(acked_bytes(part) * 8e3 / (WINDOW_S * 1e9), 3),
                     "peak_mbps": round(peak_acked_mbps(part), 2),
                     "ack_pair_mbps": [float(f"{r:.4g}") for r in pair_rates(part, mss)]})
     return out
@@ -108,9 +112,38 @@ def report(records: list[dict[str, Any]]) -> str:
             "| a transfer: its first trusted window | " + " | ".join(any_.cells()) + " |",
             "| a transfer: its windows agree | " + " | ".join(agree.cells()) + " |"]
     start_m, end_m = markers(SECTION)
+    head += ["", summary(records)]
     return "\n".join([start_m, f"## 8 unpaced streams for {SECONDS:g} s, each {WINDOW_S:g} s "
                       "scored as the product scores it (make eval PRESET=later-windows)", "",
                       *head, "", *rows, end_m]) + "\n"
+
+
+def summary(records: list[dict[str, Any]]) -> str:
+    """The capacities the later windows trusted more than 10% off, the far
+    ones any window trusted with their 50-ms peaks, and what each
+    transfer's windows agreed on, to 3 places."""
+    off: list[float] = []
+    far: list[str] = []
+    agree: list[str] = []
+    for rec in records:
+        link = tcp_goodput_mbps(rec["case"]["rate"], 1448, False)
+        n = rec["key"].split("-")[1]
+        for run in rec["runs"]:
+            for k, w in enumerate(run["windows"]):
+                c = product(w)
+                if c is None:
+                    continue
+                if c / link > 1.5:
+                    far.append(f"{c / link:.2f}x on {n} ({c / w['peak_mbps']:.2f}x its peak of "
+                               f"{w['peak_mbps'] / link:.2f}x the link)")
+                elif k and abs(c / link - 1) > 0.10:
+                    off.append(c / link)
+            a = agreed(run["windows"])
+            agree.append(f"{n}: " + ("-" if a is None else f"{a / link:.3f}x"))
+    return ("Later windows trusted more than 10% off the link: "
+            + (", ".join(f"{x:.3f}x" for x in sorted(off)) or "none")
+            + ". Far bands trusted: " + ("; ".join(far) or "none")
+            + ". Each transfer's windows agree on: " + ", ".join(agree) + ".")
 
 
 def first_cell(c: float | None, link: float) -> str:

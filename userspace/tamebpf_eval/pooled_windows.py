@@ -47,6 +47,7 @@ from typing import Any
 from tamebpf.estimate.acktrain import (
     MIN_PAIRS,
     CapacityEstimate,
+    acked_bytes,
     capacity_above_own,
     estimate_capacity,
     pair_rates,
@@ -56,7 +57,7 @@ from tamebpf.estimate.reach import REACH, REACH_WIDTH_MS, peak_acked_mbps, reach
 from tamebpf.records import AckLog
 from tamebpf_eval.advise import Case, load, save
 from tamebpf_eval.docsection import markers
-from tamebpf_eval.far_capacity import WINDOW_S, logged_windows
+from tamebpf_eval.far_capacity import WINDOW_S, first_seconds, logged_windows
 from tamebpf_eval.fresh_draw import Draw, draw
 from tamebpf_eval.resumable import arguments, measure_missing, publish
 from tamebpf_eval.sticky_pacing import DRAW
@@ -94,29 +95,18 @@ def cases(run: str, results_dir: str = ".") -> list[Case]:
     return [c for c in drawn if c.name.split("-")[1] in FAR_CASES] if run == "far" else drawn
 
 
-def first_seconds(log: AckLog) -> dict[int, list[tuple[int, int]]]:
-    """Each connection's ACKs in the first WINDOW_S from the first ACK of any."""
-    starts = [acks[0][0] for acks in log.flows.values() if acks]
-    if not starts:
-        return {}
-    end = min(starts) + WINDOW_S * 1e9
-    return {k: [a for a in acks if a[0] < end] for k, acks in log.flows.items()}
-
-
 def connection_windows(log: AckLog, mss: int) -> tuple[list[list[float]], float]:
     """Each connection's pair rates in the first seconds, and all the
     connections' goodput (Mbit/s) over WINDOW_S."""
     kept = first_seconds(log)
-    acked = sum((b[1] - a[1]) % (1 << 32) for acks in kept.values()
-                for a, b in zip(acks, acks[1:], strict=False))
-    return ([pair_rates(AckLog({k: acks}, 0), mss) for k, acks in kept.items()],
-            acked * 8e3 / (WINDOW_S * 1e9))
+    return ([pair_rates(kept.only([k]), mss) for k in kept.flows],
+            acked_bytes(kept) * 8e3 / (WINDOW_S * 1e9))
 
 
 def peak_goodput(log: AckLog, width_ms: float) -> float:
     """The most all the connections acknowledged together in any
     `width_ms` of the first seconds, as Mbit/s (estimate/reach.py)."""
-    return peak_acked_mbps(AckLog(first_seconds(log), 0), width_ms)
+    return peak_acked_mbps(first_seconds(log), width_ms)
 
 
 def agreed(bands: Sequence[float], need: int) -> float | None:
@@ -211,6 +201,31 @@ class Tally:
                 f"{self.none}"]
 
 
+def reach_lines(records: list[dict[str, Any]]) -> list[str]:
+    """The bands today's estimator trusted, against their transfer's peak
+    over REACH_WIDTH_MS: the near ones' largest ratio, each far one."""
+    near: list[float] = []
+    far: list[str] = []
+    for rec in records:
+        link = tcp_goodput_mbps(rec["case"]["rate"], 1448, False)
+        for w in rec["runs"]:
+            e = today(w)
+            if not e.trusted or e.goodput_mbps is None:
+                continue
+            peak = w["peak_mbps"][str(round(REACH_WIDTH_MS))]
+            x = e.goodput_mbps / link
+            if abs(x - 1) <= NEAR:
+                near.append(e.goodput_mbps / peak)
+            elif x > FAR:
+                verdict = "kept" if reach_checked(w).trusted else "refused"
+                far.append(f"{x:.2f}x the link, {e.goodput_mbps / peak:.2f}x its peak of "
+                           f"{peak / link:.2f}x the link ({verdict})")
+    most = f"at most {max(near):.2f}x it ({len(near)} bands)" if near else "none"
+    return [f"Today's trusted bands against their transfer's {REACH_WIDTH_MS:g}-ms peak: "
+            f"within {NEAR:.0%} of the link, {most}; over {FAR:g}x the link: "
+            + ("; ".join(far) if far else "none") + "."]
+
+
 def pools(runs: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     """The record's windows in the order measured, POOL at a time (the
     last short pool dropped)."""
@@ -244,7 +259,8 @@ def report(records: list[dict[str, Any]], section: str, title: str) -> str:
                     (f"{POOL} windows, windows agree", t_windows)):
         head.append(f"| {name} | " + " | ".join(t.cells()) + " |")
     start_m, end_m = markers(section)
-    return "\n".join([start_m, title, "", *head, "", *rows, end_m]) + "\n"
+    return "\n".join([start_m, title, "", *head, "", *reach_lines(records), "", *rows,
+                      end_m]) + "\n"
 
 
 # run: (record, section, title, times each arm)

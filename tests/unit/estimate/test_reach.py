@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tamebpf.estimate.acktrain import CapacityEstimate
+from tamebpf.estimate.acktrain import CapacityEstimate, acked_bytes, advances
 from tamebpf.estimate.reach import REACH, peak_acked_mbps, reach_refused
 from tamebpf.records import AckLog
 
@@ -52,3 +52,11 @@ def test_a_band_far_above_the_peak_is_refused_with_its_reason() -> None:
     assert e.reason is not None and "bunched" in e.reason
     untrusted = CapacityEstimate(100.0, None, None, 5, 200, False, "few pairs")
     assert reach_refused(untrusted, 1.0) is untrusted
+
+
+def test_advances_are_each_acks_new_bytes_across_a_wrap() -> None:
+    top = (1 << 32) - MSS
+    log = AckLog({1: [(0, top), (MS, 0), (2 * MS, 3 * MSS)], 2: [(5, 0)]}, 0)
+    assert advances(log) == [(MS, MSS), (2 * MS, 3 * MSS)]
+    assert acked_bytes(log) == 4 * MSS
+    assert acked_bytes(AckLog({}, 0)) == 0

@@ -25,6 +25,18 @@ from tamebpf.records import AckLog
 SEQ_MOD = 1 << 32
 
 
+def advances(log: AckLog) -> list[tuple[int, int]]:
+    """(t_ns, bytes newly acknowledged) of each ACK after a connection's
+    first, every connection's in turn."""
+    return [(t1, (a1 - a0) % SEQ_MOD) for acks in log.flows.values()
+            for (_, a0), (t1, a1) in zip(acks, acks[1:], strict=False)]
+
+
+def acked_bytes(log: AckLog) -> int:
+    """The bytes all the log's ACKs newly acknowledged."""
+    return sum(b for _, b in advances(log))
+
+
 def pair_rates(log: AckLog, mss: int) -> list[float]:
     """Mbit/s of each pair of consecutive ACKs of one connection
     that acknowledged at most a few segments (a long gap is an idle or

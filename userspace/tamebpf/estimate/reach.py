@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tamebpf.estimate.acktrain import SEQ_MOD, CapacityEstimate
+from tamebpf.estimate.acktrain import CapacityEstimate, advances
 from tamebpf.records import AckLog
 
 # Designed on fresh draw 12's cases (docs/results/pooled-windows.md): near-
@@ -32,8 +32,7 @@ REACH_WIDTH_MS = 50.0
 def peak_acked_mbps(log: AckLog, width_ms: float = REACH_WIDTH_MS) -> float:
     """The most all the log's connections acknowledged together in any
     `width_ms`, as Mbit/s."""
-    steps = sorted((b[0], (b[1] - a[1]) % SEQ_MOD) for acks in log.flows.values()
-                   for a, b in zip(acks, acks[1:], strict=False))
+    steps = sorted(advances(log))
     width = width_ms * 1e6
     most = inside = lo = 0
     for t, acked in steps:
