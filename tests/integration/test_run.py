@@ -425,6 +425,105 @@ def test_ctrl_c_on_a_terminal_ends_cmd_and_nothing_is_left(pins: str, tmp_path: 
     assert left_by(proc) == [], f"left after Ctrl-C: {left_by(proc)}"
 
 
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
+def test_a_signal_to_runs_process_group_reaches_cmd_once(pins: str, tmp_path: Path,
+                                                         sig: signal.Signals) -> None:
+    """`kill -TERM -PGID`, as a service manager or a batch system stops a
+    job: run is the group's leader, CMD runs in a group of its own and gets
+    the signal once, through run."""
+    got = tmp_path / "got"
+    proc = subprocess.Popen([*TAMEBPF, "run", "--", *counting(got, "sleep 0.5; exit 7")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=default_signals, start_new_session=True)
+    try:
+        wait_ready(proc)
+        os.killpg(proc.pid, sig)
+        _, err = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 7, f"exit {proc.returncode}: {err}"
+    times = got.read_text().count("x")
+    assert times == 1, f"CMD got {sig.name} {times} times from kill -{sig.name} -PGID"
+    assert left_by(proc) == [], f"left after kill -{sig.name} -PGID: {left_by(proc)}"
+
+
+@contextlib.contextmanager
+def on_a_terminal(*argv: str) -> Iterator[tuple[subprocess.Popen[str], int]]:
+    """`tamebpf run ARGV` as a terminal's foreground job (a session of its
+    own, a pty its controlling terminal): the process and the pty's master."""
+    master, slave = os.openpty()
+
+    def own_terminal() -> None:
+        default_signals()
+        os.setsid()
+        fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+
+    proc = subprocess.Popen([*TAMEBPF, "run", *argv], stdin=slave, stdout=slave,
+                            stderr=subprocess.PIPE, text=True, preexec_fn=own_terminal)
+    os.close(slave)
+    try:
+        yield proc, master
+    finally:
+        proc.kill()
+        proc.wait()
+        os.close(master)
+        empty_and_remove(run_cgroup(proc.pid))  # only if the test failed half-way
+
+
+def read_until(master: int, word: bytes, seconds: float = 20) -> bytes:
+    seen = b""
+    deadline = time.monotonic() + seconds
+    while word not in seen and time.monotonic() < deadline:
+        if select.select([master], [], [], 0.5)[0]:
+            with contextlib.suppress(OSError):
+                seen += os.read(master, 1024)
+    assert word in seen, f"waited for {word!r} on the terminal, saw {seen!r}"
+    return seen
+
+
+def state_of(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def test_cmd_reads_the_terminal_run_was_started_on(pins: str) -> None:
+    """CMD's group is the terminal's foreground while it runs, so a tool
+    that asks on the terminal (a password, a confirmation) is answered, not
+    stopped by SIGTTIN."""
+    with on_a_terminal("--", "sh", "-c", "echo ready; read answer; echo got-$answer") \
+            as (proc, master):
+        read_until(master, b"ready")
+        os.write(master, b"yes\n")
+        read_until(master, b"got-yes")
+        _, err = proc.communicate(timeout=20)
+        assert proc.returncode == 0, f"exit {proc.returncode}: {err}"
+    assert left_by(proc) == [], f"left: {left_by(proc)}"
+
+
+def test_ctrl_z_stops_run_with_cmd_and_sigcont_goes_on(pins: str, tmp_path: Path) -> None:
+    """Ctrl-Z stops CMD's group; run stops too, so the job is stopped as
+    a shell sees it, and takes the terminal back. SIGCONT to run's group
+    (what `fg` sends) continues both, and Ctrl-C then reaches CMD once."""
+    got = tmp_path / "got"
+    script = (f"trap 'echo x >> {got}' INT; echo ready; "
+              f"while [ ! -s {got} ]; do sleep 0.05; done; sleep 0.5; exit 7")
+    with on_a_terminal("--", "sh", "-c", script) as (proc, master):
+        read_until(master, b"ready")
+        cmd = int(Path(run_cgroup(proc.pid), "cgroup.procs").read_text().split()[0])
+        os.write(master, b"\x1a")  # Ctrl-Z
+        wait_for(lambda: state_of(proc.pid) == "T" and state_of(cmd) == "T", 10,
+                 "run and CMD to stop")
+        assert os.tcgetpgrp(master) == proc.pid, "the terminal not taken back by run"
+        os.killpg(proc.pid, signal.SIGCONT)
+        wait_for(lambda: os.tcgetpgrp(master) == cmd, 10, "the terminal back to CMD")
+        assert state_of(proc.pid) != "T" and state_of(cmd) != "T", "not continued"
+        os.write(master, b"\x03")  # Ctrl-C
+        _, err = proc.communicate(timeout=20)
+        assert proc.returncode == 7, f"exit {proc.returncode}: {err}"
+    assert got.read_text().count("x") == 1, "CMD got Ctrl-C's SIGINT more than once"
+    assert left_by(proc) == [], f"left after Ctrl-Z and SIGCONT: {left_by(proc)}"
+
+
 @contextlib.contextmanager
 def sink() -> Iterator[tuple[int, dict[int, int]]]:
     """A loopback TCP server that reads all it is sent: its port, and the

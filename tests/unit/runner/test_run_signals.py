@@ -1,6 +1,7 @@
-"""`tamebpf run` passes a signal on to CMD once (runner/session.forward):
-a terminal's Ctrl-C, which the kernel sent to the whole foreground process
-group, has reached CMD already; a signal sent to run alone has not. One
+"""`tamebpf run` passes a signal on to CMD's process group once
+(runner/signals.Job): a signal the terminal sent while CMD's group holds
+it has reached CMD already; any other has not. CMD runs in a process group
+of its own, so a signal to run's group does not reach it directly. One
 that came during set-up means CMD is not started (runner/child.start).
 Real child processes and signals, no root."""
 
@@ -16,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 
 from tamebpf.runner.child import NotStarted, start
-from tamebpf.runner.session import SI_KERNEL, forward
+from tamebpf.runner.signals import SI_KERNEL, Job
 
 # The child blocks SIGINT, says it is ready, and after a while says whether
 # a SIGINT is pending.
@@ -25,17 +26,15 @@ CHILD = ("import signal, time; signal.pthread_sigmask(signal.SIG_BLOCK, {signal.
          "print(signal.SIGINT in signal.sigpending(), flush=True)")
 
 
-@pytest.mark.parametrize(("si_code", "sent"), [(SI_KERNEL, False), (0, True)],
-                         ids=["terminal: not again", "kill(2) of run: passed on"])
-def test_forward_once(si_code: int, sent: bool) -> None:
-    child = subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE, text=True)
+def test_a_signal_run_gets_reaches_cmds_group_once() -> None:
+    child = subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE, text=True,
+                             process_group=0)
     try:
         assert child.stdout is not None
         assert child.stdout.readline().strip() == "ready"
-        # The child is in our process group, as CMD is in run's.
-        forward(child, SimpleNamespace(si_code=si_code, si_signo=signal.SIGINT))
-        assert child.stdout.readline().strip() == str(sent), (
-            f"si_code {si_code:#x}: SIGINT {'not ' if sent else ''}passed on")
+        # A group of its own, as CMD's; no terminal handed to it.
+        Job(child, None).on_signal(SimpleNamespace(si_code=SI_KERNEL, si_signo=signal.SIGINT))
+        assert child.stdout.readline().strip() == "True", "SIGINT not passed on"
     finally:
         child.kill()
         child.wait()

@@ -18,16 +18,14 @@ teaches path memory (docs/run.md).
    not step the run's cap too.
 3. The same readings feed the passive learner (paths/passive.PathLearner),
    as `export` feeds it every transfer; --no-learn turns both writers off.
-4. SIGINT, SIGTERM, SIGHUP and SIGQUIT are held blocked from the first
-   step of set-up to the last of the tidy, so none can leave a cap, a
-   cgroup, a BPF program or a process behind. One that came during set-up
-   ends the run before CMD starts (runner/child.start); while CMD runs
-   they are waited for (sigtimedwait) and passed to CMD once: a Ctrl-C the
-   terminal sent to the whole foreground process group has reached CMD
-   already and is not sent again; once CMD has ended they wait for the
-   tidy to finish and are dropped, and the status stays CMD's. The tidy
-   kills what CMD left in the cgroup first, while the caps still pace it,
-   then removes the caps, then the cgroup.
+4. Signals are held blocked from the first step of set-up to the last of
+   the tidy, so none can leave a cap, a cgroup, a BPF program or a
+   process behind. One that came during set-up ends the run before CMD
+   starts (runner/child.start); while CMD runs they are passed to CMD's
+   process group once (runner/signals.py); once CMD has ended they wait
+   for the tidy to finish and are dropped, and the status stays CMD's.
+   The tidy kills what CMD left in the cgroup first, while the caps still
+   pace it, then removes the caps, then the cgroup.
 """
 
 from __future__ import annotations
@@ -38,9 +36,8 @@ import signal
 import sqlite3
 import subprocess
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from tamebpf.cap.book import FollowBook, FollowSpec
 from tamebpf.cap.follow import SAMPLE_EVERY_S, SETTLE_S, WINDOW_S, Follower
@@ -70,7 +67,8 @@ from tamebpf.paths.store import PathStore, state_dir
 from tamebpf.paths.where import netns_id
 from tamebpf.records import Cap, Flow
 from tamebpf.runner.acks import FirstAcks, measured
-from tamebpf.runner.child import WAITED, shell_status, start
+from tamebpf.runner.child import shell_status, start
+from tamebpf.runner.signals import WAITED, Job, foreground_terminal, signals_held
 from tamebpf.runner.summary import Destination, Learned, Summary
 from tamebpf.units import mbps_over, pace_bytes_per_s
 
@@ -205,10 +203,13 @@ class Session:
                 t0 = time.monotonic()
                 if self.opts.learn:
                     self._open_acks(cg.path, t0)
-                child = start(self.opts.argv, cg.path, self.opts.netns)
+                terminal = foreground_terminal()
+                child = start(self.opts.argv, cg.path, self.opts.netns, terminal)
+                job = Job(child, terminal)
                 try:
-                    status = self._wait(child, reader)
+                    status = self._wait(job, reader)
                 finally:
+                    job.take_terminal()
                     if child.poll() is None:  # we failed, not CMD: it is stopped
                         _stop(child)
                 seconds = time.monotonic() - t0
@@ -221,15 +222,15 @@ class Session:
             self._tidy(cg)
         return status, seconds
 
-    def _wait(self, child: subprocess.Popen[bytes], reader: FlowReader) -> int:
+    def _wait(self, job: Job, reader: FlowReader) -> int:
         next_step = time.monotonic() + STEP_S
         while True:
             timeout = max(0.0, next_step - time.monotonic())
             info = signal.sigtimedwait(WAITED, timeout)
-            if info is not None and info.si_signo != signal.SIGCHLD:
-                forward(child, info)
-            if child.poll() is not None:
-                return shell_status(child.returncode)
+            if info is not None:
+                job.on_signal(info)
+            if job.child.poll() is not None:
+                return shell_status(job.child.returncode)
             if time.monotonic() >= next_step:
                 next_step += STEP_S
                 if self._broken is None:
@@ -493,40 +494,6 @@ class Session:
                     f"after {SETTLE_S + WINDOW_S:g} s of a scout stream")
         return (f"one stream count, and path memory has no capacity for {self.path.dest} "
                 "('tamebpf advise' to it once stores one)")
-
-
-@contextlib.contextmanager
-def signals_held() -> Iterator[None]:
-    """The signals passed to CMD, and SIGCHLD, blocked while the block runs
-    (CMD unblocks them before exec), for sigtimedwait or for later; those
-    still pending on the way out are dropped: CMD has ended (or never
-    started) and all is tidied."""
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, WAITED)
-    try:
-        yield
-    finally:
-        while signal.sigtimedwait(WAITED, 0) is not None:
-            pass
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
-SI_KERNEL = 0x80  # si_code of a signal the kernel sent (a terminal's Ctrl-C)
-
-
-def forward(child: subprocess.Popen[bytes], info: Any) -> None:
-    """Pass a signal on to CMD once. A terminal's Ctrl-C goes to the whole
-    foreground process group, CMD included: it is not sent a second time."""
-    if info.si_code == SI_KERNEL and os.getpgid(0) == _pgid(child.pid):
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(child.pid, info.si_signo)
-
-
-def _pgid(pid: int) -> int | None:
-    try:
-        return os.getpgid(pid)
-    except ProcessLookupError:
-        return None
 
 
 def _stop(child: subprocess.Popen[bytes]) -> None:
