@@ -14,8 +14,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
+import re
 import sys
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 import tamebpf.parsers
 from tamebpf import __version__, logs
@@ -30,8 +32,38 @@ def command_names() -> list[str]:
     return [n for n in ORDER if n in found] + sorted(found - set(ORDER))
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, but a word that starts with '-' and a digit or '.' is a
+    value (--rate -5M, --max-impact -5%, --probe -1:50), so its own parser
+    names what is wrong with it; argparse takes only plain negative numbers
+    as values and says "expected one argument" for the rest. No option of
+    ours is named like a number, so nothing is lost."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._negative_number_matcher = re.compile(r"^-[0-9.]")
+        self._words: list[str] = []
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None
+                         ) -> tuple[argparse.Namespace, list[str]]:
+        self._words = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(self._words, namespace)
+
+    def error(self, message: str) -> NoReturn:
+        wanted = re.fullmatch(r"argument (--[a-z-]+)(/\S+)?: expected one argument", message)
+        if wanted and self._followed_by_dash(wanted.group(1)):
+            message += (f" (a value that starts with '-' goes after '=': "
+                        f"{wanted.group(1)}=-VALUE)")
+        super().error(message)
+
+    def _followed_by_dash(self, option: str) -> bool:
+        after = [self._words[i + 1] for i, w in enumerate(self._words[:-1]) if w == option]
+        return any(w.startswith("-") for w in after)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="tamebpf",
         description=(
             "How many parallel TCP streams to use toward a destination, "

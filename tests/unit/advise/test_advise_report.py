@@ -214,16 +214,20 @@ def test_parse_durations_rejects(bad: str) -> None:
 def test_plot_writes_png_and_svg(tmp_path: object) -> None:
     from pathlib import Path
 
-    from tamebpf.present.plot import write_plot
+    from tamebpf.present.plot import plot_file, write_plot
 
     r = build(TARGET, [probe(1, 50.0), probe(10, 200.0, loss=0.01)], Settings(max_impact=0.10))
     png, svg = Path(str(tmp_path)) / "a.png", Path(str(tmp_path)) / "a.svg"
-    write_plot(r, str(png))
-    write_plot(r, str(svg))
+    svg.write_text("an older plot, longer than the new one's first 500 bytes " * 100)
+    for path in (png, svg):
+        with plot_file(str(path)) as out:
+            assert out is not None
+            write_plot(r, out)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
     assert b"<svg" in svg.read_bytes()[:500], "not an SVG"
-    with pytest.raises(UsageError):
-        write_plot(r, str(Path(str(tmp_path)) / "a.jpg"))
+    assert b"an older plot" not in svg.read_bytes(), "the old file's content is left"
+    with pytest.raises(UsageError), plot_file(str(Path(str(tmp_path)) / "a.jpg")):
+        pass
 
 
 @pytest.mark.parametrize(("mss", "ipv6", "want"), [

@@ -21,7 +21,7 @@ from tamebpf.kernel.abi import TB_CAP_CGROUPS_MAX, TB_CAP_RULES_MAX
 from tamebpf.paths.entry import PathKey
 from tamebpf.paths.statedir import StateFileRefused
 from tamebpf.paths.store import PathStore, state_dir
-from tamebpf.paths.where import path_key
+from tamebpf.paths.where import path_key, resolve
 from tamebpf.present.advice import refusal_text
 from tamebpf.present.progress import ProgressLine
 from tamebpf.records import Cap
@@ -33,6 +33,7 @@ def auto_target(host: str, max_impact: str, congestion: str = "system") -> tuple
     """(N, Mbit/s) from the advisor."""
     impact = parse_fraction(max_impact, "--max-impact")
     name, port = parse_host_port(host, "--auto", default_port=IPERF3_PORT)
+    resolve(name, "--auto", port)
     # The default probes run until settled, up to about 30 s: show them.
     progress = ProgressLine()
     try:

@@ -5,17 +5,17 @@ caps file is read by cap/load.py, the kernel side is cap/table.py.
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass
 
 from tamebpf.errors import UsageError
 from tamebpf.values import (
+    Network,
     parse_count,
+    parse_network,
     parse_port_range,
     rate_bytes_per_s,
 )
 
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 MAX_STREAMS = 2**32 - 1
 
 
@@ -85,19 +85,7 @@ def parse_dest(text: str, option: str = "--dest") -> Dest:
             f"(zone {'%' + zone!r})",
             f"give the address without the zone ({addr.split('/')[0]!r}): the cap then "
             "covers it on every interface")
-    if not net_text.isascii():
-        raise UsageError(f"bad {option} {text!r}: not an IP address or CIDR",
-                         f"give one of {DEST_FORMS}")
-    try:
-        network = ipaddress.ip_network(net_text, strict=True)
-    except ValueError as exc:
-        hint = f"give one of {DEST_FORMS}"
-        try:
-            loose = ipaddress.ip_network(net_text, strict=False)
-            hint = f"did you mean {loose}?"
-        except ValueError:
-            pass
-        raise UsageError(f"bad {option} {text!r}: {exc}", hint) from None
+    network = parse_network(net_text, option, DEST_FORMS, text)
     if ports is None:
         return Dest(network)
     return Dest(network, ports[0], ports[1] if ports[1] != ports[0] else None)

@@ -18,11 +18,12 @@ from tamebpf.paths.store import state_dir
 from tamebpf.records import Cap
 
 
-def read_caps() -> list[CapLimit]:
+def read_caps(directory: str | None = None) -> list[CapLimit]:
     """Caps in force (`tamebpf cap`), as groups mark them; a cap that
-    follows its path at the target the agent set (cap/book.py)."""
+    follows its path at the target the agent set (cap/book.py, in the
+    state directory: --state-dir's, else the default)."""
     caps = cap_table()
-    follows = {s.ident: s for s in FollowBook(state_dir()).specs()} if caps else {}
+    follows = {s.ident: s for s in FollowBook(state_dir(directory)).specs()} if caps else {}
     out = []
     for c in caps:
         s = follows.get((normal_cgroup(c.cgroup), c.dest)) if c.mode == "pace" else None

@@ -17,7 +17,7 @@ from tamebpf.advise.advisor import (
 from tamebpf.advise.memory import AdviceMemory
 from tamebpf.advise.probes import NoServer
 from tamebpf.defaults import DEFAULT_MODEL, DEFAULT_PROBES, QUICK_DURATIONS_S
-from tamebpf.errors import NoAdviceError, UsageError
+from tamebpf.errors import NoAdviceError, TamebpfError, UsageError
 from tamebpf.kernel import preflight
 from tamebpf.kernel.netns import check_netns
 from tamebpf.lifecycle import terminate_as_interrupt
@@ -30,12 +30,13 @@ from tamebpf.options import (
 )
 from tamebpf.parsers.advise import MAX_PATHS_FROM_S, MIN_PATHS_FROM_S, PATHS_FROM_ENV
 from tamebpf.paths.recall import Recalled
+from tamebpf.paths.where import resolve
 from tamebpf.present.advice import refusal_text, render, to_json
 from tamebpf.present.paths import recalled_json, render_recalled
-from tamebpf.present.plot import check_path, write_plot
+from tamebpf.present.plot import check_path, plot_file, write_plot
 from tamebpf.present.progress import ProgressLine
 from tamebpf.present.toolflags import concurrency_refusal, tool_flags
-from tamebpf.values import IPERF3_PORT, parse_host_port
+from tamebpf.values import IPERF3_PORT, parse_host, parse_host_port, shown
 
 
 def parse_dest(dest: str) -> tuple[str, int]:
@@ -56,11 +57,36 @@ def parse_paths_from(url: str | None) -> str | None:
     """A Prometheus base URL (http or https), or None."""
     if not url:
         return None
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise UsageError(f"--paths-from {url!r}: give Prometheus's base URL, e.g. "
-                         "http://prometheus.example:9090")
+    hint = "give Prometheus's base URL, e.g. http://prometheus.example:9090"
+    if any(ord(c) <= 0x20 or ord(c) == 0x7F for c in url):
+        # urlsplit would drop a tab or a line break without a word
+        raise UsageError(f"bad --paths-from {shown(url)}: holds a space or a control "
+                         "character", hint)
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError as err:  # a port out of range, a bad [IPv6]
+        raise UsageError(f"bad --paths-from {shown(url)}: {err}", hint) from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"bad --paths-from {shown(url)}: not an http or https URL", hint)
+    parse_host(parts.hostname, "--paths-from", url)
+    if port == 0:
+        raise UsageError(f"bad --paths-from {shown(url)}: port 0", hint)
     return url
+
+
+def check_paths_from_host(url: str | None, seconds: float) -> None:
+    """A --paths-from host that does not exist is bad input, said before
+    anything else; a name server that fails or is slow is not: the query
+    then says so and advise probes (paths/remote.py)."""
+    host = urllib.parse.urlsplit(url).hostname if url else None
+    if host:
+        try:
+            resolve(host, "--paths-from host", seconds=seconds)
+        except UsageError:
+            raise
+        except TamebpfError:
+            pass
 
 
 def parse_concurrency(text: str | None, tool: str | None) -> int | None:
@@ -140,64 +166,67 @@ def run(args: argparse.Namespace) -> int:
                                         MIN_PATHS_FROM_S, MAX_PATHS_FROM_S)
     if args.netns is not None:
         check_netns(args.netns)  # a bad name is exit 2, as for flows and watch
+    resolve(host, "HOST[:PORT]", port)
     target = Target(host, port, args.netns, args.congestion)
     memory = AdviceMemory(args.state_dir)
     probe_options = (args.fresh or args.plot or args.duration is not None
                      or args.max_probe_time is not None or (n1, n2) != DEFAULT_PROBES
                      or args.model != DEFAULT_MODEL)
+    paths_from = parse_paths_from(args.paths_from or paths_from_default())
     if not probe_options:
+        check_paths_from_host(paths_from, paths_from_timeout)
         recalled = memory.lookup(target, settings, max_age, args.quick, capacity,
-                                 parse_paths_from(args.paths_from or paths_from_default()),
-                                 paths_from_timeout)
+                                 paths_from, paths_from_timeout)
         if recalled is not None:
             return _from_memory(args, recalled, target, concurrency)
     preflight.check("advise")  # after the arguments: a bad one is exit 2 for anyone
     memory.say_if_off()
-    progress = ProgressLine()
-    try:
-        with terminate_as_interrupt():
-            result = run_advice(target, settings, (n1, n2), durations, args.model,
-                                on_progress=progress, capacity_mbps=capacity,
-                                max_probe_s=max_probe)
-    except NoServer as err:
-        # A path marked changed that a probe once answered waits for the
-        # next probe; one only transfers taught is learned anew by the next
-        # transfer (paths/passive.py).
-        hint = (f"start 'iperf3 -s -p {port}' there: a path a probe once answered waits "
-                "for a probe once marked changed (one only transfers taught is learned "
-                "anew by the next transfer under 'tamebpf run -- CMD' or 'export'; "
-                "docs/paths.md)") \
-            if memory.changed and not probe_options else \
-            (f"either start 'iperf3 -s -p {port}' there, or run a transfer to it under "
-             "'tamebpf run -- CMD' (or while 'tamebpf export' runs): path memory learns "
-             "from it and advise then answers sending nothing (docs/paths.md)")
-        raise NoAdviceError(
-            f"no advice for {host}:{port}: no iperf3 server answers ({err.message})"
-            + ("" if probe_options else f", and path memory {memory.no_answer}"),
-            hint) from None
-    finally:
-        progress.clear()
-    if not result.refused:
-        memory.remember(result, probe_congestion(target)[0], "quick" if args.quick else
-                        "fixed" if durations is not None else "settled")
-    if result.refused:
-        if args.json:
+    with plot_file(args.plot) as plot:
+        progress = ProgressLine()
+        try:
+            with terminate_as_interrupt():
+                result = run_advice(target, settings, (n1, n2), durations, args.model,
+                                    on_progress=progress, capacity_mbps=capacity,
+                                    max_probe_s=max_probe)
+        except NoServer as err:
+            # A path marked changed that a probe once answered waits for the
+            # next probe; one only transfers taught is learned anew by the next
+            # transfer (paths/passive.py).
+            hint = (f"start 'iperf3 -s -p {port}' there: a path a probe once answered waits "
+                    "for a probe once marked changed (one only transfers taught is learned "
+                    "anew by the next transfer under 'tamebpf run -- CMD' or 'export'; "
+                    "docs/paths.md)") \
+                if memory.changed and not probe_options else \
+                (f"either start 'iperf3 -s -p {port}' there, or run a transfer to it under "
+                 "'tamebpf run -- CMD' (or while 'tamebpf export' runs): path memory learns "
+                 "from it and advise then answers sending nothing (docs/paths.md)")
+            raise NoAdviceError(
+                f"no advice for {host}:{port}: no iperf3 server answers ({err.message})"
+                + ("" if probe_options else f", and path memory {memory.no_answer}"),
+                hint) from None
+        finally:
+            progress.clear()
+        if not result.refused:
+            memory.remember(result, probe_congestion(target)[0], "quick" if args.quick else
+                            "fixed" if durations is not None else "settled")
+        if result.refused:
+            if args.json:
+                dump_json(to_json(result), sys.stdout)
+            elif not args.format:
+                sys.stdout.write(render(result))
+            # The reason is in the report above; said once, not twice.
+            raise NoAdviceError(f"no advice for {host}:{port}" + (
+                f": {refusal_text(result.refused)}" if args.format else " (the reason is above)"))
+        if plot is not None:
+            write_plot(result, plot)
+        if args.format:
+            sys.stdout.write(tool_flags(args.format, result.prediction.advice.num_flows,
+                                        concurrency))
+        elif args.json:
             dump_json(to_json(result), sys.stdout)
-        elif not args.format:
+        else:
             sys.stdout.write(render(result))
-        # The reason is in the report above; said once, not twice.
-        raise NoAdviceError(f"no advice for {host}:{port}" + (
-            f": {refusal_text(result.refused)}" if args.format else " (the reason is above)"))
-    if args.plot:
-        write_plot(result, args.plot)
-    if args.format:
-        sys.stdout.write(tool_flags(args.format, result.prediction.advice.num_flows,
-                                    concurrency))
-    elif args.json:
-        dump_json(to_json(result), sys.stdout)
-    else:
-        sys.stdout.write(render(result))
-    return 0
+        return 0
 
 
 def _from_memory(args: argparse.Namespace, recalled: Recalled, target: Target,

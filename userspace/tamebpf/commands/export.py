@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from tamebpf.acksampling import AckSampler
@@ -30,10 +30,11 @@ from tamebpf.kernel.flows import FlowReader
 from tamebpf.lifecycle import terminate_as_exit
 from tamebpf.logs import log
 from tamebpf.options import settings_from
+from tamebpf.outfile import OutputFile
 from tamebpf.parsers.export import DEFAULT_LISTEN
 from tamebpf.paths.passive import PathLearner
 from tamebpf.paths.store import PathStore, state_dir
-from tamebpf.paths.where import netns_id
+from tamebpf.paths.where import netns_id, resolve
 from tamebpf.present.export_jsonl import reading_to_jsonl
 from tamebpf.values import parse_count, parse_duration, parse_host_port
 from tamebpf.webconfig import WebConfig, handshake, load_web_config, tls_socket
@@ -51,7 +52,9 @@ def parse_listen(text: str) -> tuple[str, int] | None:
         return None
     if ":" not in text:
         raise UsageError(f"bad --listen {text!r}: expected ADDR:PORT, e.g. {DEFAULT_LISTEN}")
-    return parse_host_port(text, "--listen", empty_host="0.0.0.0", port_zero=True)
+    host, port = parse_host_port(text, "--listen", empty_host="0.0.0.0", port_zero=True)
+    resolve(host, "--listen", port)
+    return host, port
 
 
 def run(args: argparse.Namespace) -> int:
@@ -66,18 +69,20 @@ def run(args: argparse.Namespace) -> int:
     agg = Aggregator(args.group_by, settings_from(args), max_groups=max_groups)
     TamebpfCollector = prometheus_collector()
     try:
-        with terminate_as_exit(on_hangup=_hung_up), FlowReader(cgroup=args.cgroup, netns=args.netns,
-                                             verbose=args.verbose, command="export") as reader:
+        with sink(args.jsonl) as out, terminate_as_exit(on_hangup=_hung_up), \
+                FlowReader(cgroup=args.cgroup, netns=args.netns, verbose=args.verbose,
+                           command="export") as reader:
             book = FollowBook(state_dir(args.state_dir))
             learner = None if args.no_learn else path_learner(args)
             sampler = None if learner is None or not args.ack_sampling else \
                 AckSampler(learner.netns, args.netns[0] if args.netns else None)
-            collector = TamebpfCollector(reader, agg, per_flow=args.per_flow, caps=read_caps,
+            collector = TamebpfCollector(reader, agg, per_flow=args.per_flow,
+                                         caps=lambda: read_caps(args.state_dir),
                                          cap_table=cap_table,
                                          paths=PathStore(state_dir(args.state_dir)).latest,
                                          follows=book.specs,
                                          ack_windows=dict if sampler is None else sampler.counts)
-            with serving(collector, listen, web), sink(args.jsonl) as out, \
+            with serving(collector, listen, web), \
                     learning(collector, learner, interval, sampler), following(collector, args):
                 if out is None:
                     threading.Event().wait()
@@ -281,24 +286,22 @@ def start_metrics_server(host: str, port: int, registry: Any,
     return server, thread
 
 
-@contextlib.contextmanager
-def sink(path: str | None) -> Iterator[IO[str] | None]:
+class Lines(Protocol):
+    def write(self, text: str, /) -> object: ...
+    def flush(self) -> None: ...
+
+
+def sink(path: str | None) -> contextlib.AbstractContextManager[Lines | None]:
+    """Where --jsonl's lines go: stdout for '-', else FILE opened for
+    appending before anything is loaded (outfile.py), and kept open."""
     if path is None:
-        yield None
-    elif path == "-":
-        yield sys.stdout
-    else:
-        try:
-            f = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed below
-        except OSError as err:
-            raise UsageError(f"cannot open --jsonl {path}: {err.strerror}") from None
-        try:
-            yield f
-        finally:
-            f.close()
+        return contextlib.nullcontext()
+    if path == "-":
+        return contextlib.nullcontext(sys.stdout)
+    return OutputFile(path, "--jsonl", append=True)
 
 
-def write_jsonl(collector: TamebpfCollector, out: IO[str], interval: float,
+def write_jsonl(collector: TamebpfCollector, out: Lines, interval: float,
                 iterations: int | None = None) -> None:
     """Every interval, a fresh reading as JSON lines (on a fixed schedule)."""
     collector.read(0)  # the baseline for the rates

@@ -15,6 +15,7 @@ from tamebpf.options import dump_json
 from tamebpf.paths.statedir import StateFileRefused
 from tamebpf.paths.store import PathStore, state_dir
 from tamebpf.present.paths import entry_json, render_paths
+from tamebpf.values import Network, parse_network
 
 
 @contextlib.contextmanager
@@ -45,15 +46,12 @@ def run_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def parse_cidr(text: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
-    try:
-        return ipaddress.ip_network(text.strip(), strict=False)
-    except ValueError:
-        raise UsageError(f"--dest {text!r} is not an address or prefix",
-                         "give e.g. 198.51.100.7 or 198.51.100.0/24") from None
+def parse_cidr(text: str) -> Network:
+    return parse_network(text, "--dest", "an address or prefix, e.g. 198.51.100.7 or "
+                         "198.51.100.0/24")
 
 
-def inside(dest: str, net: ipaddress.IPv4Network | ipaddress.IPv6Network) -> bool:
+def inside(dest: str, net: Network) -> bool:
     try:
         d = ipaddress.ip_network(dest)
     except ValueError:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import sys
@@ -15,6 +16,7 @@ from tamebpf.options import (
     parse_rate_mbps,
     settings_from,
 )
+from tamebpf.outfile import OutputFile
 from tamebpf.runner.session import RunOptions, Session
 from tamebpf.runner.summary import Summary, render
 
@@ -35,40 +37,33 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--rate {args.rate}: give a rate above 0")
     if args.netns is not None:
         check_netns(args.netns)
-    if args.json not in (None, "-"):
-        check_writable(args.json)
     if args.log_level == "info":
         # What following does step by step is news for a service's log, not
         # for the user of one command: the summary says it (--log-level
         # debug shows the steps).
         log.setLevel(logging.WARNING)
-    session = Session(RunOptions(argv, settings, args.netns, rate, args.state_dir,
-                                 not args.no_learn, args.verbose))
-    status, summary = session.run()
-    report(summary, args.json)
+    # --json=FILE is opened before CMD starts and written through the same
+    # descriptor once it has ended: CMD's time is when a link could be
+    # swapped in at the name (outfile.py).
+    out = None if args.json in (None, "-") else OutputFile(args.json, "--json")
+    with out or contextlib.nullcontext():
+        session = Session(RunOptions(argv, settings, args.netns, rate, args.state_dir,
+                                     not args.no_learn, args.verbose))
+        status, summary = session.run()
+        report(summary, args.json, out)
     return status
 
 
-def check_writable(path: str) -> None:
-    """--json=FILE can be written (said before CMD runs, not after)."""
-    try:
-        with open(path, "a", encoding="utf-8"):
-            pass
-    except OSError as err:
-        raise UsageError(f"--json={path}: {err.strerror}") from None
-
-
-def report(summary: Summary, json_to: str | None) -> None:
+def report(summary: Summary, json_to: str | None, out: OutputFile | None) -> None:
     if json_to is None:
         print(render(summary), file=sys.stderr)
         return
     text = json.dumps(summary.to_json(), indent=JSON_INDENT, allow_nan=False) + "\n"
-    if json_to == "-":
+    if out is None:
         sys.stderr.write(text)
         return
     try:
-        with open(json_to, "w", encoding="utf-8") as f:
-            f.write(text)
+        out.replace(text)
     except OSError as err:
         print(f"tamebpf: --json={json_to}: {err.strerror}", file=sys.stderr)
         print(render(summary), file=sys.stderr)

@@ -25,6 +25,7 @@ from tamebpf.groups.group import Group
 from tamebpf.kernel.flows import FlowReader
 from tamebpf.lifecycle import terminate_as_exit
 from tamebpf.options import settings_from
+from tamebpf.paths.store import state_dir
 from tamebpf.present.group_json import group_to_json
 from tamebpf.present.watch import (
     KEY_BACKSPACE,
@@ -46,9 +47,10 @@ def run(args: argparse.Namespace) -> int:
         args.iterations = parse_count(args.iterations, "--iterations", 1)
     agg = Aggregator(args.group_by, settings_from(args), retain_s=max(60.0, 30 * args.interval))
     state = ViewState(sort=args.sort, filter=args.filter, show_idle=args.all)
+    directory = state_dir(args.state_dir)
     with terminate_as_exit(), FlowReader(cgroup=args.cgroup, netns=args.netns,
                                          verbose=args.verbose, command="watch") as reader:
-        loop = Loop(reader, agg, args.interval)
+        loop = Loop(reader, agg, args.interval, state_dir=directory)
         if args.json:
             return loop.json_lines(sys.stdout, args.iterations, state)
         if args.iterations is not None or not (sys.stdout.isatty() and sys.stdin.isatty()):
@@ -61,8 +63,10 @@ class Loop:
     runs late is not made up for, so the view never falls behind."""
 
     def __init__(self, source: FlowSource, agg: Aggregator, interval: float,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, state_dir: str | None = None
+                 ) -> None:
         self.source, self.agg, self.interval, self.clock = source, agg, interval, clock
+        self.state_dir = state_dir
         self.groups: list[Group] = []
         self.open_flows = 0
         self.stats: ReaderStats | None = None
@@ -70,7 +74,7 @@ class Loop:
         self.ticks = 0  # refreshes after the baseline
 
     def refresh(self) -> list[Group]:
-        got = refresh_groups(self.agg, self.source, read_caps())
+        got = refresh_groups(self.agg, self.source, read_caps(self.state_dir))
         self.groups, self.open_flows = got.groups, got.open_flows
         self.stats = self.source.stats()
         return self.groups

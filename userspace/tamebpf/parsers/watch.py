@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from tamebpf.defaults import SORT_KEYS
-from tamebpf.options import add_reader_arguments
+from tamebpf.options import add_reader_arguments, add_state_dir_option
 
 EPILOG = """\
 examples:
@@ -46,4 +46,5 @@ def register(sub: Any) -> None:
                    help="print N refreshes and exit (no live screen)")
     p.add_argument("--once", action="store_const", const=1, dest="iterations",
                    help="print one refresh and exit (--iterations 1)")
+    add_state_dir_option(p)
     p.set_defaults(run="run")

@@ -16,9 +16,10 @@ import io
 import json
 import socket
 import ssl
-import threading
 import time
 import urllib.parse
+
+from tamebpf.paths.where import lookup
 
 CHUNK = 65536
 HEAD_ROOM = 65536  # the status line and headers, beside the body's max_bytes
@@ -80,18 +81,15 @@ def get(url: str, deadline_s: float, max_bytes: int) -> bytes:
 
 
 def _connect(host: str, port: int, deadline: _Deadline) -> socket.socket:
-    """A connected socket: the name resolved in a thread (getaddrinfo has
-    no timeout of its own), each address tried within the deadline."""
-    found: list[object] = []
-    resolver = threading.Thread(target=_resolve, args=(host, port, found), daemon=True)
-    resolver.start()
-    resolver.join(deadline.left())
-    if not found:
+    """A connected socket: the name resolved within the deadline, each
+    address tried within it."""
+    found = lookup(host, port, deadline.left())
+    if found is None:
         raise FetchError(f"{host} not resolved within {deadline.seconds:g} s")
-    if isinstance(found[0], OSError):
-        raise FetchError(f"cannot resolve {host}: {found[0].strerror or found[0]}")
+    if isinstance(found, OSError):
+        raise FetchError(f"cannot resolve {host}: {found.strerror or found}")
     last: OSError = FetchError(f"{host} has no address")
-    for family, kind, proto, _, addr in found[0]:  # type: ignore[attr-defined]
+    for family, kind, proto, _, addr in found:
         sock = socket.socket(family, kind, proto)
         try:
             sock.settimeout(deadline.left())
@@ -105,13 +103,6 @@ def _connect(host: str, port: int, deadline: _Deadline) -> socket.socket:
             sock.close()
             last = err
     raise last
-
-
-def _resolve(host: str, port: int, found: list[object]) -> None:
-    try:
-        found.append(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
-    except OSError as err:
-        found.append(err)
 
 
 def _read(sock: socket.socket, deadline: _Deadline, max_bytes: int) -> bytes:

@@ -6,9 +6,55 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
+import threading
+from typing import Any
 
-from tamebpf.errors import TamebpfError
+from tamebpf.errors import TamebpfError, UsageError
 from tamebpf.paths.entry import PathKey
+from tamebpf.values import shown
+
+RESOLVE_S = 10.0  # a name server that has not answered by then is not going to
+# The resolver's answers that mean "no such name", not "could not ask".
+NO_SUCH_NAME = {socket.EAI_NONAME, socket.EAI_NODATA, socket.EAI_FAIL, socket.EAI_SERVICE}
+
+AddrInfo = tuple[Any, ...]
+
+
+def lookup(host: str, port: int | None, seconds: float) -> list[AddrInfo] | OSError | None:
+    """getaddrinfo's answer, its error, or None when none came within
+    `seconds` (it has no time limit of its own: it runs in a thread)."""
+    found: list[list[AddrInfo] | OSError] = []
+
+    def ask() -> None:
+        try:
+            found.append(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+        except OSError as err:
+            found.append(err)
+        except UnicodeError as err:  # the idna codec's, for a name values.parse_host refuses
+            found.append(OSError(str(err)))
+
+    asker = threading.Thread(target=ask, name="resolve", daemon=True)
+    asker.start()
+    asker.join(seconds)
+    return found[0] if found else None
+
+
+def resolve(host: str, option: str, port: int | None = None,
+            seconds: float = RESOLVE_S) -> list[AddrInfo]:
+    """The host's addresses. A name that does not exist is bad input (exit
+    2, naming OPTION); a resolver that fails or does not answer is an
+    error (exit 1)."""
+    answer = lookup(host, port, seconds)
+    if isinstance(answer, list) and answer:
+        return answer
+    hint = "give an address or a name this host resolves"
+    if answer is None:
+        raise TamebpfError(f"{option} {shown(host)}: no answer from the name server within "
+                           f"{seconds:g} s", hint)
+    why = answer.strerror if isinstance(answer, OSError) and answer.strerror else "no address"
+    if not isinstance(answer, socket.gaierror) or answer.errno in NO_SUCH_NAME:
+        raise UsageError(f"bad {option} {shown(host)}: cannot resolve it ({why})", hint)
+    raise TamebpfError(f"{option} {shown(host)}: cannot resolve it ({why})", hint)
 
 
 def host_prefix(host: str) -> str:
@@ -17,12 +63,7 @@ def host_prefix(host: str) -> str:
         return str(ipaddress.ip_network(host))
     except ValueError:
         pass
-    try:
-        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
-    except OSError as err:
-        raise TamebpfError(f"cannot resolve {host!r}: {err}",
-                           hint="give an address or a name this host resolves") from err
-    return str(ipaddress.ip_network(infos[0][4][0]))
+    return str(ipaddress.ip_network(resolve(host, "host")[0][4][0]))
 
 
 def netns_id(name: str | None) -> str:

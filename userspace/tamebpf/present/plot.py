@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from tamebpf.errors import UsageError
+from tamebpf.outfile import OutputFile
 from tamebpf.units import percent
 from tamebpf.words import count
 
@@ -24,8 +28,19 @@ def check_path(path: str) -> None:
                          "pip install 'tamebpf[plot]' (or apt install python3-matplotlib)")
 
 
-def write_plot(result: AdviseResult, path: str) -> None:
+@contextlib.contextmanager
+def plot_file(path: str | None) -> Iterator[OutputFile | None]:
+    """The plot's file (None without --plot), opened before any probing and
+    removed again if the block fails before a plot is written into it."""
+    if path is None:
+        yield None
+        return
     check_path(path)
+    with OutputFile(path, "--plot") as out:
+        yield out
+
+
+def write_plot(result: AdviseResult, out: OutputFile) -> None:
     # Imported here: matplotlib takes most of a second to load, and only
     # --plot needs it.
     import matplotlib
@@ -64,5 +79,7 @@ def write_plot(result: AdviseResult, path: str) -> None:
     ax.legend(h1 + h2, l1 + l2, loc="center right", fontsize=8)
     ax.set_title(f"tamebpf advise {result.target.host}:{result.target.port}")
     fig.tight_layout()
-    fig.savefig(path)
+    image = io.BytesIO()
+    fig.savefig(image, format=out.path.lower().rsplit(".", 1)[1])
     plt.close(fig)
+    out.replace(image.getvalue())
