@@ -150,6 +150,7 @@ bench: deps compile
 	$(SUDO) $(EVALPY) tamebpf_bench.bench_cap --write docs/performance.md
 	$(SUDO) $(EVALPY) tamebpf_bench.bench_pace --write docs/performance.md
 	$(SUDO) $(EVALPY) tamebpf_bench.bench_scale --write docs/performance.md
+	$(SUDO) $(EVALPY) tamebpf_bench.bench_slow_clients --write docs/metrics.md
 
 # The evaluations: `make eval PRESET=NAME` runs the preset NAME of
 # userspace/tamebpf_eval/presets.toml (a module, its arguments, what it

@@ -24,7 +24,6 @@ import base64
 import binascii
 import hashlib
 import os
-import socket
 import ssl
 import threading
 from collections.abc import Callable, Iterable
@@ -46,7 +45,6 @@ TLS_VERSIONS = {"TLS10": ssl.TLSVersion.TLSv1, "TLS11": ssl.TLSVersion.TLSv1_1,
 CLIENT_AUTH = {"NoClientCert": ssl.CERT_NONE, "VerifyClientCertIfGiven": ssl.CERT_OPTIONAL,
                "RequireAndVerifyClientCert": ssl.CERT_REQUIRED}
 BCRYPT_PREFIXES = ("$2a$", "$2b$", "$2y$")
-HANDSHAKE_TIMEOUT_S = 10.0  # a client that opens a connection and says nothing
 REALM = 'Basic realm="tamebpf"'
 
 
@@ -117,6 +115,12 @@ class WebConfig:
     @property
     def scheme(self) -> str:
         return "https" if self.tls is not None else "http"
+
+    def context(self) -> ssl.SSLContext | None:
+        """The TLS context for a new connection, the config read again
+        first if it changed (a few stat calls)."""
+        self.refresh()
+        return self.tls
 
     def refresh(self) -> None:
         """Reads the config again if it or a file it names changed since it
@@ -295,27 +299,3 @@ def bcrypt_users(path: str, users: object) -> dict[str, bytes]:
                                  "not a bcrypt hash (make one with: htpasswd -nBC 10 USER)")
         out[user] = hashed.encode()
     return out
-
-
-def tls_socket(config: WebConfig, sock: socket.socket) -> socket.socket:
-    """An accepted connection, wrapped in TLS when the config has it. The
-    handshake waits for the connection's own thread (handshake()), so that
-    one slow or plain-HTTP client does not hold up the accept loop."""
-    config.refresh()
-    if config.tls is None:
-        return sock
-    return config.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
-
-
-def handshake(sock: socket.socket) -> bool:
-    """The TLS handshake of a connection from tls_socket (True for plain
-    sockets); False when the client failed it (plain HTTP, a wrong
-    certificate, silence): the caller closes the connection."""
-    if not isinstance(sock, ssl.SSLSocket):
-        return True
-    sock.settimeout(HANDSHAKE_TIMEOUT_S)
-    try:
-        sock.do_handshake()
-    except (ssl.SSLError, OSError):
-        return False
-    return True  # the timeout stays: a request that stalls 10 s is dropped

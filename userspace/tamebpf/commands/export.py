@@ -9,15 +9,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import socket
-import socketserver
 import sqlite3
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, Protocol
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from typing import TYPE_CHECKING, Protocol
 
 from tamebpf.acksampling import AckSampler
 from tamebpf.cap.book import FollowBook
@@ -37,7 +34,8 @@ from tamebpf.paths.store import PathStore, state_dir
 from tamebpf.paths.where import netns_id, resolve
 from tamebpf.present.export_jsonl import reading_to_jsonl
 from tamebpf.values import parse_count, parse_duration, parse_host_port
-from tamebpf.webconfig import WebConfig, handshake, load_web_config, tls_socket
+from tamebpf.webconfig import WebConfig, load_web_config
+from tamebpf.webserver import MetricsServer
 
 if TYPE_CHECKING:
     from tamebpf.present.prometheus import TamebpfCollector
@@ -63,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("nothing to do: --listen off and no --jsonl FILE")
     interval = parse_duration(args.interval, "--interval", MIN_INTERVAL_S, MAX_INTERVAL_S)
     max_groups = parse_count(args.max_groups, "--max-groups", 1)
+    max_connections = parse_count(args.max_connections, "--max-connections", 1, 65536)
     web = None if args.web_config is None else load_web_config(args.web_config)
     if web is not None and listen is None:
         raise UsageError("--web-config with --listen off: nothing is served")
@@ -82,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
                                          paths=PathStore(state_dir(args.state_dir)).latest,
                                          follows=book.specs,
                                          ack_windows=dict if sampler is None else sampler.counts)
-            with serving(collector, listen, web), \
+            with serving(collector, listen, web, max_connections), \
                     learning(collector, learner, interval, sampler), following(collector, args):
                 if out is None:
                     threading.Event().wait()
@@ -220,15 +219,19 @@ def prometheus_collector() -> type[TamebpfCollector]:
 
 @contextlib.contextmanager
 def serving(collector: TamebpfCollector, listen: tuple[str, int] | None,
-            web: WebConfig | None = None) -> Iterator[None]:
+            web: WebConfig | None = None, max_connections: int = 1024) -> Iterator[None]:
     if listen is None:
         yield
         return
+    from prometheus_client import make_wsgi_app
+
     from tamebpf.present.prometheus import make_registry
 
     host, port = listen
+    app = make_wsgi_app(make_registry(collector))
     try:
-        server, thread = start_metrics_server(host, port, make_registry(collector), web)
+        server = MetricsServer(host, port, app if web is None else web.guard(app),
+                               None if web is None else web.context, max_connections)
     except OSError as err:
         raise TamebpfError(f"cannot listen on {host}:{port}: {err.strerror}",
                            "pick another --listen ADDR:PORT") from None
@@ -238,52 +241,11 @@ def serving(collector: TamebpfCollector, listen: tuple[str, int] | None,
     log.info("serving metrics on %s://%s:%d/metrics%s", scheme, shown, bound_port,
              " (basic auth)" if web is not None and web.users else "",
              extra={"event": "listening", "port": bound_port})
+    server.start()
     try:
         yield
     finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
-
-
-class QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # a scrape is not news; stderr is the service's log
-
-
-def start_metrics_server(host: str, port: int, registry: Any,
-                         web: WebConfig | None = None) -> tuple[WSGIServer, threading.Thread]:
-    """prometheus_client's WSGI app on a threaded server of our own, rather
-    than its start_http_server: that returns the server (needed to stop
-    cleanly and to say which port was bound) only from prometheus_client
-    0.17 on, and Debian 12, whose package tamebpf's depends on, has 0.16.
-    With a web config, connections are TLS and requests need basic auth
-    (tamebpf.webconfig)."""
-    from prometheus_client import make_wsgi_app
-
-    family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
-
-    class Server(socketserver.ThreadingMixIn, WSGIServer):
-        daemon_threads = True
-        address_family = family
-
-        def get_request(self) -> tuple[socket.socket, Any]:
-            sock, addr = super().get_request()
-            return (sock if web is None else tls_socket(web, sock)), addr
-
-        def finish_request(self, request: Any, client_address: Any) -> None:
-            if handshake(request):  # in the connection's own thread
-                super().finish_request(request, client_address)
-
-        def handle_error(self, request: Any, client_address: Any) -> None:
-            pass  # a client gone mid-request (or mid-TLS) is not the exporter's failure
-
-    app = make_wsgi_app(registry)
-    server = make_server(host, port, app if web is None else web.guard(app), Server,
-                         handler_class=QuietHandler)
-    thread = threading.Thread(target=server.serve_forever, name="metrics", daemon=True)
-    thread.start()
-    return server, thread
+        server.close()
 
 
 class Lines(Protocol):

@@ -9,6 +9,8 @@ from tamebpf.options import add_reader_arguments, add_state_dir_option
 
 DEFAULT_LISTEN = "127.0.0.1:9477"
 DEFAULT_MAX_GROUPS = 1000
+# Well above any site's scrapers, and what a default descriptor limit allows.
+DEFAULT_MAX_CONNECTIONS = 1024
 
 EPILOG = f"""\
 examples:
@@ -44,6 +46,10 @@ def register(sub: Any) -> None:
                    help="TLS and basic auth for /metrics, in the Prometheus exporter "
                    "toolkit's web config format (tls_server_config: cert_file, key_file; "
                    "basic_auth_users: bcrypt hashes; docs/metrics.md)")
+    p.add_argument("--max-connections", default=str(DEFAULT_MAX_CONNECTIONS), metavar="N",
+                   help="serve at most N connections at once, closing more at once; each "
+                   "has 10 s to send its request (default "
+                   f"{DEFAULT_MAX_CONNECTIONS})")
     p.add_argument("--jsonl", metavar="FILE",
                    help="also append one JSON object per group every --interval to FILE "
                    "('-' for standard output)")
