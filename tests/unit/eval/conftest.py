@@ -1,5 +1,6 @@
 """The stored draws' runs, rebuilt once per test process: the count range's
-tests (range_design, range_bound) all score them."""
+tests (count_range.py, and the studies range_design, range_bound) all
+score them."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tamebpf_eval import range_design
+from tests.unit.eval import count_range
 
 RESULTS = str(Path(__file__).resolve().parents[3] / "docs" / "results")
 
@@ -18,3 +20,8 @@ def runs() -> list[range_design.Run]:
     if not rs:
         pytest.skip(f"no stored draws under {RESULTS}")
     return rs
+
+
+@pytest.fixture(scope="session")
+def fitted() -> list[count_range.Run]:
+    return count_range.runs()
