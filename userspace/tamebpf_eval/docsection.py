@@ -8,10 +8,7 @@ other's numbers or the hand-written text around them.
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
-from collections.abc import Callable
 
 
 def markers(name: str) -> tuple[str, str]:
@@ -34,20 +31,3 @@ def write_section(path: str, name: str, text: str, title: str) -> None:
     with open(path, "w") as f:
         f.write(new)
 
-
-def replay_main(doc: str, report: Callable[..., str], section: str, title: str,
-                results: str | None = None) -> int:
-    """The command line of an evaluation that replays stored records into
-    one section: `--write FILE` writes the section there (a missing file
-    starts with `# title`), and the text is printed either way. With
-    `results` (a default path), `--results PATH` is passed to `report`."""
-    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
-    if results is not None:
-        ap.add_argument("--results", default=results)
-    ap.add_argument("--write", metavar="FILE", help="write the section into this Markdown file")
-    args = ap.parse_args()
-    text = report(args.results) if results is not None else report()
-    sys.stdout.write(text)
-    if args.write:
-        write_section(args.write, section, text, title)
-    return 0

@@ -26,7 +26,7 @@ from tamebpf.estimate.acktrain import (
 # Real windows: the pair rates (at or above each window's own goodput) of
 # the runs' first seconds and their scouts in tests/integration/
 # test_scout_acks.py's shared-path test and test_run.py's held run, 8 runs
-# of each before 686b0bd and 8 after (tamebpf_eval/ack_windows.py).
+# of each before 686b0bd and 8 after (docs/results/history/ack-windows.md).
 WINDOWS = Path(__file__).parents[3] / "docs" / "results" / "ack-windows.json.gz"
 
 
@@ -128,7 +128,7 @@ def test_the_testbeds_windows_trust_the_link_only(which: str) -> None:
     """Every trusted estimate of the stored windows is the link's rate
     (within 10%); and the climb past untrusted bands and the second look at
     a band's share trust most of them (the densest band alone, about half:
-    make eval PRESET=ack-windows), on the windows the change was made on and
+    docs/results/history/ack-windows.md), on the windows the change was made on and
     on those measured after it."""
     with gzip.open(WINDOWS, "rt") as f:
         stored = json.load(f)
@@ -161,7 +161,7 @@ def test_a_band_at_the_top_needs_a_share_of_all_the_pairs() -> None:
 
 def test_the_far_windows_trust_nothing_far_above_the_link() -> None:
     """The first 5 s of 8 streams on fresh draw 12's two 120-ms cases
-    (make eval PRESET=far-capacity), where the second look alone trusted
+    (docs/results/history/far-capacity.md), where the second look alone trusted
     bands of 3.7-9x the link in 4 of 12: none over 1.5x now."""
     from tamebpf.estimate.capacity import tcp_goodput_mbps
     with gzip.open(WINDOWS.with_name("far-capacity.json.gz"), "rt") as f:

@@ -16,7 +16,7 @@ TOP = Path(__file__).resolve().parents[3]  # the checkout: presets run from ther
 
 def test_every_preset_runs_a_module() -> None:
     presets = load()
-    assert {"fresh7", "design", "fresh4", "convergence", "cap-follow"} <= presets.keys()
+    assert {"fresh7", "design", "fresh4", "cap-follow"} <= presets.keys()
     for name, p in presets.items():
         assert importlib.util.find_spec(p.argv([])[2]), name
         assert p.about and "\n" not in p.about, name
