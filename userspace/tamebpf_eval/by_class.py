@@ -15,8 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tamebpf.estimate.spread import LONG_RTT_MS
-from tamebpf_eval.report import OVER_BY, TARGET_QUALITY
-from tamebpf_eval.score import p90, score, truth_table
+from tamebpf_eval.score import OVER_BY, TARGET_QUALITY, p90, score, truth_table
 
 Table = dict[int, dict[str, float | None]]
 # Issue 44's targets against the ceiling, per class.

@@ -52,10 +52,10 @@ from tamebpf.estimate.steady import Steady
 from tamebpf.model import DEFAULT_MODEL, Settings
 from tamebpf.present.advice import refusal_text, warning_texts
 from tamebpf_eval import by_class
-from tamebpf_eval.advise import FRAME_BYTES, Case, case_path, load, log, save
-from tamebpf_eval.report import OVER_BY, TARGET_QUALITY
+from tamebpf_eval.cases import FRAME_BYTES, Case, case_path, log
+from tamebpf_eval.records import load, save
 from tamebpf_eval.resumable import arguments, measure_missing, publish
-from tamebpf_eval.score import p90, probe_to_dict, score, truth_table
+from tamebpf_eval.score import OVER_BY, TARGET_QUALITY, p90, probe_to_dict, score, truth_table
 from tamebpf_eval.truth import measure, settle
 
 LOSS_BASED, BBR_CUBIC, BBR_BBR = 18, 3, 3

@@ -46,7 +46,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from tamebpf.estimate.spread import LONG_RTT_MS
-from tamebpf_eval.advise import Case, case_path, load, log, save
+from tamebpf_eval.cases import Case, case_path, log
 from tamebpf_eval.commands import advise_from_memory, agent, json_log, pin_dir, run_transfer
 from tamebpf_eval.fresh_draw import (
     MAX_IMPACT,
@@ -58,6 +58,7 @@ from tamebpf_eval.fresh_draw import (
     print_cases,
 )
 from tamebpf_eval.learned_score import BY_S, LONG_PLAN, advice_of, report
+from tamebpf_eval.records import load, save
 from tamebpf_eval.resumable import arguments, measure_missing, publish
 from tamebpf_eval.truth import Truth, measure, settle
 from tamebpf_testbed import Testbed, iperf

@@ -14,7 +14,6 @@ checkout: the evaluations read and write docs/ by relative path.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 import tomllib
 from dataclasses import dataclass
@@ -30,7 +29,6 @@ class Preset:
     module: str
     args: tuple[str, ...]
     writes: tuple[str, ...]
-    seed: tuple[str, str] | None = None
 
     def argv(self, extra: list[str]) -> list[str]:
         """The command line this preset runs, `extra` last."""
@@ -41,12 +39,9 @@ class Preset:
 def load(path: Path = PRESETS) -> dict[str, Preset]:
     with open(path, "rb") as f:
         raw = tomllib.load(f)
-    out = {}
-    for name, t in raw.items():
-        seed = t.get("seed")
-        out[name] = Preset(name, t["about"], t["module"], tuple(t.get("args", ())),
-                           tuple(t.get("writes", ())), (seed[0], seed[1]) if seed else None)
-    return out
+    return {name: Preset(name, t["about"], t["module"], tuple(t.get("args", ())),
+                         tuple(t.get("writes", ())))
+            for name, t in raw.items()}
 
 
 CURRENT = "current"
@@ -77,8 +72,6 @@ def main(argv: list[str]) -> int:
     if p is None:
         print(f"no eval preset {name!r}; the presets:\n{listing(presets)}", file=sys.stderr)
         return 2
-    if p.seed and not os.path.exists(p.seed[1]):
-        shutil.copyfile(p.seed[0], p.seed[1])
     cmd = p.argv(extra)
     sys.stdout.flush()
     os.execv(cmd[0], cmd)

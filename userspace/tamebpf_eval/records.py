@@ -45,3 +45,19 @@ def write_json(path: str, data: Any) -> str:
         z.write(json.dumps(data, indent=1).encode())
     os.replace(tmp, path)
     return path
+
+
+def load(path: str) -> list[dict[str, Any]]:
+    """The records of `path` (.json, .json.gz or .json.xz); none if missing."""
+    try:
+        data = read_json(path)
+    except FileNotFoundError:
+        if path == gz_name(path) or not os.path.exists(gz_name(path)):
+            return []
+        data = read_json(gz_name(path))  # where save() put it
+    return data.get("records", []) if isinstance(data, dict) else []
+
+
+def save(path: str, records: list[dict[str, Any]]) -> None:
+    """Records to `path`, gzipped (write_json)."""
+    write_json(path, {"records": records})

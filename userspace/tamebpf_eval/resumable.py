@@ -1,7 +1,7 @@
-"""What the resumable eval runs share (fresh draws, the stop-rule design
-runs): they take hours, span sessions and may be stopped at any case, so
-each measures only the cases not yet in its results file, saves after each
-case, and scores from the file alone with --report."""
+"""What the resumable eval runs (the fresh draws) share: they take hours,
+span sessions and may be stopped at any case, so each measures only the
+cases not yet in its results file, saves after each case, and scores
+from the file alone with --report."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from tamebpf_eval.advise import log
+from tamebpf_eval.cases import log
 from tamebpf_eval.docsection import write_section
 
 Record = dict[str, Any]

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from tamebpf_eval import by_class
-from tamebpf_eval.advise import load
+from tamebpf_eval.records import load
 
 RESULTS = Path(__file__).resolve().parents[3] / "docs" / "results"
 

@@ -12,7 +12,6 @@ import pytest
 
 from tamebpf.estimate.spread import LONG_RTT_MS
 from tamebpf_eval import fresh_draw, learned
-from tamebpf_eval.advise import load
 from tamebpf_eval.commands import json_log
 from tamebpf_eval.fresh_draw import RATES, RTTS, draw
 from tamebpf_eval.learned import DRAWS, PLANS
@@ -26,6 +25,7 @@ from tamebpf_eval.learned_score import (
     timeline,
     why_not,
 )
+from tamebpf_eval.records import load
 
 RESULTS = Path(__file__).resolve().parents[3] / "docs" / "results"
 FRESH9 = DRAWS["fresh9"]

@@ -16,19 +16,16 @@ TOP = Path(__file__).resolve().parents[3]  # the checkout: presets run from ther
 
 def test_every_preset_runs_a_module() -> None:
     presets = load()
-    assert {"fresh7", "design", "fresh4", "cap-follow"} <= presets.keys()
+    assert {"fresh7", "fresh4", "cap-follow"} <= presets.keys()
     for name, p in presets.items():
         assert importlib.util.find_spec(p.argv([])[2]), name
         assert p.about and "\n" not in p.about, name
-        if p.seed:
-            assert any(p.seed[1] == a for a in p.args), f"{name}: seeds a file it does not use"
 
 
 def test_the_records_presets_read_are_there_gzipped() -> None:
     for name, p in load().items():
         args = list(p.args)
         read = [args[i + 1] for i, a in enumerate(args) if a in ("--results", "--truth-from")]
-        read += [p.seed[0]] if p.seed else []
         for path in read:
             assert path.endswith(".json.gz"), f"{name}: {path}"
             assert (TOP / path).is_file(), f"{name}: no {path}"

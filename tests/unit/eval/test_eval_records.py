@@ -1,4 +1,4 @@
-"""The evaluations' records (tamebpf_eval.records, advise.load/save):
+"""The evaluations' records (tamebpf_eval.records):
 read by their suffix, written gzipped."""
 
 from __future__ import annotations
@@ -8,8 +8,7 @@ import json
 import lzma
 from pathlib import Path
 
-from tamebpf_eval.advise import load, save
-from tamebpf_eval.records import gz_name, read_json, write_json
+from tamebpf_eval.records import gz_name, load, read_json, save, write_json
 
 
 def test_records_land_gzipped_and_read_back(tmp_path: Path) -> None:

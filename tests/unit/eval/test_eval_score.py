@@ -7,17 +7,7 @@ import pytest
 
 from tamebpf.estimate.record import ProbeResult
 from tamebpf.estimate.steady import FlowSteady, Steady
-from tamebpf_eval.score import (
-    CAPACITY,
-    FAIR_SHARE,
-    OURS,
-    PERFECT_PROBES,
-    estimators,
-    probe_from_dict,
-    probe_to_dict,
-    score,
-    truth_table,
-)
+from tamebpf_eval.score import probe_from_dict, probe_to_dict, score, truth_table
 
 
 def _probe(n: int, mbps: float) -> ProbeResult:
@@ -61,39 +51,3 @@ def test_score_errors_quality_and_limit() -> None:
     assert s["quality"] == pytest.approx(25 / 20) and not s["exceeds"]
     assert score({}, {}, 8, truth, limit=0.5)["exceeds"]
 
-
-def test_estimators_score_a_record_from_its_probes() -> None:
-    probes = [_probe(1, 40.0), _probe(10, 90.0), _probe(5, 75.0)]
-    rec = {"case": {"cross": 0, "rate": 100.0}, "default_plan": "2+2",
-           "probes": {"2+2": [probe_to_dict(p) for p in probes]},
-           "truth": {str(n): {"mbit": [v], "cross_with": []}
-                     for n, v in ((1, 40.0), (2, 60.0), (4, 75.0), (8, 85.0))}}
-    s = estimators(rec, limit=0.5)
-    assert {OURS, "full order 2 (3 probes)", "Hacker bound",
-            PERFECT_PROBES, FAIR_SHARE, CAPACITY} <= set(s)
-    ours = s[OURS]
-    assert ours["thru_err_mean"] < s["Hacker bound"]["thru_err_mean"]
-    assert 1 <= ours["advised"] <= 32
-
-
-def test_fair_share_reference_matches_a_path_that_shares_fairly() -> None:
-    """m = 2 cross flows of capacity 90: the truth is exactly C n/(n+m), so
-    the reference predicts it without error and advises the largest n whose
-    impact 1 - 3/(n+2) stays within 50%: 4."""
-    cap, m = 90.0, 2
-    truth = {str(n): {"mbit": [cap * n / (n + m)], "cross_with": [cap * m / (n + m)]}
-             for n in (1, 2, 4, 8, 16)}
-    probes = [_probe(1, 30.0), _probe(10, 75.0)]
-    # The link rate whose TCP goodput is cap (1448-byte segments, 1514-byte frames).
-    rec = {"case": {"cross": m, "rate": cap * 1514 / 1448}, "cross_alone": [cap],
-           "default_plan": "2+2",
-           "probes": {"2+2": [probe_to_dict(p) for p in probes]}, "truth": truth}
-    ref = estimators(rec, limit=0.5)[FAIR_SHARE]
-    assert ref["advised"] == 4
-    assert ref["thru_err_mean"] < 1e-9 and max(ref["impact_errs"]) < 1e-9
-    assert ref["quality"] == 1.0 and not ref["exceeds"]
-    # The probes lie on that curve too: --capacity finds m = 2 and the same advice.
-    anchored = estimators(rec, limit=0.5)[CAPACITY]
-    assert anchored["competing_flows"] == pytest.approx(2.0)
-    assert anchored["thru_err_mean"] < 1e-9 and max(anchored["impact_errs"]) < 1e-9
-    assert anchored["advised"] in (3, 4)  # n = 4 is exactly at the limit: rounding decides
