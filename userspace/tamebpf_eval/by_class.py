@@ -4,7 +4,7 @@ of the other rounds), and the checks of the count range and the impact range.
 
 Pure: reads a draw's records (fresh_draw.py writes them), scores with
 score.score, the code that scores the advice. The rules these numbers decide
-by: docs/results/fresh8-decision-rules.md.
+by: docs/results/fresh11-decision-rules.md.
 """
 
 from __future__ import annotations

@@ -1,35 +1,29 @@
 """Accuracy of the default `tamebpf advise` (probes until settled) and of
-`--quick`, on a fresh draw against a settled ground truth (issue 29).
+`--quick`, on a fresh draw against a settled ground truth.
 
 Each draw (DRAWS) is its cases, drawn by draw(seed) before any of them ran,
-from the
-issue's ranges: 18 loss-based (rates 20-200 Mbit/s, RTT 10-150 ms, DropTail
-and RED, queues of 0.2-2 BDP, 1-30 cross flows of CUBIC or Reno as ours, a
-third of them with a cross-traffic RTT of half or twice ours) and 6 with a
-BBR sender (3 against CUBIC cross traffic, 3 against BBR). The decision
-rules for what the result changes were written before each draw's first
-run: docs/results/DRAW-decision-rules.md.
+from issue 29's ranges: 18 loss-based (rates 20-200 Mbit/s, RTT 10-150 ms,
+DropTail and RED, queues of 0.2-2 BDP, 1-30 cross flows of CUBIC or Reno as
+ours, a third of them with a cross-traffic RTT of half or twice ours; a
+fixed number of them with an RTT of 80 ms or more) and 6 with a BBR sender
+(3 against CUBIC cross traffic, 3 against BBR). The decision rules for what
+the result changes were written before each draw's first run:
+docs/results/DRAW-decision-rules.md.
 
-Per case, with the cross traffic running, each of the draw's plans:
-"default", `advise` as it is (settled probes, 1 then 10 streams; for BBR a
-third probe where the share asks for one); a candidate measured beside it
-on the loss-based cases ("bounded": the pair under the bounded stop rules,
-injected through run_probes' stop-rule hook, bounded_advice); then --quick
-(2 s + 2 s); then the ground truth
-(tamebpf_eval.truth) at 1, 4 and 16 streams and at each advised count:
-20 s warm-up, 15 s window, 2 rounds. Scored as make eval scores
-(tamebpf_eval.score): throughput error over the truth's points, impact
-error, advice quality (>= 95% of the best nondisruptive), over the limit
-by more than 0.05, probing time (the RTT check's included).
+Per case, with the cross traffic running, each of the draw's plans from a
+settled path: "default", `advise` as it is (settled probes, 1 then 10
+streams; for BBR a third probe where the share asks for one), then
+--quick (2 s + 2 s); then the ground truth (tamebpf_eval.truth) at 1, 4
+and 16 streams and at each advised count: 20 s warm-up, 15 s window, the
+draw's rounds. Scored as make eval scores (tamebpf_eval.score): throughput
+error over the truth's points, impact error, advice quality (>= 95% of the
+best nondisruptive), over the limit by more than 0.05, probing time; with
+3 rounds or more, issue 44's bar per RTT class (by_class).
 
-    make eval PRESET=fresh7 [EVAL_ARGS="--only KEY"]  # measure
-    make eval PRESET=fresh7 EVAL_ARGS=--report        # score
+    make eval PRESET=fresh11 [EVAL_ARGS="--only KEY"]  # measure
+    make eval PRESET=fresh11 EVAL_ARGS=--report        # score
 
-Draws 5 and 6 measured candidates that have left tamebpf (capacity first,
-the order by RTT): their records re-score, but they re-measure only at the
-commit that had them (Draw.retired).
-
-About 9 min a case; cases are kept as they finish and a run resumes.
+About 11.5 min a case; cases are kept as they finish and a run resumes.
 """
 
 from __future__ import annotations
@@ -37,19 +31,13 @@ from __future__ import annotations
 import random
 import statistics
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from tamebpf.advise.advisor import DEFAULT_PROBES, QUICK_DURATIONS_S, run_advice
-from tamebpf.advise.probes import StopRule, probe_congestion, run_probes
-from tamebpf.defaults import DEFAULT_MAX_PROBE_S
-from tamebpf.estimate.advice import build
+from tamebpf.advise.advisor import QUICK_DURATIONS_S, run_advice
 from tamebpf.estimate.record import TIME_LIMIT, AdviseResult, Target
-from tamebpf.estimate.settled import Settled
 from tamebpf.estimate.spread import LONG_RTT_MS
-from tamebpf.estimate.steady import Steady
-from tamebpf.model import DEFAULT_MODEL, Settings
+from tamebpf.model import Settings
 from tamebpf.present.advice import refusal_text, warning_texts
 from tamebpf_eval import by_class
 from tamebpf_eval.cases import FRAME_BYTES, Case, case_path, log
@@ -67,18 +55,13 @@ class Draw:
     seed: int
     why: str  # what it measures, for its section's heading
     plans: tuple[str, ...] = ("default", "quick")  # run in this order, each case
-    # What of the draw's plans has left tamebpf since ("": nothing): its
-    # records re-score (--report), its cases re-measure only at the commit
-    # that had it.
-    retired: str = ""
     rounds: int = 2  # truth rounds a case; with 3 or more, issue 44's by-class bar
     # The mix of cases: loss-based, BBR against CUBIC, BBR against BBR; and
-    # how many of the loss-based have an RTT of LONG_RTT_MS or more (None:
-    # each RTT drawn from all of RTTS, as in draws 3-8).
+    # how many of the loss-based have an RTT of LONG_RTT_MS or more.
     loss_based: int = LOSS_BASED
     bbr_cubic: int = BBR_CUBIC
     bbr_bbr: int = BBR_BBR
-    long: int | None = None
+    long: int = 0
 
     @property
     def results(self) -> str:
@@ -90,36 +73,6 @@ class Draw:
 
 
 DRAWS = {d.name: d for d in (
-    # Drawn on 2026-11-25 for issue 29, before any of its cases ran. Stopped
-    # after 3 cases: the capacity trust rule it measured was replaced
-    # (docs/results/history/run-fresh3.md says why).
-    Draw("fresh3", 291125, "the settled default and --quick"),
-    # Drawn on 2026-11-25 (os.urandom) for the large-band trust rule
-    # (estimate/acktrain.LARGE_BAND), before any of its cases ran.
-    Draw("fresh4", 9654106, "the settled default and --quick, large-band capacity trust"),
-    # Drawn on 2026-11-26 (os.urandom) for the capacity-first default
-    # (advisor.capacity_first), before any of its cases ran; "both" is the
-    # default it replaced (1 then 10 streams, each until settled), measured
-    # beside it on the same cases (docs/results/history/fresh5-decision-rules.md).
-    Draw("fresh5", 155056400, "capacity first beside both probes and --quick",
-         ("default", "both", "quick"), "its default, capacity first"),
-    # Drawn on 2026-11-26 (os.urandom) for the order of the probes by the
-    # path's RTT (advisor order "by-rtt"), before any of its cases ran; the
-    # default (1 then 10 streams, each until settled) measured beside it
-    # (docs/results/history/fresh6-decision-rules.md).
-    Draw("fresh6", 969760752, "the pair in order beside the order by RTT and --quick",
-         ("default", "by-rtt", "quick"), "the order by RTT"),
-    # Drawn on 2026-11-26 (os.urandom) for the "bounded" stop profile
-    # (advise/settled.StopProfile), before any of its cases ran; the default
-    # ("settled") measured beside it (docs/results/fresh7-decision-rules.md).
-    Draw("fresh7", 1342042681, "the settled default beside the bounded stop and --quick",
-         ("default", "bounded", "quick")),
-    # Drawn on 2026-11-27 at 06:49:44 UTC, `int.from_bytes(os.urandom(4),
-    # "big") >> 1`, for issue 44's acceptance (the count range, the bar per
-    # RTT class against a perfect round), before any of its cases ran; 3
-    # truth rounds (docs/results/fresh8-decision-rules.md).
-    Draw("fresh8", 722463913, "the default with its count range, and --quick, by RTT class",
-         rounds=3),
     # Drawn on 2026-11-27 at 21:51:56 UTC, `int.from_bytes(os.urandom(4),
     # "big") >> 1`, for issue 44's acceptance after draw 8 refitted the
     # count range and widened the impact range, before any of its cases
@@ -144,13 +97,12 @@ def draw(d: Draw) -> list[Case]:
     # Exactly a third of the loss-based cases get a cross-traffic RTT of
     # their own (half or twice ours).
     other_rtt = set(rnd.sample(range(d.loss_based), d.loss_based // 3))
-    # A draw that fixes how many loss-based cases are long picks which next;
-    # their RTT comes from the long RTTs, the others' from the short ones.
-    # (Without, nothing more is drawn here: draws 3-8 are as they were.)
-    long = None if d.long is None else set(rnd.sample(range(d.loss_based), d.long))
+    # Which loss-based cases are long: their RTT comes from the long RTTs,
+    # the others' from the short ones.
+    long = set(rnd.sample(range(d.loss_based), d.long))
     out = []
     for i, (kind, cross_cc) in enumerate(kinds):
-        rtts = RTTS if long is None or kind != "loss" else \
+        rtts = RTTS if kind != "loss" else \
             tuple(r for r in RTTS if (r >= LONG_RTT_MS) == (i in long))
         rate, rtt, bdp = rnd.choice(RATES), rnd.choice(rtts), rnd.choice(BDP_SHARES)
         aqm = rnd.choice(("droptail", "red"))
@@ -172,58 +124,10 @@ def print_cases(d: Draw) -> None:
         print(c.key, f"queue {c.queue}", f"cross RTT {c.cross_rtt}" if c.cross_rtt else "")
 
 
-# Plans measured on the loss-based cases only: BBR's probes have one order
-# and one stop rule, "default"'s.
-LOSS_BASED_ONLY = ("both", "by-rtt", "bounded")
-
-# The bounded stop rules (fresh draw 7's candidate, chosen on the short
-# paths of draws 4-6: docs/results/short-design.md; not kept: run-fresh7.md):
-# the 1-stream probe stops once its goodput is within BOUNDED_FIRST_RSE, and
-# the 10-stream probe waits for a tight capacity estimate at most
-# BOUNDED_CAPACITY_WAIT_RTTS smoothed RTTs.
-BOUNDED_FIRST_RSE = 0.10
-BOUNDED_CAPACITY_WAIT_RTTS = 200.0
-
-
-@dataclass(frozen=True)
-class CapacityWait:
-    """The capacity probe's settled rule (settled.Settled with capacity),
-    that after `rtts` smoothed RTTs stops as a probe without one would, while
-    the estimate is still not tight: the advice then takes the throughput
-    fit, as it does when the probe reaches its limit."""
-
-    rtts: float
-
-    def __call__(self, s: Steady, ack_rates: Callable[[], list[float]]) -> str | None:
-        waiting = Settled(capacity=True)
-        ran_rtts = s.end_s / (s.srtt_ms / 1000) if s.srtt_ms else 0.0
-        if ran_rtts < self.rtts:
-            return waiting(s, ack_rates)
-        return Settled(capacity=False)(s, ack_rates) or waiting(s, ack_rates)
-
-
-def bounded_advice(target: Target, settings: Settings) -> AdviseResult:
-    """`advise`'s settled pair for a loss-based sender under the bounded stop
-    rules, given to run_probes as its stop rules (`enough`)."""
-    cc, source = probe_congestion(target)
-    rules: list[StopRule | None] = [Settled(capacity=False, rse=BOUNDED_FIRST_RSE),
-                                    CapacityWait(BOUNDED_CAPACITY_WAIT_RTTS)]
-    results = run_probes(target, [(n, DEFAULT_MAX_PROBE_S) for n in DEFAULT_PROBES],
-                         enough=rules)
-    return replace(build(target, results, settings, DEFAULT_MODEL, None),
-                   congestion=f"{cc} ({source})")
-
-
 def advise_once(target: Target, plan: str) -> tuple[AdviseResult, float]:
     t0 = time.monotonic()
-    settings = Settings(max_impact=MAX_IMPACT)
-    if plan == "bounded":
-        result = bounded_advice(target, settings)
-    elif plan in ("default", "quick"):
-        result = run_advice(target, settings,
-                            durations_s=QUICK_DURATIONS_S if plan == "quick" else None)
-    else:
-        raise ValueError(f"plan {plan!r} has left tamebpf")
+    result = run_advice(target, Settings(max_impact=MAX_IMPACT),
+                        durations_s=QUICK_DURATIONS_S if plan == "quick" else None)
     return result, time.monotonic() - t0
 
 
@@ -249,8 +153,6 @@ def evaluate(case: Case, d: Draw) -> dict[str, Any]:
         rec: dict[str, Any] = {"case": asdict(case), "key": case.key, "advice": {},
                                "max_impact": MAX_IMPACT, "cross_reference": reference}
         for plan in d.plans:
-            if plan in LOSS_BASED_ONLY and case.cc == "bbr":
-                continue
             settle(tb, case.cross, reference)
             result, wall = advise_once(target, plan)
             rec["advice"][plan] = advice_record(result, wall)
@@ -275,9 +177,7 @@ def plan_score(rec: dict[str, Any], plan: str) -> dict[str, Any] | None:
     thru = {int(n): t for n, t, _ in a["curve"]}
     imp = {int(n): i for n, _, i in a["curve"]}
     out = score(thru, imp, a["n"], truth, rec["max_impact"])
-    # The RTT check that chose the order is part of the probing.
-    check = a.get("rtt_check") or {}
-    out["probing_s"] = sum(p["duration_s"] for p in a["probes"]) + check.get("seconds", 0.0)
+    out["probing_s"] = sum(p["duration_s"] for p in a["probes"])
     return out
 
 
@@ -347,9 +247,6 @@ def report(records: list[dict[str, Any]], d: Draw) -> str:
             probes = ", ".join(
                 f"{p['streams']}: {p['duration_s']:.1f} {p.get('stopped') or 'fixed'}"
                 for p in a["probes"])
-            if a.get("rtt_check"):  # the handshake RTT that chose the order, and its time
-                c = a["rtt_check"]
-                probes = f"RTT {c['srtt_us'] / 1000:.0f} ms: {c['seconds']:.1f}, " + probes
             if s is None:
                 lines.append(f"| {r['key']} | {plan} | refused | - | - | - | {probes} |")
                 continue
@@ -374,10 +271,6 @@ def main() -> int:
     if args.list:
         print_cases(d)
         return 0
-    if d.retired and not args.report:
-        ap.error(f"{d.name} measured {d.retired}, which has left tamebpf: "
-                 f"EVAL_ARGS=--report re-scores its records; `git checkout aacc835 && "
-                 f"make eval PRESET={d.name}` re-measures it")
     results = args.results or d.results
     records = load(results)
     if not args.report:

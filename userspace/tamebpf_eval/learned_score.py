@@ -5,7 +5,7 @@ Pure: a record holds what `advise` answered from memory after each
 transfer (in the form fresh_draw's advice takes, so by_class scores it
 against issue 44's bar), the transfers' own summaries and logs, and the
 truth's raw rounds. The rules these numbers decide by:
-docs/results/fresh9-decision-rules.md.
+docs/results/fresh12-decision-rules.md.
 
 - **No server**: whether `advise` answered from what the transfer taught
   (exit 0, `from_memory`, `memory.source == "passive"`) and sent nothing

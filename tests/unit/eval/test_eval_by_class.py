@@ -52,8 +52,8 @@ def test_the_targets_are_the_ceilings_plus_the_issues_slack() -> None:
 
 
 def test_the_report_reads_a_stored_draw_and_no_draw() -> None:
-    records = load(str(RESULTS / "eval-fresh7.json"))
-    assert records, "fresh draw 7's records are stored"
+    records = load(str(RESULTS / "eval-fresh11.json.gz"))
+    assert records, "fresh draw 11's records are stored"
     text = "\n".join(by_class.report(records, ("default", "quick")))
     assert "| < 80 ms (9 cases) | ceiling" in text and "| >= 80 ms (9 cases) | ceiling" in text
     assert by_class.report([], ("default",)) == ["No case measured yet: nothing to score by class."]

@@ -1,15 +1,12 @@
-"""Issue 29's fresh draws (tamebpf_eval.fresh_draw): what was drawn, and
+"""The fresh draws (tamebpf_eval.fresh_draw): what was drawn, and
 how a plan's advice is scored against the truth."""
 
 from __future__ import annotations
 
-import sys
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from tamebpf_eval import fresh_draw
 from tamebpf_eval.fresh_draw import (
     BBR_BBR,
     BBR_CUBIC,
@@ -72,21 +69,9 @@ def test_plan_score_against_the_truth() -> None:
     assert plan_score(_rec(1, refused="no capacity"), "default") is None  # type: ignore[arg-type]
 
 
-def test_the_rtt_check_counts_as_probing() -> None:
-    rec = _rec(4)
-    rec["advice"]["default"] = dict(rec["advice"]["default"],  # type: ignore[index]
-                                    rtt_check={"srtt_us": 80_000, "seconds": 0.6})
-    s = plan_score(rec, "default")  # type: ignore[arg-type]
-    assert s is not None and s["probing_s"] == pytest.approx(15.6)
-    # The per-case table names the check's RTT and time before the probes.
-    row = next(ln for ln in report([rec], DRAWS["fresh6"]).splitlines()  # type: ignore[list-item]
-               if ln.startswith("| k | default |"))
-    assert "| RTT 80 ms: 0.6, " in row, row
-
-
 def test_report_counts_targets_per_group() -> None:
-    text = report([_rec(4), _rec(16)], DRAWS["fresh4"])  # type: ignore[list-item]
-    assert "make eval-fresh4" in text
+    text = report([_rec(4), _rec(16)], DRAWS["fresh11"])  # type: ignore[list-item]
+    assert "make eval-fresh11" in text
     row = next(ln for ln in text.splitlines() if ln.startswith("| loss-based | default"))
     assert "| 1/2 |" in row  # one of two over the limit by more than 0.05
 
@@ -99,46 +84,3 @@ def test_probes_at_their_limit_are_counted_per_probe_size() -> None:
                         "quick": {"probes": [probe(1, None), probe(10, None)]}}}]
     assert at_limit(recs, "default") == "default: 1-stream 2 of 2, 10-stream 1 of 2"
     assert at_limit(recs, "quick") == "quick: 1-stream 0 of 1, 10-stream 0 of 1"
-
-
-def test_a_draw_whose_candidate_left_measures_nothing(monkeypatch: pytest.MonkeyPatch,
-                                                       capsys: pytest.CaptureFixture[str]
-                                                       ) -> None:
-    """fresh6's by-rtt has left tamebpf: measuring refuses, naming the commit."""
-    monkeypatch.setattr(sys, "argv", ["fresh_draw", "--draw", "fresh6"])
-    with pytest.raises(SystemExit) as e:
-        fresh_draw.main()
-    assert e.value.code == 2
-    err = capsys.readouterr().err
-    assert "git checkout aacc835" in err and "--report" in err and "Traceback" not in err
-
-
-class _Rule:
-    """Settled's stand-in: says what it was built with and answers `answer`."""
-
-    asked: list[bool] = []
-    answers: dict[bool, str | None] = {}
-
-    def __init__(self, capacity: bool) -> None:
-        self.capacity = capacity
-
-    def __call__(self, s: Any, ack_rates: Any) -> str | None:
-        _Rule.asked.append(self.capacity)
-        return _Rule.answers[self.capacity]
-
-
-@pytest.mark.parametrize("ran_rtts, answers, asked, why", [
-    # Before the wait: only the rule that wants a tight capacity.
-    (150, {True: None, False: "settled"}, [True], None),
-    # After it: settled without the capacity, else the capacity rule (alone on the link).
-    (250, {True: None, False: "settled"}, [False], "settled"),
-    (250, {True: "alone on the link", False: None}, [False, True], "alone on the link"),
-])
-def test_the_bounded_capacity_probe_stops_waiting_after_its_rtts(
-        monkeypatch: pytest.MonkeyPatch, ran_rtts: float, answers: dict[bool, str | None],
-        asked: list[bool], why: str | None) -> None:
-    monkeypatch.setattr(fresh_draw, "Settled", _Rule)
-    _Rule.asked, _Rule.answers = [], answers
-    steady = SimpleNamespace(end_s=ran_rtts * 0.1, srtt_ms=100.0)
-    assert fresh_draw.CapacityWait(200)(steady, list) == why  # type: ignore[arg-type]
-    assert _Rule.asked == asked

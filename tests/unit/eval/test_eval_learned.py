@@ -28,30 +28,30 @@ from tamebpf_eval.learned_score import (
 from tamebpf_eval.records import load
 
 RESULTS = Path(__file__).resolve().parents[3] / "docs" / "results"
-FRESH9 = DRAWS["fresh9"]
+FRESH12 = DRAWS["fresh12"]
 
 
 def test_the_draw_is_loss_based_half_of_it_long() -> None:
-    cases = draw(FRESH9)
-    assert cases == draw(FRESH9), "the same seed draws the same cases"
-    assert len(cases) == FRESH9.loss_based == 12
+    cases = draw(FRESH12)
+    assert cases == draw(FRESH12), "the same seed draws the same cases"
+    assert len(cases) == FRESH12.loss_based == 12
     assert {c.cc for c in cases} <= {"cubic", "reno"} and all(c.cross_cc == c.cc for c in cases)
-    assert sum(c.rtt >= LONG_RTT_MS for c in cases) == FRESH9.long == 6
+    assert sum(c.rtt >= LONG_RTT_MS for c in cases) == FRESH12.long == 6
     assert sum(c.cross_rtt is not None for c in cases) == 12 // 3
     for c in cases:
         assert c.rate in RATES and c.rtt in RTTS and 1 <= c.cross <= 30 and c.queue >= 2
-    assert FRESH9.seed not in {d.seed for d in fresh_draw.DRAWS.values()}
+    assert FRESH12.seed not in {d.seed for d in fresh_draw.DRAWS.values()}
     assert not {c.key for c in cases} & {c.key for d in fresh_draw.DRAWS.values()
                                          for c in draw(d)}
 
 
-@pytest.mark.parametrize("name", ["fresh7", "fresh8"])
-def test_the_earlier_draws_are_drawn_as_they_were_measured(name: str) -> None:
-    """The mix's new fields leave draws 3-8 as they were: the cases their
-    stored records measured come out first, in order."""
-    measured = [r["key"] for r in load(str(RESULTS / f"eval-{name}.json.gz"))]
-    assert measured, f"{name}'s records are stored"
-    drawn = [c.key for c in draw(fresh_draw.DRAWS[name])]
+@pytest.mark.parametrize("d", [fresh_draw.DRAWS["fresh11"], FRESH12], ids=lambda d: d.name)
+def test_the_draws_are_drawn_as_they_were_measured(d: fresh_draw.Draw) -> None:
+    """The cases a draw's stored records measured come out of draw(), in
+    order."""
+    measured = [r["key"] for r in load(str(RESULTS / f"eval-{d.name}.json.gz"))]
+    assert measured, f"{d.name}'s records are stored"
+    drawn = [c.key for c in draw(d)]
     assert drawn[:len(measured)] == measured
 
 
@@ -163,32 +163,32 @@ def test_the_long_run_is_scored_against_the_60s_rounds_spread() -> None:
 
 
 def test_the_report_says_what_answered_and_how_the_long_runs_settled() -> None:
-    recs = [a_record("fresh9-01-short", 20.0, None),
-            a_record("fresh9-02-short", 30.0, None, answered=False),
-            a_record("fresh9-03-long", 120.0, [(0, 100.0), (40, 16.0)]),
-            a_record("fresh9-04-long", 100.0, [(0, 100.0)])]
-    text = report(recs, FRESH9)
+    recs = [a_record("fresh12-01-short", 20.0, None),
+            a_record("fresh12-02-short", 30.0, None, answered=False),
+            a_record("fresh12-03-long", 120.0, [(0, 100.0), (40, 16.0)]),
+            a_record("fresh12-04-long", 100.0, [(0, 100.0)])]
+    text = report(recs, FRESH12)
     lines = text.splitlines()
-    assert lines[0] == "<!-- eval_fresh9:start -->" and lines[-1] == "<!-- eval_fresh9:end -->"
+    assert lines[0] == "<!-- eval_fresh12:start -->" and lines[-1] == "<!-- eval_fresh12:end -->"
     assert "smoke run" not in text
     assert "| run-60s | 3/4 | 3/3 (most 0) |" in text
     # The case without an answer names why, from what its transfer said.
-    row = next(ln for ln in lines if ln.startswith("| fresh9-02-short | run-60s |"))
+    row = next(ln for ln in lines if ln.startswith("| fresh12-02-short | run-60s |"))
     assert "nothing (exit 3): no stream count held" in row
-    row = next(ln for ln in lines if ln.startswith("| fresh9-02-short | export-60s |"))
+    row = next(ln for ln in lines if ln.startswith("| fresh12-02-short | export-60s |"))
     assert "too few pairs" in row
     assert "Within for good by 180 s in 1 of 2 (issue 45: >= 5 of 6)" in text
-    assert any(ln.startswith("| fresh9-03-long |") and "| 40 s | yes |" in ln for ln in lines)
-    assert any(ln.startswith("| fresh9-04-long |") and "| never | no |" in ln for ln in lines)
+    assert any(ln.startswith("| fresh12-03-long |") and "| 40 s | yes |" in ln for ln in lines)
+    assert any(ln.startswith("| fresh12-04-long |") and "| never | no |" in ln for ln in lines)
     # Issue 44's bar per class, and the long cases against the 60-s truth.
     assert "| >= 80 ms (2 cases) | ceiling" in text and "| < 80 ms (2 cases) | ceiling" in text
     assert "The long cases against the truth of the 60-s windows:" in text
-    smoke = report([{**recs[2], "short": True}], FRESH9)
+    smoke = report([{**recs[2], "short": True}], FRESH12)
     assert "A smoke run (--short)" in smoke
 
 
 def test_the_report_of_no_case_yet() -> None:
-    text = report([], FRESH9)
+    text = report([], FRESH12)
     assert "0 of 12 loss-based cases measured, 0 of them at 80 ms or more (of 6)" in text
     assert "No case measured yet" in text
 
@@ -196,13 +196,13 @@ def test_the_report_of_no_case_yet() -> None:
 def test_a_smoke_run_needs_results_outside_the_draws(monkeypatch: pytest.MonkeyPatch,
                                                      capsys: pytest.CaptureFixture[str]
                                                      ) -> None:
-    monkeypatch.setattr(sys, "argv", ["learned", "--draw", "fresh9", "--short"])
+    monkeypatch.setattr(sys, "argv", ["learned", "--draw", "fresh12", "--short"])
     with pytest.raises(SystemExit) as e:
         learned.main()
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert "--results FILE outside docs/results" in err and "Traceback" not in err
-    monkeypatch.setattr(sys, "argv", ["learned", "--draw", "fresh9", "--short", "--results",
+    monkeypatch.setattr(sys, "argv", ["learned", "--draw", "fresh12", "--short", "--results",
                                       "docs/results/smoke.json.gz"])
     with pytest.raises(SystemExit):
         learned.main()

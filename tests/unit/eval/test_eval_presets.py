@@ -16,7 +16,7 @@ TOP = Path(__file__).resolve().parents[3]  # the checkout: presets run from ther
 
 def test_every_preset_runs_a_module() -> None:
     presets = load()
-    assert {"fresh7", "fresh4", "cap-follow"} <= presets.keys()
+    assert {"fresh11", "fresh12", "testbed-accuracy", "cap-pace", "cap-follow"} <= presets.keys()
     for name, p in presets.items():
         assert importlib.util.find_spec(p.argv([])[2]), name
         assert p.about and "\n" not in p.about, name
@@ -41,9 +41,9 @@ def test_make_eval_alone_runs_the_newest_fresh_draw() -> None:
 
 
 def test_extra_arguments_go_last() -> None:
-    p = load()["fresh7"]
+    p = load()["fresh11"]
     assert p.argv(["--report"]) == [sys.executable, "-m", "tamebpf_eval.fresh_draw",
-                                    "--draw", "fresh7", "--write", "docs/results/run-fresh7.md",
+                                    "--draw", "fresh11", "--write", "docs/results/run-fresh11.md",
                                     "--report"]
     assert load()["cap-follow"].argv([])[2] == "tamebpf_bench.follow"
 
