@@ -15,7 +15,6 @@ so ours and the cross traffic's cover the same interval.
 from __future__ import annotations
 
 import os
-import statistics
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -33,20 +32,6 @@ class Point:
     n: int
     mbit: list[float] = field(default_factory=list)  # our aggregate, one per round
     cross_with: list[float] = field(default_factory=list)  # cross traffic meanwhile
-
-    @property
-    def mbit_median(self) -> float:
-        return statistics.median(self.mbit)
-
-    @property
-    def cross_median(self) -> float | None:
-        return statistics.median(self.cross_with) if self.cross_with else None
-
-    @property
-    def spread(self) -> float:
-        """(max - min) / median of our goodput over the rounds."""
-        med = self.mbit_median
-        return (max(self.mbit) - min(self.mbit)) / med if med else 0.0
 
 
 @dataclass
