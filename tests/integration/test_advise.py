@@ -147,7 +147,7 @@ def test_advice_predicts_throughput_and_impact_on_a_testbed(tb: Testbed) -> None
 # BDP. Here the capacity trust rule (acktrain.MIN_SHARE, 25% of the pairs
 # above the floor in the band) refuses a right estimate now and then: 23-24%
 # in 3 of 25 runs at one BDP and at half a BDP (issue 29, session notes of
-# 2026-11-26; docs/results/probe-limit.md shows the same on the fresh
+# 2026-11-26; docs/results/history/probe-limit.md shows the same on the fresh
 # draws). The advice then comes from the throughput fit; the estimate's
 # value is checked either way.
 SHARED_RATE, SHARED_RTT, SHARED_QUEUE, SHARED_CROSS = 40.0, 30.0, 50, 4

@@ -124,7 +124,7 @@ def references(tb: Testbed, cross: Cross, target: Target) -> dict[str, Any]:
         settle(tb, m, alone)
         # As `advise --capacity` with the link's rate: the follow reads the
         # capacity from path memory, and run 2 of this eval found none there
-        # (the ACK-spacing estimate was not trusted; docs/results/run-cap-follow.md).
+        # (the ACK-spacing estimate was not trusted; docs/results/history/run-cap-follow.md).
         result = run_advice(target, Settings(max_impact=LIMIT), capacity_mbps=RATE)
         adv = result.prediction.advice
         settle(tb, m, alone)
