@@ -1,6 +1,6 @@
 """The evaluations' record files: JSON, compressed by the name's suffix.
 
-docs/results keeps its records gzipped (`.json.gz`; two large ones as
+docs/results keeps its records gzipped (`.json.gz`; a large one as
 `.json.xz`), so every reader opens a name by its suffix and new records land
 gzipped: a writer given a plain `.json` name writes `NAME.json.gz` instead.
 """
