@@ -226,8 +226,9 @@ def _ping_under_udp_load(tb: Testbed, load_mbit: float) -> list[float]:
     try:
         iperf.wait_for(lambda: tb.link_stats()["backlog"] >= tb.config.queue_pkts // 2, 5.0,
                        "the bottleneck queue to fill")
-        # The overload drops pings, so ping waits its whole timeout after the
-        # last: 0.5 s, over 3 times the RTT through either test's full queue.
+        # The overload drops pings; after the last, ping waits twice the
+        # longest RTT it saw, or 0.5 s if none came through (over 3 times the
+        # RTT through either test's full queue).
         r = tb.ping("sender", count=60, interval=0.05, timeout=0.5)
     finally:
         load.terminate()
@@ -305,9 +306,9 @@ def test_loss_is_seeded() -> None:
     lost = {}
     for seed in (11, 11, 12):
         with running_testbed(rate_mbit=100, rtt_ms=1, queue_pkts=100, loss_pct=10, seed=seed) as tb:
-            # Some are always lost, so ping waits its whole timeout after the
-            # last: 300 RTTs. A reply later than that counts as lost, which
-            # could only make the two runs of seed 11 differ, never agree.
+            # After the last, ping waits twice the longest RTT it saw (0.3 s,
+            # 300 RTTs, if none came). A reply later than that counts as lost,
+            # which could only make the two runs of seed 11 differ, never agree.
             r = tb.ping("sender", count=300, interval=0.002, timeout=0.3)
             lost.setdefault(seed, []).append(r["lost_seq"])
     a, b = lost[11]

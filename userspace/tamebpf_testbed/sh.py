@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from tamebpf.errors import TamebpfError
 
@@ -13,9 +13,9 @@ class CommandError(TamebpfError):
 
 
 def run(argv: Sequence[str], *, check: bool = True, timeout: float = 30.0,
-        stdin: str | None = None) -> str:
+        stdin: str | None = None, ok: Collection[int] = (0,)) -> str:
     """Runs argv (stdin: text it reads), returns its stdout; raises
-    CommandError with stderr on failure."""
+    CommandError with stderr on failure: an exit status not in ok."""
     try:
         proc = subprocess.run(
             list(argv), capture_output=True, text=True, timeout=timeout, check=False,
@@ -25,7 +25,7 @@ def run(argv: Sequence[str], *, check: bool = True, timeout: float = 30.0,
         raise CommandError(f"{argv[0]} not found", "run scripts/install-deps") from err
     except subprocess.TimeoutExpired as err:
         raise CommandError(f"{' '.join(argv)} timed out after {timeout:.0f} s") from err
-    if check and proc.returncode != 0:
+    if check and proc.returncode not in ok:
         raise CommandError(
             f"{' '.join(argv)} failed ({proc.returncode})", proc.stderr.strip() or None
         )
