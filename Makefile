@@ -223,7 +223,8 @@ install-system: install man
 # under $(BUILD)/deb/src; the .deb, .buildinfo and .changes land in
 # $(BUILD)/deb/. The copy is the work tree's files (tracked and new, not
 # ignored ones, less docs/results and tests), so uncommitted changes are
-# built too.
+# built too, with the man pages' tools unpacked in its man-tools/
+# (scripts/man-tools; their sdists are kept in $(BUILD)/sdist).
 deb:
 	$(call msg,DEB,$(BUILD)/deb)
 	$(Q)command -v dh >/dev/null || { echo "make deb needs debhelper and dh-python:" \
@@ -232,6 +233,7 @@ deb:
 	$(Q)git ls-files -z --cached --others --exclude-standard -- . ':!docs/results' ':!tests' | \
 	  xargs -0 sh -c 'for f; do [ -e "$$f" ] && printf "%s\0" "$$f"; done' sh | \
 	  tar --null -T - -cf - | tar -C $(BUILD)/deb/src -xf -
+	$(Q)scripts/man-tools $(BUILD)/sdist $(BUILD)/deb/src/man-tools $(PY) >/dev/null
 	$(Q)cd $(BUILD)/deb/src && dpkg-buildpackage -us -uc -b $(if $(V),,>../build.log 2>&1) || \
 	  { tail -n 40 ../build.log >&2; exit 1; }
 	$(Q)ls $(BUILD)/deb/tamebpf_*.deb
@@ -239,7 +241,8 @@ deb:
 # The EL9 source RPM (scripts/build-srpm): Source0 is a `git archive` of
 # this checkout (with uncommitted changes to tracked files), Source1 the
 # prometheus_client sdist the exporter needs, vendored into the package (EL9
-# has no python3.11 build of it), downloaded once into $(BUILD)/sdist.
+# has no python3.11 build of it), Source2 and Source3 those of the man
+# pages' tools (scripts/man-tools), downloaded once into $(BUILD)/sdist.
 RPMTOP := $(abspath $(BUILD))/rpm
 srpm:
 	$(call msg,SRPM,$(RPMTOP)/SRPMS)
@@ -258,11 +261,14 @@ rpm: srpm
 	$(Q)ls $(RPMTOP)/RPMS/*/tamebpf-*.rpm
 
 # Man pages (section 1, one per command and sub-command) and the bash
-# completion file, generated from the argparse parser (scripts/gen_man.py).
+# completion file, generated from the argparse parser by argparse-manpage and
+# shtab (scripts/gen_man.py): the venv's (the man extra), or for the
+# packages' builds those on MAN_PYTHONPATH (scripts/man-tools unpacks them).
+MAN_PYTHONPATH ?=
 man: | $(BUILD)
 	$(call msg,MAN,$(BUILD)/man $(BUILD)/completion)
-	$(Q)PYTHONPATH=userspace $(PY) scripts/gen_man.py --man $(BUILD)/man \
-	  --completion $(BUILD)/completion >/dev/null
+	$(Q)PYTHONPATH=userspace$(if $(MAN_PYTHONPATH),:$(MAN_PYTHONPATH)) $(PY) scripts/gen_man.py \
+	  --man $(BUILD)/man --completion $(BUILD)/completion >/dev/null
 
 clean:
 	rm -rf $(BUILD)

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import functools
 import glob
+import gzip
 import os
+import re
 import signal
 import subprocess
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
@@ -109,3 +112,28 @@ def start_needed() -> None:
 def stop_all() -> None:
     for b in (DEB, RPM):
         b.stop()
+
+
+def assert_pages_as_made_here(root: Path, tmp: Path) -> None:
+    """The man pages and bash completion a package installed under root are
+    the ones scripts/gen_man.py makes here with the venv's argparse-manpage
+    and shtab (the versions the package's build unpacked from their sdists,
+    scripts/man-tools), but for the date in the title line."""
+    here = tmp / "made-here"
+    res = run([sys.executable, str(REPO / "scripts" / "gen_man.py"), "--man", str(here / "man"),
+               "--completion", str(here / "completion")], timeout=120,
+              env={**os.environ, "PYTHONPATH": str(REPO / "userspace")})
+    assert res.returncode == 0, res.stderr
+
+    def undated(page: str) -> str:
+        return re.sub(r'^(\.TH \S+ "1") "[^"]*"', r"\1", page)
+
+    shipped = {p.name.removesuffix(".gz"): p for p in (root / "usr/share/man/man1").iterdir()}
+    want = {p.name: p for p in (here / "man").iterdir()}
+    assert set(shipped) == set(want), f"pages {sorted(shipped)}, made here {sorted(want)}"
+    for name, path in want.items():
+        page = gzip.decompress(shipped[name].read_bytes()).decode()
+        assert undated(page) == undated(path.read_text()), f"{name} differs from make man's"
+    completion = root / "usr/share/bash-completion/completions/tamebpf"
+    assert completion.read_text() == (here / "completion" / "tamebpf").read_text(), (
+        "the completion differs from make man's")

@@ -33,7 +33,7 @@ def fake_el9(tmp_path: Path) -> tuple[Path, Path]:
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "python").symlink_to(shutil.which("true") or "/bin/true")
     digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()[:16]
-    for extras in ("plot,web", "plot,web,test"):
+    for extras in ("plot,web,man", "plot,web,man,test"):
         (venv / f".tamebpf-deps-{extras}-{digest}").touch()
     return bindir, venv
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.packaging.packages import REPO, deb, run
+from tests.packaging.packages import REPO, assert_pages_as_made_here, deb, run
 
 pytestmark = pytest.mark.root
 TELEMETRY_CAPS = "+bpf,+perfmon,+net_admin"
@@ -72,6 +72,12 @@ def test_the_library_is_hardened_and_stripped(tmp_path: Path) -> None:
     assert "__stack_chk_fail" in symbols, "not built with the stack protector"
     assert re.search(r"__\w+_chk@", symbols), "not built with _FORTIFY_SOURCE"
     assert ".symtab" not in run(["readelf", "-SW", lib]).stdout, "the library is not stripped"
+
+
+def test_the_man_pages_and_completion_are_those_make_man_makes(tmp_path: Path) -> None:
+    res = run(["dpkg-deb", "-x", deb(), str(tmp_path / "root")])
+    assert res.returncode == 0, res.stderr
+    assert_pages_as_made_here(tmp_path / "root", tmp_path)
 
 
 def test_the_package_ships_contrib_and_no_testbed() -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.kernel_fixtures import cgroup, sh, wait_for
-from tests.packaging.packages import REPO, rpms, run
+from tests.packaging.packages import REPO, assert_pages_as_made_here, rpms, run
 
 pytestmark = pytest.mark.slow
 LIB = "/usr/lib64/tamebpf"
@@ -55,12 +55,14 @@ def test_rpmlint_is_clean_on_the_spec_srpm_and_rpm(built: tuple[str, str]) -> No
 
 def test_the_srpm_holds_the_sources_a_builder_needs(built: tuple[str, str]) -> None:
     """Everything `rpmbuild --rebuild` used (make rpm ran it): the spec, the
-    checkout's tarball and the vendored dependency's sdist, nothing else."""
+    checkout's tarball, the vendored dependency's sdist and those of the man
+    pages' tools, nothing else."""
     srpm = built[0]
     version = run(["rpm", "-qp", "--qf", "%{VERSION}", srpm]).stdout
     names = set(query(srpm, "-l"))
-    assert names == {"tamebpf.spec", f"tamebpf-{version}.tar.gz",
-                     next(n for n in names if n.startswith("prometheus_client-"))}, names
+    sdists = {next((n for n in names if n.startswith(f"{p}-")), p)
+              for p in ("prometheus_client", "argparse_manpage", "shtab")}
+    assert names == {"tamebpf.spec", f"tamebpf-{version}.tar.gz", *sdists}, names
     assert run(["rpm", "-qp", "--qf", "%{VERSION}", built[1]]).stdout == version
 
 
@@ -141,6 +143,16 @@ def test_payload_runs_on_python_3_11(rpm: str, tmp_path: Path) -> None:
                  "sys.stdout.write(importlib.util.MAGIC_NUMBER.hex())"]).stdout
     pyc = pkg / "tamebpf" / "__pycache__" / "cli.cpython-311.pyc"
     assert pyc.read_bytes()[:4].hex() == magic, "the byte-code is not Python 3.11's"
+
+
+def test_the_man_pages_and_completion_are_those_make_man_makes(rpm: str,
+                                                                tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    res = subprocess.run(f"rpm2cpio {rpm} | cpio -idm --quiet", shell=True, cwd=root,
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert res.returncode == 0, res.stderr
+    assert_pages_as_made_here(root, tmp_path)
 
 
 @pytest.mark.root

@@ -1,7 +1,9 @@
-"""scripts/gen_man.py: a man page for every command and sub-command with
-every option and its help, an OVERHEAD section exactly for the commands
-that load BPF, pages groff renders without warnings, and a bash completion
-that, run in bash, completes every command, option and choice."""
+"""scripts/gen_man.py (argparse-manpage and shtab, from the parser): a man
+page for every command and sub-command with every option and its help as a
+reader sees them (rendered by groff), the top-level page naming every
+command, an OVERHEAD section exactly for the commands that load BPF, pages
+groff renders without warnings, and a bash completion that, run in bash,
+completes every command, option and choice."""
 
 from __future__ import annotations
 
@@ -56,6 +58,29 @@ def plain(troff: str) -> str:
     return re.sub(r"\\f[BIRP]", "", troff).replace("\\-", "-").replace("\\e", "\\")
 
 
+def render(page: Path) -> str:
+    """The page as a reader sees it: groff's text, in lines long enough that
+    nothing is hyphenated, fonts left out, typographic dashes and quotes as
+    ASCII."""
+    groff = shutil.which("groff")
+    assert groff, "groff renders the pages here: apt-get install groff-base"
+    run = subprocess.run([groff, "-man", "-Tutf8", "-P-cbou", "-rLL=2000n", "-rHY=0",
+                          str(page)], capture_output=True, text=True, timeout=30)
+    assert run.returncode == 0, f"groff on {page.name}: {run.stderr}"
+    return run.stdout.translate({0x2010: "-", 0x2212: "-", 0x2018: "'", 0x2019: "'"})
+
+
+def section(text: str, heading: str) -> str:
+    """A rendered page's section: from its heading to the next one."""
+    m = re.search(rf"^{re.escape(heading)}\n(.*?)(?=^\S|\Z)", text, re.M | re.S)
+    assert m, f"no {heading} section in:\n{text[:1500]}"
+    return m[1]
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("gen_man")
@@ -74,23 +99,46 @@ def test_a_page_per_command_with_every_option_and_its_help(generated: Path) -> N
         f"missing pages {sorted(set(expected) - pages)}, extra {sorted(pages - set(expected))}")
     assert {f"tamebpf-{c}.1" for c in command_names()} <= pages
     for page, (words, parser) in expected.items():
-        text = plain((generated / "man" / page).read_text())
-        for head in ("NAME", "SYNOPSIS", "DESCRIPTION", "OPTIONS"):
-            assert f"\n.SH {head}\n" in text, f"{page}: no {head} section"
-        options = text.split("\n.SH OPTIONS\n")[1]
-        synopsis = text.split("\n.SH SYNOPSIS\n")[1].split("\n.SH ")[0]
-        assert f"tamebpf {' '.join(words)}".strip() in synopsis, f"{page}: synopsis {synopsis!r}"
+        title = page[:-2].upper().replace("-", "\\-")
+        source = (generated / "man" / page).read_text()
+        assert source.startswith(f'.TH {title} "1" '), f"{page}: {source.splitlines()[0]!r}"
+        text = render(generated / "man" / page)
+        command = " ".join(("tamebpf", *words))
+        name = section(text, "NAME")
+        assert flat(name).startswith(f"{page[:-2]} - "), f"{page}: NAME {name!r}"
+        synopsis = flat(section(text, "SYNOPSIS"))
+        assert synopsis.startswith(command + " "), f"{page}: SYNOPSIS {synopsis!r}"
+        section(text, "DESCRIPTION")
+        options = flat(section(text, "OPTIONS"))
+        formatter = parser._get_formatter()
         for action in documented_actions(parser):
             assert action.help, f"{page}: {action.option_strings or action.dest} has no help"
+            if isinstance(action, argparse._HelpAction):
+                # argparse-manpage leaves --help out of OPTIONS; SYNOPSIS has it.
+                assert "[-h]" in synopsis, f"{page}: no [-h] in SYNOPSIS {synopsis!r}"
+                continue
             for opt in action.option_strings:
-                assert re.search(rf"(^|[ ,]){re.escape(opt)}(\s|,|$)", options, re.M), (
+                assert re.search(rf"(^|[ ,]){re.escape(opt)}( |,|$)", options), (
                     f"{page}: option {opt} not in OPTIONS")
-                assert opt in synopsis or any(o in synopsis for o in action.option_strings), (
-                    f"{page}: {opt} not in SYNOPSIS")
-            help_text = gen_man.expand_help(action, parser.prog)
-            assert " ".join(help_text.split()) in " ".join(text.split()), (
-                f"{page}: help of {action.option_strings or action.dest} missing: {help_text!r}")
+            if action.option_strings:  # argparse's usage names one of them
+                assert any(re.search(rf"(?<![\w-]){re.escape(o)}(?![\w-])", synopsis)
+                           for o in action.option_strings), (
+                    f"{page}: {action.option_strings} not in SYNOPSIS {synopsis!r}")
+            help_text = flat(formatter._expand_help(action))
             assert "%(" not in help_text and "%%" not in help_text, f"{page}: {help_text!r}"
+            where = options if action.option_strings else flat(text)
+            assert help_text in where, (
+                f"{page}: help of {action.option_strings or action.dest} missing: {help_text!r}")
+
+
+def test_the_top_page_names_every_command(generated: Path) -> None:
+    text = flat(render(generated / "man" / "tamebpf.1"))
+    for command, _ in parsers(build_parser()):
+        if command:
+            assert f"tamebpf {' '.join(command)} " in text, (
+                f"tamebpf.1 does not name 'tamebpf {' '.join(command)}'")
+    also = flat(section(render(generated / "man" / "tamebpf.1"), "SEE ALSO"))
+    assert also.split(", ") == sorted(f"tamebpf-{c}(1)" for c in command_names()), also
 
 
 def test_overhead_section_exactly_for_commands_that_load_bpf(generated: Path) -> None:
@@ -131,17 +179,19 @@ def test_pages_render_without_warnings(generated: Path) -> None:
     assert "--listen ADDR:PORT" in text and "OVERHEAD" in text, f"rendered:\n{text[:2000]}"
 
 
-def complete(completion: Path, *lines: str) -> list[list[str]]:
+def complete(completion: Path, *lines: str, cwd: Path | None = None) -> list[list[str]]:
     """COMPREPLY for each command line (the word being completed last, '' for
-    a fresh word), from the generated function run in bash."""
+    a fresh word), from the generated function run in bash (in cwd)."""
+    registered = re.search(r"^complete .*-F (\w+) tamebpf$", completion.read_text(), re.M)
+    assert registered, "the completion file registers no function for tamebpf"
     script = [f"source {completion}"]
     for line in lines:
-        words = line.split(" ")
-        arr = " ".join(f"'{w}'" for w in words)
-        script += [f"COMP_WORDS=({arr}); COMP_CWORD={len(words) - 1}; COMPREPLY=()",
-                   "_tamebpf", 'printf "%s " "${COMPREPLY[@]}"; echo']
+        argv = line.split(" ")
+        arr = " ".join(f"'{w}'" for w in argv)
+        script += [f"COMP_WORDS=({arr}); COMP_CWORD={len(argv) - 1}; COMPREPLY=()",
+                   registered[1], 'printf "%s " "${COMPREPLY[@]}"; echo']
     run = subprocess.run(["bash", "--norc", "--noprofile", "-c", "\n".join(script)],
-                         capture_output=True, text=True, timeout=30)
+                         capture_output=True, text=True, timeout=30, cwd=cwd)
     assert run.returncode == 0 and not run.stderr, f"bash: {run.stderr}"
     out = run.stdout.splitlines()
     assert len(out) == len(lines), f"expected {len(lines)} answers, got {out}"
@@ -167,7 +217,7 @@ def test_bash_completion_completes_commands_options_and_choices(generated: Path)
     # An option's value is not taken for a command; a partial word is narrowed.
     cases.append(("tamebpf export --jsonl watch --per", ["--per-flow"]))
     cases.append(("tamebpf --log-level info ca", ["cap"]))
-    cases.append(("tamebpf --log-format cap watch --on", ["--once"]))
+    cases.append(("tamebpf --log-format json watch --on", ["--once"]))
     cases.append(("tamebpf cap set --cgroup cap --dest 10.0.0.0/8 --max-", ["--max-impact",
                                                                             "--max-streams"]))
     answers = complete(comp, *(c for c, _ in cases))
@@ -176,6 +226,20 @@ def test_bash_completion_completes_commands_options_and_choices(generated: Path)
     assert not wrong, "completion differs:\n" + "\n".join(
         f"  {line!r}: expected {want}, got {got}" for line, want, got in wrong)
     assert len(cases) > 20, f"only {len(cases)} completion cases"
+
+
+def test_bash_completion_completes_file_names_where_a_file_goes(generated: Path,
+                                                                 tmp_path: Path) -> None:
+    if shutil.which("bash") is None:
+        pytest.skip("bash not installed")
+    for name in ("caps.toml", "flows.jsonl"):
+        (tmp_path / name).write_text("")
+    cases = {"tamebpf cap apply ": ["caps.toml", "flows.jsonl"],  # FILE
+             "tamebpf export --jsonl f": ["flows.jsonl"],  # --jsonl FILE
+             "tamebpf paths list --state-dir c": ["caps.toml"],  # --state-dir DIR
+             "tamebpf watch --interval ": []}  # SEC: no file names
+    answers = complete(generated / "completion" / "tamebpf", *cases, cwd=tmp_path)
+    assert dict(zip(cases, answers, strict=True)) == cases
 
 
 def test_troff_escapes() -> None:
