@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tamebpf.advise import advisor
+from tamebpf.cap import plan
 from tamebpf.cap.load import parse_capfile
 from tamebpf.cap.spec import Dest, check_max_streams, parse_dest
 from tamebpf.cap.table import dest_of, rule_for
@@ -191,7 +192,13 @@ def fake_advisor(monkeypatch: pytest.MonkeyPatch, n: int, mbit: float) -> list[t
         return n, mbit
 
     monkeypatch.setattr(advisor, "advise_target", advise_target)
+    pretend_names_resolve(monkeypatch)
     return calls
+
+
+def pretend_names_resolve(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The advisor is faked, so its host's name ('dtn2') need not resolve."""
+    monkeypatch.setattr(plan, "resolve", lambda *a, **k: [])
 
 
 def test_auto_uses_the_advisors_target(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -208,6 +215,7 @@ def test_a_refused_advice_reaches_cap_auto_as_data_and_is_worded_there(
         monkeypatch: pytest.MonkeyPatch) -> None:
     refusal = AdviceRefusal("bbr_share_failed", {"error": "no curve"})
     monkeypatch.setattr(advisor, "advise_target", lambda *a, **k: refusal)
+    pretend_names_resolve(monkeypatch)
     with pytest.raises(TamebpfError) as err:
         cap_cmd.auto_target("dtn2", "5%")
     assert str(err.value) == f"the advisor gave no advice for dtn2:5201: {refusal_text(refusal)}"
