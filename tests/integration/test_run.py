@@ -104,7 +104,8 @@ def left_by(proc: subprocess.Popen[str]) -> list[str]:
     (["sh", "-c", "kill -9 $$"], 128 + 9, None),  # dies at once, by a signal
     (["tamebpf-no-such-command"], 127, "command not found"),
     (["NOT-EXECUTABLE"], 126, "Permission denied"),
-], ids=["0", "3", "killed", "127", "126"])
+    ([""], 127, "command not found"),  # as bash says of ""
+], ids=["0", "3", "killed", "127", "126", "empty"])
 def test_exit_status_is_cmds_own(pins: str, tmp_path: Path, argv: list[str], status: int,
                                  says: str | None) -> None:
     if argv == ["NOT-EXECUTABLE"]:
@@ -117,7 +118,7 @@ def test_exit_status_is_cmds_own(pins: str, tmp_path: Path, argv: list[str], sta
     lines = res.stderr.strip().splitlines()
     assert not [ln for ln in lines if "Traceback" in ln], res.stderr
     if says is not None:
-        assert lines == [f"tamebpf: {argv[0]}: {says}"], lines
+        assert lines == [f"tamebpf: {argv[0] or repr('')}: {says}"], lines
     else:
         assert len(lines) == 1 and lines[0].startswith(
             f"tamebpf run: sh exited {status} after"), lines

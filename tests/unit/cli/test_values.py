@@ -104,6 +104,11 @@ def test_counts_and_ports_are_ascii_digits(text: str) -> None:
      "--all-processes"),
     (["cap", "set", "--cgroup", "x", "--dest", "10.0.0.0/8", "--max-streams", "²"],
      "--max-streams"),
+    (["run", "--rate", "-5M", "--", "true"], "bad --rate '-5M': not a rate above 0"),
+    (["advise", "127.0.0.1", "--max-impact", "-5%"], "bad --max-impact '-5%'"),
+    (["paths", "forget", "--dest", "10.0.0.1/8"], "did you mean 10.0.0.0/8?"),
+    (["advise", "a" * 64 + ".example", "--max-impact", "5%"], "is 64 characters"),
+    (["advise", "a..b", "--max-impact", "5%"], "empty label"),
 ])
 def test_bad_values_get_one_line_and_exit_2(argv: list[str], says: str) -> None:
     """Each was a traceback (Unicode digits, inf), a silent change (the zone,
