@@ -145,9 +145,9 @@ def overhead(page: Page) -> str | None:
 
 
 def exit_status(page: Page) -> str:
-    """From tamebpf.errors.EXIT_STATUS: 'no advice' only on the pages of the
+    """From tamebpf.common.errors.EXIT_STATUS: 'no advice' only on the pages of the
     commands that advise (and the top-level page)."""
-    from tamebpf.errors import EXIT_NO_ADVICE, EXIT_STATUS
+    from tamebpf.common.errors import EXIT_NO_ADVICE, EXIT_STATUS
 
     out = []
     for code, meaning in EXIT_STATUS.items():

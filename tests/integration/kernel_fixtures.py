@@ -23,8 +23,8 @@ from typing import Any
 
 from tamebpf.cap.spec import parse_dest
 from tamebpf.cap.table import CapTable
+from tamebpf.common.records import Cap
 from tamebpf.kernel.cgroups import cgroup2_mount, empty_and_remove
-from tamebpf.records import Cap
 from tamebpf_testbed.iperf import wait_for as wait_for  # the tree's one polling helper
 
 

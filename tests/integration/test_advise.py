@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tamebpf.cli import main
-from tamebpf.defaults import DEFAULT_MAX_PROBE_S
+from tamebpf.common.defaults import DEFAULT_MAX_PROBE_S
 from tamebpf.estimate.record import TIME_LIMIT
 from tamebpf.estimate.settled import SETTLED, SETTLED_EPOCHS
 from tamebpf.kernel.cgroups import cgroup2_mount

@@ -1,5 +1,5 @@
 """`cap set --auto` stopped by SIGTERM in the middle of its probe (issue 33):
-its signals go through lifecycle.py as `advise`'s do, so it ends
+its signals go through common/lifecycle.py as `advise`'s do, so it ends
 "interrupted" (130) and leaves nothing behind: no probe cgroup, no traffic
 child, no cap, pin or attached program, no network namespace, and the
 peer's iperf3 server free for the next client. Real kernel, WAN testbed."""

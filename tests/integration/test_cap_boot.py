@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tamebpf.errors import TamebpfError
+from tamebpf.common.errors import TamebpfError
 from tests.integration.test_cap_cli import assert_refused, state, tamebpf
 
 pytestmark = pytest.mark.root

@@ -24,7 +24,7 @@ import pytest
 
 from tamebpf.cap.table import CapTable
 from tamebpf.commands.cap import run_apply
-from tamebpf.errors import TamebpfError
+from tamebpf.common.errors import TamebpfError
 
 pytestmark = pytest.mark.root
 

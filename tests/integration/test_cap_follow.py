@@ -18,7 +18,7 @@ import pytest
 
 from tamebpf.cap.spec import parse_dest
 from tamebpf.cap.table import PACE_NO_LIMIT, Add, CapTable
-from tamebpf.errors import TamebpfError
+from tamebpf.common.errors import TamebpfError
 from tamebpf.kernel.abi import TbCapFollow
 from tests.integration.kernel_fixtures import OTHER_PORT, PORT, Net, read_line, spawn, stop, the_cap
 

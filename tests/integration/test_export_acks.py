@@ -1,5 +1,5 @@
 """`tamebpf export --ack-sampling` samples a path's capacity from a real
-transfer's ACKs (acksampling.py) on the testbed's shaped path: a window
+transfer's ACKs (exporter/acksampling.py) on the testbed's shaped path: a window
 opens on connections that existed before export started, logs their ACKs
 at the link's rate and is detached; the estimate, that near the transfer's
 own goodput, is not trusted (on a shared path it is the share); a paced
@@ -25,7 +25,7 @@ from typing import IO, Any
 
 import pytest
 
-from tamebpf.errors import TamebpfError
+from tamebpf.common.errors import TamebpfError
 from tamebpf.kernel.acktrain import AckWindow
 from tamebpf.kernel.flows import FlowReader
 from tamebpf.paths.entry import PathEntry, PathKey

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tamebpf.webserver import HEAD_TIMEOUT_S
+from tamebpf.exporter.server import HEAD_TIMEOUT_S
 from tests.integration.test_export import exporter, http_get
 
 pytestmark = pytest.mark.root

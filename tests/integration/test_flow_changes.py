@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from tamebpf.common.records import FlowChanges
 from tamebpf.kernel.flows import FlowReader
-from tamebpf.records import FlowChanges
 
 pytestmark = pytest.mark.root
 

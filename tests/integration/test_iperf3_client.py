@@ -19,8 +19,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tamebpf import iperf3_client
-from tamebpf.iperf3_client import Iperf3Client, Iperf3Error
+from tamebpf.advise import iperf3_client
+from tamebpf.advise.iperf3_client import Iperf3Client, Iperf3Error
 from tamebpf_testbed.iperf import wait_for
 
 HOST = "127.0.0.1"

@@ -22,9 +22,9 @@ from tamebpf.cap.book import FollowBook, FollowSpec
 from tamebpf.cap.scoutacks import METHOD
 from tamebpf.cap.spec import parse_dest
 from tamebpf.cap.table import PACE_NO_LIMIT, CapTable
+from tamebpf.common.units import pace_bytes_per_s
 from tamebpf.paths.entry import PathKey
 from tamebpf.paths.store import state_dir
-from tamebpf.units import pace_bytes_per_s
 from tamebpf_testbed import Testbed, iperf
 from tests.integration import testbed_fixtures as tbfix
 from tests.integration.kernel_fixtures import spawn, stop

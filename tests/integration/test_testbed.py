@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tamebpf.errors import TamebpfError
+from tamebpf.common.errors import TamebpfError
 from tamebpf_testbed import Testbed, iperf
 from tamebpf_testbed.accuracy import steal_ticks
 from tamebpf_testbed.config import FRAME, MSS_TS

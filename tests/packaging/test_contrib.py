@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from tamebpf.exporter.collector import TamebpfCollector
 from tamebpf.groups.aggregate import Aggregator
 from tamebpf.groups.caps import CapLimit
-from tamebpf.present.prometheus import TamebpfCollector
 from tests.integration.test_export import prometheus_config
 from tests.packaging.contrib_queries import (
     DASHBOARD,

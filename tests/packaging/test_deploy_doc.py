@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tamebpf.errors import EXIT_STATUS
+from tamebpf.common.errors import EXIT_STATUS
 from tamebpf.present.toolflags import FORMATS, TOOLS, tool_flags
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -73,7 +73,7 @@ WRONG_WAYS = [
     ("model/fit.py", "tamebpf.kernel.flows", "tamebpf.model.fit -> tamebpf.kernel.flows"),
     ("kernel/flows.py", "tamebpf.advise.advisor",
      "tamebpf.kernel.flows -> tamebpf.advise.advisor"),
-    ("values.py", "tamebpf.options", "tamebpf.values -> tamebpf.options"),
+    ("common/values.py", "tamebpf.options", "tamebpf.common.values -> tamebpf.options"),
     ("estimate/advice.py", "tamebpf.advise.probes",
      "tamebpf.estimate.advice -> tamebpf.advise.probes"),
     # the loops of before: the estimators under path memory and the views,
@@ -85,8 +85,8 @@ WRONG_WAYS = [
     ("present/advice.py", "tamebpf.advise.advisor",
      "tamebpf.present.advice -> tamebpf.advise.advisor"),
     ("kernel/flows.py", "tamebpf.cap.view", "tamebpf.kernel.flows -> tamebpf.cap.view"),
-    ("present/prometheus.py", "tamebpf.cap.book",
-     "tamebpf.present.prometheus -> tamebpf.cap.book"),
+    ("exporter/collector.py", "tamebpf.cap.book",
+     "tamebpf.exporter.collector -> tamebpf.cap.book"),
     # siblings of one layer that may not import each other
     ("present/flows.py", "tamebpf.kernel.flows", "tamebpf.present.flows -> tamebpf.kernel.flows"),
 ]

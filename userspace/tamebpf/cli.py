@@ -20,8 +20,9 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 import tamebpf.parsers
-from tamebpf import __version__, logs
-from tamebpf.errors import TamebpfError
+from tamebpf import __version__
+from tamebpf.common import logs
+from tamebpf.common.errors import TamebpfError
 
 # The order shown in --help; commands not listed here follow, by name.
 ORDER = ("watch", "advise", "run", "paths", "predict", "cap", "flows", "export")

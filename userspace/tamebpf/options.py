@@ -2,7 +2,7 @@
 and the options several commands share.
 
 Pure (no I/O). The parsers of single values (and host:port) live in
-tamebpf.values. Each
+tamebpf.common.values. Each
 parser raises UsageError naming the option and the bad
 value, so a bad input is one line on stderr and exit 2.
 """
@@ -14,17 +14,17 @@ import json
 from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING, Any
 
-from tamebpf.defaults import (
+from tamebpf.common.defaults import (
     DEFAULT_GAIN_THRESHOLD,
     DEFAULT_MAX_IMPACT,
     DEFAULT_MAX_STREAMS,
     GROUP_BY,
 )
-from tamebpf.errors import UsageError
-from tamebpf.values import parse_count as parse_count  # shared from here too
-from tamebpf.values import parse_duration as parse_duration
-from tamebpf.values import parse_fraction as parse_fraction
-from tamebpf.values import parse_rate_mbps as parse_rate_mbps
+from tamebpf.common.errors import UsageError
+from tamebpf.common.values import parse_count as parse_count  # shared from here too
+from tamebpf.common.values import parse_duration as parse_duration
+from tamebpf.common.values import parse_fraction as parse_fraction
+from tamebpf.common.values import parse_rate_mbps as parse_rate_mbps
 
 if TYPE_CHECKING:
     from tamebpf.model import Settings

@@ -10,10 +10,10 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+from tamebpf.common.records import ChangeSource, FlowSource
 from tamebpf.groups.aggregate import Aggregator
 from tamebpf.groups.caps import CapLimit
 from tamebpf.groups.group import Refresh
-from tamebpf.records import ChangeSource, FlowSource
 
 
 def refresh_groups(agg: Aggregator, source: FlowSource | ChangeSource,

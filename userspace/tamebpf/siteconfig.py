@@ -16,7 +16,7 @@ import os
 import tomllib
 from typing import Any
 
-from tamebpf.errors import UsageError
+from tamebpf.common.errors import UsageError
 
 CONFIG_PATH = "/etc/tamebpf/tamebpf.toml"
 CONFIG_ENV = "TAMEBPF_CONFIG"

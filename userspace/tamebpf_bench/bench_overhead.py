@@ -5,7 +5,7 @@ noise hits both sides alike; reports the median of the paired ratios.
 Two arms:
 - telemetry (default): telemetry attached (and read once a second, as
   `watch` and `export` do) versus not attached;
-- acks: export's passive capacity sampling (tamebpf.acksampling): telemetry
+- acks: export's passive capacity sampling (tamebpf.exporter.acksampling): telemetry
   on both sides, and on one an ACK sampling window (kernel/acktrain.AckWindow)
   held open on iperf3's connections for the whole run. That is the cost per
   received segment while a window is open, host wide; export opens one
@@ -35,10 +35,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tamebpf.errors import TamebpfError
+from tamebpf.common.errors import TamebpfError
+from tamebpf.common.records import Flow
 from tamebpf.kernel.acktrain import AckWindow
 from tamebpf.kernel.flows import FlowReader
-from tamebpf.records import Flow
 from tamebpf_bench.bpfstats import bpf_run_stats, busy_cpu_ns, own_prog_runs
 from tamebpf_eval.docsection import markers, write_section
 
@@ -266,7 +266,7 @@ def section(results: Results, reps: int, seconds: int, interval: float,
                      "receives on the host (one load turns a data segment away, an ACK costs "
                      "one socket-storage lookup more; a marked socket's ACKs are also "
                      "logged). export opens a 5-s window at most 3 times an hour per path "
-                     "(tamebpf.acksampling), so its cost over an hour is at most 1/240 of "
+                     "(tamebpf.exporter.acksampling), so its cost over an hour is at most 1/240 of "
                      "the one measured here; between windows the program is detached and "
                      "nothing runs per packet.")
     lines.append(end)

@@ -35,9 +35,9 @@ from collections.abc import Callable, Iterator
 
 from prometheus_client import generate_latest
 
+from tamebpf.exporter.collector import TamebpfCollector, make_registry
 from tamebpf.groups.aggregate import Aggregator
 from tamebpf.kernel.flows import FlowReader
-from tamebpf.present.prometheus import TamebpfCollector, make_registry
 from tamebpf.refresh import refresh_groups
 from tamebpf_eval.docsection import markers, write_section
 

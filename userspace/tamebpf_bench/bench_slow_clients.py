@@ -17,7 +17,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from tamebpf.webserver import HEAD_TIMEOUT_S
+from tamebpf.exporter.server import HEAD_TIMEOUT_S
 from tamebpf_eval.docsection import markers, write_section
 
 START, END = markers("bench_slow_clients")

@@ -26,8 +26,8 @@ from typing import Any
 from tamebpf.advise.advisor import Target, run_advice
 from tamebpf.cap.spec import parse_dest
 from tamebpf.cap.table import CapTable
+from tamebpf.common.words import count
 from tamebpf.model import Settings
-from tamebpf.words import count
 from tamebpf_bench.bench_cap import bench_cgroup
 from tamebpf_eval.docsection import markers, write_section
 from tamebpf_eval.records import write_json

@@ -26,7 +26,7 @@ import threading
 import time
 from types import FrameType
 
-from tamebpf.errors import TamebpfError
+from tamebpf.common.errors import TamebpfError
 from tamebpf_testbed import Testbed, iperf, teardown
 
 PORT_GREEDY, PORT_CROSS, PORT_ADVISE = 5201, 5202, 5203

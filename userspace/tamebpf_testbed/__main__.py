@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from tamebpf.errors import TamebpfError
+from tamebpf.common.errors import TamebpfError
 from tamebpf_testbed import config as C
 from tamebpf_testbed.testbed import Testbed, teardown
 

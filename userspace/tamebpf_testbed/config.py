@@ -13,7 +13,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from tamebpf.errors import UsageError
+from tamebpf.common.errors import UsageError
 
 ROLES = ("sender", "cross", "router", "receiver")
 HOSTS = ("sender", "cross", "receiver")

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tamebpf.errors import TamebpfError
+from tamebpf.common.errors import TamebpfError
 from tamebpf_testbed import config as C
 from tamebpf_testbed import shaping
 from tamebpf_testbed.sh import in_ns

@@ -7,9 +7,9 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 
-from tamebpf.errors import TamebpfError
-from tamebpf.units import mbps_over
-from tamebpf.values import IPERF3_PORT
+from tamebpf.common.errors import TamebpfError
+from tamebpf.common.units import mbps_over
+from tamebpf.common.values import IPERF3_PORT
 from tamebpf_testbed.testbed import Testbed
 
 PORT_MAIN = IPERF3_PORT  # our n parallel streams: iperf3's own port

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tamebpf.errors import UsageError
+from tamebpf.common.errors import UsageError
 from tamebpf_testbed.config import RedParams, TestbedConfig
 
 

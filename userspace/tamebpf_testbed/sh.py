@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Collection, Sequence
 
-from tamebpf.errors import TamebpfError
+from tamebpf.common.errors import TamebpfError
 
 
 class CommandError(TamebpfError):

@@ -15,7 +15,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from tamebpf.errors import TamebpfError
+from tamebpf.common.errors import TamebpfError
 from tamebpf_testbed import config as C
 from tamebpf_testbed import delay, shaping, topology
 from tamebpf_testbed.sh import CommandError, in_ns, run

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from tamebpf.commands.advise import parse_capacity, parse_dest, parse_durations, parse_probes
-from tamebpf.errors import UsageError
+from tamebpf.common.errors import UsageError
 from tamebpf.estimate.advice import build, impact_confidence, path_spread
 from tamebpf.estimate.capacity import tcp_goodput_mbps
 from tamebpf.estimate.record import AdviceWarning, ProbeResult, Target

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from tamebpf.advise.iperf3_client import UNRESOLVED
 from tamebpf.advise.probes import probe_failure_hint
 from tamebpf.estimate.record import Target
-from tamebpf.iperf3_client import UNRESOLVED
 
 
 def test_a_name_that_does_not_resolve_is_a_name_to_check_not_a_server_to_start() -> None:

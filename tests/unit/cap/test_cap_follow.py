@@ -15,11 +15,11 @@ import pytest
 from tamebpf.cap.book import FollowBook, FollowSpec
 from tamebpf.cap.follow import MIN_CHANGE, SETTLE_S, SHORT_S, WINDOW_S, Follower
 from tamebpf.cap.scout import ScoutReading, target_range
+from tamebpf.common.records import Cap, Flow
 from tamebpf.estimate.spread import SPREAD, over_window
 from tamebpf.model import Probe, Settings, fit_capacity, predict
 from tamebpf.paths.entry import FitData, PathEntry, PathKey
 from tamebpf.paths.store import PathStore
-from tamebpf.records import Cap, Flow
 
 C = 100.0
 KEY = PathKey("198.18.3.2/32", "tb-snd", "cubic")

@@ -8,7 +8,7 @@ import argparse
 import pytest
 
 from tamebpf.commands.cap import rate_bytes, resolve_spec, spec_from_args
-from tamebpf.errors import UsageError
+from tamebpf.common.errors import UsageError
 
 
 def ns(mode: str = "pace", rate: str | None = "100M", max_streams: str | None = None,

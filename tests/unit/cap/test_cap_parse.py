@@ -17,7 +17,7 @@ from tamebpf.cap.load import parse_capfile
 from tamebpf.cap.spec import Dest, check_max_streams, parse_dest
 from tamebpf.cap.table import dest_of, rule_for
 from tamebpf.commands import cap as cap_cmd
-from tamebpf.errors import TamebpfError, UsageError
+from tamebpf.common.errors import TamebpfError, UsageError
 from tamebpf.estimate.record import AdviceRefusal
 from tamebpf.present.advice import refusal_text
 from tests.unit.groups.test_groups_fakes import cap_record

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tamebpf.cap.readfile import WholeFile, read_whole
-from tamebpf.errors import UsageError
+from tamebpf.common.errors import UsageError
 from tests.unit.cli.test_values import assert_usage
 
 CAP = '[[cap]]\ncgroup = "a.slice"\ndest = "192.0.2.0/24"\nmax_streams = 2\n'

@@ -12,7 +12,7 @@ from tamebpf.cap.book import FollowChange, FollowSpec
 from tamebpf.cap.load import parse_capfile
 from tamebpf.cap.show import follow_line, render_table
 from tamebpf.commands.cap import spec_from_args
-from tamebpf.errors import UsageError
+from tamebpf.common.errors import UsageError
 from tamebpf.paths.entry import PathKey
 from tests.unit.groups.test_groups_fakes import cap_record
 

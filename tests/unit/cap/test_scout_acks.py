@@ -16,11 +16,11 @@ from tamebpf.cap.book import FollowBook, FollowSpec
 from tamebpf.cap.follow import SETTLE_S, Follower
 from tamebpf.cap.follow import WINDOW_S as FOLLOW_WINDOW_S
 from tamebpf.cap.scoutacks import METHOD, WINDOW_S, WINDOWS_PER_HOUR, ScoutAcks
-from tamebpf.errors import TamebpfError
+from tamebpf.common.errors import TamebpfError
+from tamebpf.common.records import AckLog, Flow
 from tamebpf.paths.entry import PathKey
 from tamebpf.paths.passive import MeasuredCapacity
 from tamebpf.paths.store import PathStore
-from tamebpf.records import AckLog, Flow
 from tests.unit.cap.test_cap_follow import Kernel, cap, flow
 
 KEY = PathKey("198.18.3.2/32", "tb-snd", "cubic")

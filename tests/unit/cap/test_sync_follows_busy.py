@@ -17,10 +17,10 @@ from tamebpf.cap import plan
 from tamebpf.cap.book import FollowBook, FollowSpec
 from tamebpf.cap.spec import CapSpec, parse_dest
 from tamebpf.cap.table import PACE_NO_LIMIT
+from tamebpf.common.records import Cap
 from tamebpf.paths import statedir
 from tamebpf.paths.entry import PathKey
 from tamebpf.paths.store import DB_NAME
-from tamebpf.records import Cap
 
 KEY = PathKey("198.18.3.2/32", "tb-snd", "cubic")
 HOLD = ("import fcntl, os, sys, time\n"

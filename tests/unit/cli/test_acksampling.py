@@ -1,4 +1,4 @@
-"""export's ACK sampling windows (acksampling.py): which group gets
+"""export's ACK sampling windows (exporter/acksampling.py): which group gets
 a window, how many a path gets an hour, and what a window's ACKs give. The
 window itself is a fake here that hands back synthetic ACKs; the real one
 is tested on the kernel (tests/integration/test_export_acks.py)."""
@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from tamebpf.acksampling import AckSampler
-from tamebpf.errors import TamebpfError
+from tamebpf.common.errors import TamebpfError
+from tamebpf.common.records import AckLog, Flow
 from tamebpf.estimate.acktrain import CapacityEstimate
+from tamebpf.exporter.acksampling import AckSampler
 from tamebpf.groups.counters import Counters
 from tamebpf.groups.group import Group, GroupKey
 from tamebpf.groups.passive_fit import Observation
@@ -21,7 +22,6 @@ from tamebpf.model import Settings
 from tamebpf.paths.entry import PathEntry, PathKey
 from tamebpf.paths.passive import PathLearner
 from tamebpf.paths.store import PathStore
-from tamebpf.records import AckLog, Flow
 from tests.unit.groups.test_groups_fakes import make_flow
 
 LINK = 60.0  # Mbit/s of goodput at the bottleneck: the group below moves 36 of it

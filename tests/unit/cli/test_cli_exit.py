@@ -10,7 +10,7 @@ import pytest
 
 from tamebpf.cli import build_parser, main, subcommand_parsers
 from tamebpf.commands import advise
-from tamebpf.errors import EXIT_STATUS, NoAdviceError, TamebpfError, UsageError
+from tamebpf.common.errors import EXIT_STATUS, NoAdviceError, TamebpfError, UsageError
 from tamebpf.estimate.record import AdviceRefusal
 from tamebpf.present.advice import refusal_text
 

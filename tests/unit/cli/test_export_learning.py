@@ -15,15 +15,15 @@ from types import SimpleNamespace
 
 import pytest
 
-from tamebpf.acksampling import AckSampler
 from tamebpf.commands.export import learning
+from tamebpf.common.records import Flow
+from tamebpf.exporter.acksampling import AckSampler
+from tamebpf.exporter.collector import Reading
 from tamebpf.groups.group import Group
 from tamebpf.model import Settings
 from tamebpf.paths.entry import PathEntry, PathKey
 from tamebpf.paths.passive import MeasuredCapacity, PathLearner
 from tamebpf.paths.store import PathStore
-from tamebpf.present.prometheus import Reading
-from tamebpf.records import Flow
 from tests.unit.cli.test_acksampling import DEST, Opener, flows, group, key_of
 from tests.unit.paths.test_paths_store import an_entry
 

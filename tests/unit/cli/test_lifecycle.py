@@ -1,4 +1,4 @@
-"""How the commands' signals end them (lifecycle.py)."""
+"""How the commands' signals end them (common/lifecycle.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import signal
 
 import pytest
 
-from tamebpf.lifecycle import terminate_as_exit, terminate_as_interrupt
+from tamebpf.common.lifecycle import terminate_as_exit, terminate_as_interrupt
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT])

@@ -11,9 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tamebpf.cli import main
-from tamebpf.errors import UsageError
+from tamebpf.common.errors import UsageError
+from tamebpf.common.values import IPERF3_PORT, parse_host_port
 from tamebpf.options import dump_json_objects, parse_fraction, parse_rate_mbps
-from tamebpf.values import IPERF3_PORT, parse_host_port
 
 
 @pytest.mark.parametrize(("text", "want"), [

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from tamebpf.cap.load import parse_capfile
 from tamebpf.cap.spec import check_cgroup_text, parse_dest
 from tamebpf.commands import advise, export, predict
-from tamebpf.errors import UsageError
-from tamebpf.values import (
+from tamebpf.common.errors import UsageError
+from tamebpf.common.values import (
     MAX_RATE_MBPS,
     U64_MAX,
     parse_count,

@@ -1,11 +1,11 @@
-"""tamebpf.units: each conversion is the arithmetic it replaced, to the bit."""
+"""tamebpf.common.units: each conversion is the arithmetic it replaced, to the bit."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tamebpf.units import bytes_per_s, mbps, mbps_over, pace_bytes_per_s, percent
+from tamebpf.common.units import bytes_per_s, mbps, mbps_over, pace_bytes_per_s, percent
 
 RATES = st.floats(min_value=0, max_value=1e12, allow_nan=False)
 

@@ -9,7 +9,7 @@ import pytest
 
 from tamebpf import siteconfig
 from tamebpf.commands.advise import PATHS_FROM_ENV, paths_from_default
-from tamebpf.errors import UsageError
+from tamebpf.common.errors import UsageError
 
 
 @pytest.fixture

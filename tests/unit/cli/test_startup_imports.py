@@ -1,7 +1,7 @@
 """What a command line loads before it answers (docs/performance.md, "Startup").
 
 `tamebpf --help`, `tamebpf CMD --help` and a mistyped option are answered
-by the parsers alone (tamebpf/parsers/, tamebpf/defaults.py): no command's
+by the parsers alone (tamebpf/parsers/, tamebpf/common/defaults.py): no command's
 code, no advisor, kernel layer, model or path memory. A command that runs
 loads its own module (tamebpf/commands/) and what that needs, not the other
 commands'. Each case runs in a fresh interpreter, whose sys.modules then

@@ -15,8 +15,8 @@ from tamebpf.cap.load import parse_capfile
 from tamebpf.cap.spec import check_cgroup_text, parse_dest
 from tamebpf.cli import main
 from tamebpf.commands.cap import read_capfile, spec_from_args
-from tamebpf.errors import UsageError
-from tamebpf.values import (
+from tamebpf.common.errors import UsageError
+from tamebpf.common.values import (
     MAX_RATE_MBPS,
     U64_MAX,
     parse_count,

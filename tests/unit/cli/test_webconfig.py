@@ -1,4 +1,4 @@
-"""tamebpf.webconfig without a server: the Authorization header, bcrypt
+"""tamebpf.exporter.webconfig without a server: the Authorization header, bcrypt
 users (a right password, a wrong one, an unknown user) and the WSGI guard."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tamebpf.webconfig import WebConfigError, basic_credentials, load_web_config
+from tamebpf.exporter.webconfig import WebConfigError, basic_credentials, load_web_config
 
 bcrypt = pytest.importorskip("bcrypt", reason="bcrypt: pip install 'tamebpf[web]'")
 pytest.importorskip("yaml", reason="PyYAML: pip install 'tamebpf[web]'")

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tamebpf.common.records import AckLog
 from tamebpf.estimate.acktrain import CapacityEstimate, acked_bytes, advances
 from tamebpf.estimate.reach import REACH, peak_acked_mbps, reach_refused
-from tamebpf.records import AckLog
 
 MSS = 1448
 MS = 1_000_000

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tamebpf.records import Cap, Flow
+from tamebpf.common.records import Cap, Flow
 
 SECOND = 1_000_000_000
 

@@ -3,8 +3,8 @@ aggregation and handed to it."""
 
 from __future__ import annotations
 
+from tamebpf.common.records import Flow, FlowChanges, ReaderStats
 from tamebpf.groups.aggregate import Aggregator
-from tamebpf.records import Flow, FlowChanges, ReaderStats
 from tamebpf.refresh import refresh_groups
 from tests.unit.groups.test_groups_fakes import SECOND, make_flow
 

@@ -97,9 +97,9 @@ def test_struct_format_decodes_a_record_as_ctypes_reads_it() -> None:
 def test_flow_rows_are_in_the_json_order_and_make_a_flow() -> None:
     """flows --json writes flow_row's tuples under FLOW_JSON_ORDER: the
     promised keys first, and the same values a Flow holds."""
+    from tamebpf.common.records import FLOW_JSON_KEYS, FLOW_JSON_ORDER, Flow
     from tamebpf.kernel.abi import TbFlow
     from tamebpf.kernel.flows import flow_from_record, flow_row
-    from tamebpf.records import FLOW_JSON_KEYS, FLOW_JSON_ORDER, Flow
     r = TbFlow()
     r.cookie, r.family, r.state, r.srtt_us, r.data_segs_out, r.total_retrans = 9, 2, 1, 50, 10, 1
     r.saddr[:4], r.daddr[:4] = [10, 0, 0, 1], [10, 0, 0, 2]

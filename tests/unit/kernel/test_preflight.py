@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tamebpf.errors import TamebpfError, UsageError
+from tamebpf.common.errors import TamebpfError, UsageError
 from tamebpf.kernel import features, preflight
 from tamebpf.kernel.cgroups import CgroupNames, cgroup2_mount, resolve
 

@@ -26,7 +26,7 @@ import pytest
 
 from tamebpf.cli import main
 from tamebpf.commands import advise
-from tamebpf.defaults import PATHS_FROM_MAX_BYTES
+from tamebpf.common.defaults import PATHS_FROM_MAX_BYTES
 from tamebpf.paths.entry import PathEntry
 from tamebpf.paths.where import path_key
 from tests.unit.paths.test_paths_store import an_entry

@@ -8,9 +8,9 @@ from dataclasses import replace
 
 import pytest
 
+from tamebpf.exporter.collector import TamebpfCollector
 from tamebpf.groups.aggregate import Aggregator
 from tamebpf.paths.entry import PathEntry, PathKey
-from tamebpf.present.prometheus import TamebpfCollector
 from tests.unit.groups.test_groups_fakes import Transfer
 from tests.unit.paths.test_paths_store import an_entry
 from tests.unit.present.test_export import FakeReader, fresh

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tamebpf.cap.book import FOLLOWS_NAME, FollowBook
-from tamebpf.errors import UsageError
+from tamebpf.common.errors import UsageError
 from tamebpf.paths.statedir import STATE_DIR_ENV, StateFileRefused, state_dir
 from tamebpf.paths.store import DB_NAME, PathStore
 from tests.unit.paths.test_paths_store import KEY, an_entry

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tamebpf.common.words import printable
 from tamebpf.paths.entry import PathEntry
 from tamebpf.paths.remote import parse_result
 from tamebpf.paths.valid import Refusal, as_raw, checked_entry, refusal
-from tamebpf.words import printable
 from tests.unit.paths.test_paths_store import an_entry
 
 NOW = 2_000_000_000.0

@@ -12,17 +12,17 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tamebpf import logs
 from tamebpf.cap.book import FollowChange, FollowSpec
 from tamebpf.commands.export import parse_listen, write_jsonl
-from tamebpf.errors import UsageError
+from tamebpf.common import logs
+from tamebpf.common.errors import UsageError
+from tamebpf.common.records import Cap
+from tamebpf.exporter.collector import TamebpfCollector, make_registry
 from tamebpf.groups.aggregate import Aggregator
 from tamebpf.groups.caps import CapLimit
 from tamebpf.kernel.flows import Flow, ReaderStats
 from tamebpf.model import Settings
 from tamebpf.paths.entry import PathKey
-from tamebpf.present.prometheus import TamebpfCollector, make_registry
-from tamebpf.records import Cap
 from tests.unit.groups.test_groups import predict_advice
 from tests.unit.groups.test_groups_fakes import SECOND, Transfer, cap_record
 from tests.unit.paths.test_paths_store import an_entry

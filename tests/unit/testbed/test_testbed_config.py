@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tamebpf.errors import UsageError
+from tamebpf.common.errors import UsageError
 from tamebpf_testbed import config as C
 from tamebpf_testbed.compare import compare
 from tamebpf_testbed.delay import link_spec

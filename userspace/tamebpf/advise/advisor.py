@@ -4,7 +4,7 @@
 paper); `advise_target` is the short form `tamebpf cap --auto` uses.
 
 By default each probe runs until its share of the path has settled, at most
-DEFAULT_MAX_PROBE_S (tamebpf/defaults.py); `quick` runs the two 2-s probes
+DEFAULT_MAX_PROBE_S (tamebpf/common/defaults.py); `quick` runs the two 2-s probes
 that were the default before (the fixed `durations_s` of QUICK_DURATIONS_S).
 
 The settled probes run as the stages of one test, 1 stream then 10. The
@@ -24,19 +24,19 @@ from dataclasses import replace
 
 from tamebpf.advise.memory import AdviceMemory
 from tamebpf.advise.probes import StopRule, probe_congestion, run_probe, run_probes
-from tamebpf.defaults import (
+from tamebpf.common.defaults import (
     DEFAULT_MAX_PROBE_S,
     DEFAULT_MODEL,
     DEFAULT_PROBES,
     QUICK_DURATIONS_S,
     TWO_PROBE_MODELS,
 )
+from tamebpf.common.records import Progress
+from tamebpf.common.values import IPERF3_PORT
 from tamebpf.estimate.advice import build
 from tamebpf.estimate.record import AdviceRefusal, AdviceWarning, AdviseResult, Target
 from tamebpf.estimate.settled import BbrSettled, Settled
 from tamebpf.model import ModelName, Settings
-from tamebpf.records import Progress
-from tamebpf.values import IPERF3_PORT
 
 
 def run_advice(target: Target, settings: Settings, probes: Sequence[int] = DEFAULT_PROBES,

@@ -12,10 +12,11 @@ import time
 from dataclasses import replace
 
 from tamebpf.advise.probes import probe_congestion
-from tamebpf.defaults import PATHS_FROM_TIMEOUT_S
-from tamebpf.errors import TamebpfError
+from tamebpf.common.defaults import PATHS_FROM_TIMEOUT_S
+from tamebpf.common.errors import TamebpfError
+from tamebpf.common.logs import log
+from tamebpf.common.words import printable
 from tamebpf.estimate.record import AdviseResult, Target
-from tamebpf.logs import log
 from tamebpf.model import ModelInputError, Settings
 from tamebpf.paths import remote
 from tamebpf.paths.entry import ProbeKind
@@ -25,7 +26,6 @@ from tamebpf.paths.statedir import StateFileRefused
 from tamebpf.paths.store import PathStore, state_dir
 from tamebpf.paths.valid import Refusal, refusal
 from tamebpf.paths.where import path_key
-from tamebpf.words import printable
 
 SAY_REFUSED = 5  # refused remote entries named one a line; the rest counted
 

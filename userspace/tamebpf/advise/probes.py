@@ -7,7 +7,7 @@ flow telemetry attributes exactly the probe's flows (`FlowReader(cgroup=...)`
 filters in the kernel). Here they are sampled, their stop rules asked
 (estimate/settled.py) and each stage's measurement made a ProbeResult. The
 cgroup and the child are removed on every way out, including Ctrl-C and
-SIGTERM (the commands make SIGTERM unwind: lifecycle.py).
+SIGTERM (the commands make SIGTERM unwind: common/lifecycle.py).
 """
 
 from __future__ import annotations
@@ -19,8 +19,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tamebpf import iperf3_client
-from tamebpf.errors import TamebpfError
+from tamebpf.advise import iperf3_client
+from tamebpf.common.errors import TamebpfError
+from tamebpf.common.records import AckLog, Progress
+from tamebpf.common.units import mbps_over
 from tamebpf.estimate.acktrain import pair_rates
 from tamebpf.estimate.record import TIME_LIMIT, ProbeResult, Target
 from tamebpf.estimate.steady import FlowPoint, Steady, only_data_flows, steady
@@ -29,8 +31,6 @@ from tamebpf.kernel.flows import Flow, FlowReader
 from tamebpf.kernel.netns import default_congestion_control
 from tamebpf.kernel.probe import Child, Say, Work, probe_cgroup, spawn
 from tamebpf.kernel.synrto import SynRto
-from tamebpf.records import AckLog, Progress
-from tamebpf.units import mbps_over
 
 SAMPLE_INTERVAL_S = 0.1
 # Set-up and result exchange, each: on a congested path a SYN or a control

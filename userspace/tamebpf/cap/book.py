@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from tamebpf.logs import log
+from tamebpf.common.logs import log
 from tamebpf.paths.entry import PathKey
 from tamebpf.paths.statedir import StateDir, make_directory
 

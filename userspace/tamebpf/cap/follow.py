@@ -32,9 +32,11 @@ from tamebpf.cap.scout import FollowAnswer, ScoutReading, follow_target, target_
 from tamebpf.cap.scoutacks import ScoutAcks
 from tamebpf.cap.spec import parse_dest
 from tamebpf.cap.table import Add
+from tamebpf.common.logs import log
+from tamebpf.common.records import Cap, Flow
+from tamebpf.common.units import mbps, mbps_over, pace_bytes_per_s
 from tamebpf.estimate.spread import over_window
 from tamebpf.groups.caps import CapLimit
-from tamebpf.logs import log
 from tamebpf.model import (
     ModelInputError,
     Probe,
@@ -57,8 +59,6 @@ from tamebpf.paths.pool import (
 )
 from tamebpf.paths.store import PathStore
 from tamebpf.paths.valid import refusal
-from tamebpf.records import Cap, Flow
-from tamebpf.units import mbps, mbps_over, pace_bytes_per_s
 
 # The scout's share over this long: CUBIC's sawtooth on a 100 ms path is a
 # few seconds a cycle; the settled probes of advise took 10-30 s.

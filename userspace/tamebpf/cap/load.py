@@ -48,9 +48,9 @@ from tamebpf.cap.spec import (
     check_max_streams,
     parse_dest,
 )
-from tamebpf.defaults import CONGESTION
-from tamebpf.errors import UsageError
-from tamebpf.values import IPERF3_PORT, parse_fraction, parse_host_port, rate_bytes_per_s
+from tamebpf.common.defaults import CONGESTION
+from tamebpf.common.errors import UsageError
+from tamebpf.common.values import IPERF3_PORT, parse_fraction, parse_host_port, rate_bytes_per_s
 
 CAP_KEYS = {"cgroup", "dest", "max_streams", "auto", "max_impact", "mode", "rate",
             "congestion", "fallback", "all_processes", "follow"}

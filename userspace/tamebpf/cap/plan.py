@@ -14,7 +14,10 @@ from tamebpf.advise import advisor
 from tamebpf.cap.book import FollowBook, FollowSpec
 from tamebpf.cap.spec import CapSpec, check_max_streams
 from tamebpf.cap.table import PACE_NO_LIMIT, Add, CapTable, resolve_cgroup
-from tamebpf.errors import TamebpfError, UsageError
+from tamebpf.common.errors import TamebpfError, UsageError
+from tamebpf.common.records import Cap
+from tamebpf.common.units import pace_bytes_per_s
+from tamebpf.common.values import IPERF3_PORT, parse_fraction, parse_host_port, rate_bytes_per_s
 from tamebpf.estimate.record import AdviceRefusal, Target
 from tamebpf.groups.passive_fit import LOSS_BASED
 from tamebpf.kernel.abi import TB_CAP_CGROUPS_MAX, TB_CAP_RULES_MAX
@@ -24,9 +27,6 @@ from tamebpf.paths.store import PathStore, state_dir
 from tamebpf.paths.where import path_key, resolve
 from tamebpf.present.advice import refusal_text
 from tamebpf.present.progress import ProgressLine
-from tamebpf.records import Cap
-from tamebpf.units import pace_bytes_per_s
-from tamebpf.values import IPERF3_PORT, parse_fraction, parse_host_port, rate_bytes_per_s
 
 
 def auto_target(host: str, max_impact: str, congestion: str = "system") -> tuple[int, float]:

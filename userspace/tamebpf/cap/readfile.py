@@ -27,7 +27,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from tamebpf.errors import UsageError
+from tamebpf.common.errors import UsageError
 
 SETTLE_S = 1.0  # without a lease: how long a just-changed file must hold still
 READ_WITHIN_S = 2.0  # how long a changing file is read again before it is refused

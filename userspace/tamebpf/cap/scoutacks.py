@@ -42,7 +42,10 @@ from dataclasses import dataclass
 
 from tamebpf.cap.book import FollowSpec
 from tamebpf.cap.scout import ScoutReading, follow_target
-from tamebpf.errors import TamebpfError
+from tamebpf.common.errors import TamebpfError
+from tamebpf.common.logs import log
+from tamebpf.common.records import AckLog, Flow
+from tamebpf.common.units import mbps_over
 from tamebpf.estimate.acktrain import CapacityEstimate, capacity_above_own, pair_rates
 from tamebpf.groups.passive_fit import LOSS_BASED
 from tamebpf.kernel.acktrain import (
@@ -52,14 +55,11 @@ from tamebpf.kernel.acktrain import (
     OpenWindow,
     WindowsPerHour,
 )
-from tamebpf.logs import log
 from tamebpf.model import Settings
 from tamebpf.paths.entry import FitData, PathEntry, PathKey
 from tamebpf.paths.passive import MeasuredCapacity
 from tamebpf.paths.store import PathStore
 from tamebpf.paths.valid import refusal
-from tamebpf.records import AckLog, Flow
-from tamebpf.units import mbps_over
 
 METHOD = "ack-spacing (scout)"
 # Its first seconds unpaced: a stream paced without a loss has not left slow

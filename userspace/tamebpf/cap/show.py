@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from tamebpf.cap.book import FollowSpec, normal_cgroup
-from tamebpf.records import Cap
-from tamebpf.units import mbps
-from tamebpf.words import count
+from tamebpf.common.records import Cap
+from tamebpf.common.units import mbps
+from tamebpf.common.words import count
 
 # `cap apply` that changed nothing.
 UNCHANGED = "caps already as in the file"

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tamebpf.errors import UsageError
-from tamebpf.values import (
+from tamebpf.common.errors import UsageError
+from tamebpf.common.values import (
     Network,
     parse_count,
     parse_network,

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tamebpf.cap.spec import Dest, check_cgroup_text, parse_dest
-from tamebpf.errors import TamebpfError, UsageError
+from tamebpf.common.errors import TamebpfError, UsageError
+from tamebpf.common.records import Cap
 from tamebpf.kernel import native, preflight, run_cgroups
 from tamebpf.kernel.abi import (
     TB_CAP_MODE_PACE,
@@ -35,7 +36,6 @@ from tamebpf.kernel.abi import (
     TbCapState,
 )
 from tamebpf.kernel.cgroups import Cgroup, CgroupNames, mounts, require_cgroup2, resolve
-from tamebpf.records import Cap
 
 DEFAULT_PIN_DIR = "/sys/fs/bpf/tamebpf/cap"
 BPFFS = "/sys/fs/bpf"

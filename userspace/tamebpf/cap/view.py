@@ -12,10 +12,10 @@ from typing import Any
 
 from tamebpf.cap.book import FollowBook, normal_cgroup
 from tamebpf.cap.spec import parse_dest
-from tamebpf.errors import TamebpfError, UsageError
+from tamebpf.common.errors import TamebpfError, UsageError
+from tamebpf.common.records import Cap
 from tamebpf.groups.caps import CapLimit
 from tamebpf.paths.store import state_dir
-from tamebpf.records import Cap
 
 
 def read_caps(directory: str | None = None) -> list[CapLimit]:

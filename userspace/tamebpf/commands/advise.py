@@ -16,11 +16,12 @@ from tamebpf.advise.advisor import (
 )
 from tamebpf.advise.memory import AdviceMemory
 from tamebpf.advise.probes import NoServer
-from tamebpf.defaults import DEFAULT_MODEL, DEFAULT_PROBES, QUICK_DURATIONS_S
-from tamebpf.errors import NoAdviceError, TamebpfError, UsageError
+from tamebpf.common.defaults import DEFAULT_MODEL, DEFAULT_PROBES, QUICK_DURATIONS_S
+from tamebpf.common.errors import NoAdviceError, TamebpfError, UsageError
+from tamebpf.common.lifecycle import terminate_as_interrupt
+from tamebpf.common.values import IPERF3_PORT, parse_host, parse_host_port, shown
 from tamebpf.kernel import preflight
 from tamebpf.kernel.netns import check_netns
-from tamebpf.lifecycle import terminate_as_interrupt
 from tamebpf.options import (
     dump_json,
     parse_count,
@@ -36,7 +37,6 @@ from tamebpf.present.paths import recalled_json, render_recalled
 from tamebpf.present.plot import check_path, plot_file, write_plot
 from tamebpf.present.progress import ProgressLine
 from tamebpf.present.toolflags import concurrency_refusal, tool_flags
-from tamebpf.values import IPERF3_PORT, parse_host, parse_host_port, shown
 
 
 def parse_dest(dest: str) -> tuple[str, int]:

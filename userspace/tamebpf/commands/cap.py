@@ -39,15 +39,15 @@ from tamebpf.cap.spec import (
 )
 from tamebpf.cap.table import CapChangeError, CapTable, netns_paths, resolve_cgroup
 from tamebpf.cap.view import limit_of
-from tamebpf.errors import UsageError
+from tamebpf.common.errors import UsageError
+from tamebpf.common.lifecycle import terminate_as_interrupt
+from tamebpf.common.logs import log
+from tamebpf.common.records import Cap
+from tamebpf.common.units import mbps_over
+from tamebpf.common.values import IPERF3_PORT, parse_duration, parse_host_port, rate_bytes_per_s
 from tamebpf.kernel.flows import FlowReader
-from tamebpf.lifecycle import terminate_as_interrupt
-from tamebpf.logs import log
 from tamebpf.options import dump_json, parse_fraction
 from tamebpf.paths.store import state_dir
-from tamebpf.records import Cap
-from tamebpf.units import mbps_over
-from tamebpf.values import IPERF3_PORT, parse_duration, parse_host_port, rate_bytes_per_s
 
 __all__ = ["auto_target", "render_table", "resolve_spec"]
 

@@ -1,6 +1,6 @@
 """`tamebpf export`: Prometheus metrics per transfer group, and a JSON-lines sink.
 
-The metrics are read from the kernel at scrape time (tamebpf.present.prometheus); the
+The metrics are read from the kernel at scrape time (tamebpf.exporter.collector); the
 list is docs/metrics.md.
 """
 
@@ -16,29 +16,29 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Protocol
 
-from tamebpf.acksampling import AckSampler
 from tamebpf.cap.book import FollowBook
 from tamebpf.cap.follow import Follower
 from tamebpf.cap.scoutacks import ScoutAcks
 from tamebpf.cap.view import cap_kernel, cap_table, read_caps
-from tamebpf.errors import TamebpfError, UsageError
+from tamebpf.common.errors import TamebpfError, UsageError
+from tamebpf.common.lifecycle import terminate_as_exit
+from tamebpf.common.logs import log
+from tamebpf.common.outfile import OutputFile
+from tamebpf.common.values import parse_count, parse_duration, parse_host_port
+from tamebpf.exporter.acksampling import AckSampler
+from tamebpf.exporter.jsonl import reading_to_jsonl
+from tamebpf.exporter.server import MetricsServer
+from tamebpf.exporter.webconfig import WebConfig, load_web_config
 from tamebpf.groups.aggregate import Aggregator
 from tamebpf.kernel.flows import FlowReader
-from tamebpf.lifecycle import terminate_as_exit
-from tamebpf.logs import log
 from tamebpf.options import settings_from
-from tamebpf.outfile import OutputFile
 from tamebpf.parsers.export import DEFAULT_LISTEN
 from tamebpf.paths.passive import PathLearner
 from tamebpf.paths.store import PathStore, state_dir
 from tamebpf.paths.where import netns_id, resolve
-from tamebpf.present.export_jsonl import reading_to_jsonl
-from tamebpf.values import parse_count, parse_duration, parse_host_port
-from tamebpf.webconfig import WebConfig, load_web_config
-from tamebpf.webserver import MetricsServer
 
 if TYPE_CHECKING:
-    from tamebpf.present.prometheus import TamebpfCollector
+    from tamebpf.exporter.collector import TamebpfCollector
 
 
 MIN_INTERVAL_S, MAX_INTERVAL_S = 0.01, 86400.0  # a JSON line at most every 10 ms, at least daily
@@ -134,7 +134,7 @@ def learning(collector: TamebpfCollector, learner: PathLearner | None,
     """Every interval, the groups of a reading (a scrape's, if one is
     recent) go to path memory; a failed write is logged, the export goes on.
     With a sampler, a path that needs a capacity first gets a window on its
-    transfers' ACKs (acksampling.py), in this same thread: one
+    transfers' ACKs (exporter/acksampling.py), in this same thread: one
     window at a time, cut short when the export stops."""
     if learner is None:
         yield
@@ -208,7 +208,7 @@ def prometheus_collector() -> type[TamebpfCollector]:
     other command runs without prometheus_client (EL9 packages none for
     Python 3.11), and this one says how to get it."""
     try:
-        from tamebpf.present.prometheus import TamebpfCollector
+        from tamebpf.exporter.collector import TamebpfCollector
     except ModuleNotFoundError as err:
         raise TamebpfError(
             f"'tamebpf export' needs the Python package {err.name}",
@@ -225,7 +225,7 @@ def serving(collector: TamebpfCollector, listen: tuple[str, int] | None,
         return
     from prometheus_client import make_wsgi_app
 
-    from tamebpf.present.prometheus import make_registry
+    from tamebpf.exporter.collector import make_registry
 
     host, port = listen
     app = make_wsgi_app(make_registry(collector))
@@ -255,7 +255,7 @@ class Lines(Protocol):
 
 def sink(path: str | None) -> contextlib.AbstractContextManager[Lines | None]:
     """Where --jsonl's lines go: stdout for '-', else FILE opened for
-    appending before anything is loaded (outfile.py), and kept open."""
+    appending before anything is loaded (common/outfile.py), and kept open."""
     if path is None:
         return contextlib.nullcontext()
     if path == "-":

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+from tamebpf.common.records import FLOW_JSON_ORDER
 from tamebpf.kernel.flows import FlowReader
 from tamebpf.options import dump_json_objects
 from tamebpf.present.flows import render_table
-from tamebpf.records import FLOW_JSON_ORDER
 
 
 def run(args: argparse.Namespace) -> int:

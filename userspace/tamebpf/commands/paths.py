@@ -10,12 +10,12 @@ import sys
 import time
 from collections.abc import Iterator
 
-from tamebpf.errors import UsageError
+from tamebpf.common.errors import UsageError
+from tamebpf.common.values import Network, parse_network
 from tamebpf.options import dump_json
 from tamebpf.paths.statedir import StateFileRefused
 from tamebpf.paths.store import PathStore, state_dir
 from tamebpf.present.paths import entry_json, render_paths
-from tamebpf.values import Network, parse_network
 
 
 @contextlib.contextmanager

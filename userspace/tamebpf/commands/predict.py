@@ -10,7 +10,7 @@ import argparse
 import re
 import sys
 
-from tamebpf.errors import UsageError
+from tamebpf.common.errors import UsageError
 from tamebpf.model import (
     ModelInputError,
     Probe,

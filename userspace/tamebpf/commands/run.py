@@ -8,15 +8,15 @@ import json
 import logging
 import sys
 
-from tamebpf.errors import UsageError
+from tamebpf.common.errors import UsageError
+from tamebpf.common.logs import log
+from tamebpf.common.outfile import OutputFile
 from tamebpf.kernel.netns import check_netns
-from tamebpf.logs import log
 from tamebpf.options import (
     JSON_INDENT,
     parse_rate_mbps,
     settings_from,
 )
-from tamebpf.outfile import OutputFile
 from tamebpf.runner.session import RunOptions, Session
 from tamebpf.runner.summary import Summary, render
 
@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         log.setLevel(logging.WARNING)
     # --json=FILE is opened before CMD starts and written through the same
     # descriptor once it has ended: CMD's time is when a link could be
-    # swapped in at the name (outfile.py).
+    # swapped in at the name (common/outfile.py).
     out = None if args.json in (None, "-") else OutputFile(args.json, "--json")
     with out or contextlib.nullcontext():
         session = Session(RunOptions(argv, settings, args.netns, rate, args.state_dir,

@@ -20,10 +20,12 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from tamebpf.cap.view import read_caps
+from tamebpf.common.lifecycle import terminate_as_exit
+from tamebpf.common.records import FlowSource, ReaderStats
+from tamebpf.common.values import parse_count, parse_duration
 from tamebpf.groups.aggregate import Aggregator
 from tamebpf.groups.group import Group
 from tamebpf.kernel.flows import FlowReader
-from tamebpf.lifecycle import terminate_as_exit
 from tamebpf.options import settings_from
 from tamebpf.paths.store import state_dir
 from tamebpf.present.group_json import group_to_json
@@ -36,9 +38,7 @@ from tamebpf.present.watch import (
     ViewState,
     render,
 )
-from tamebpf.records import FlowSource, ReaderStats
 from tamebpf.refresh import refresh_groups
-from tamebpf.values import parse_count, parse_duration
 
 
 def run(args: argparse.Namespace) -> int:

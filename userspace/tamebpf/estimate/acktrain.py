@@ -19,8 +19,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from tamebpf.common.records import AckLog
 from tamebpf.estimate.capacity import DEFAULT_MSS
-from tamebpf.records import AckLog
 
 SEQ_MOD = 1 << 32
 
@@ -145,7 +145,7 @@ def estimate_capacity(rates: Sequence[float], floor_mbps: float = 0.0) -> Capaci
 # A transfer's window (not a probe's) nearer than this to the connections'
 # own goodput may read their share of a shared path, not the link's rate:
 # on the testbed one on a 40 Mbit/s path shared with 2 CUBIC flows gave a
-# trusted 19.2, the 2-stream transfer's share (acksampling.py).
+# trusted 19.2, the 2-stream transfer's share (exporter/acksampling.py).
 SHARE_MARGIN = 1.2
 
 

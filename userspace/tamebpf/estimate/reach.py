@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from tamebpf.common.records import AckLog
 from tamebpf.estimate.acktrain import CapacityEstimate, advances
-from tamebpf.records import AckLog
 
 # Designed on fresh draw 12's cases (docs/results/pooled-windows.md): near-
 # link bands lay within 3.4x of the 50-ms peak, the far one 5.7x above it.

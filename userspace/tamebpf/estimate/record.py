@@ -8,12 +8,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tamebpf.common.values import IPERF3_PORT
 from tamebpf.estimate.acktrain import CapacityEstimate
 from tamebpf.estimate.steady import Steady
 from tamebpf.model import Prediction
 from tamebpf.model.confidence import ImpactRange
 from tamebpf.model.share import ShareAdvice
-from tamebpf.values import IPERF3_PORT
 
 # How a probe that ran to its limit is marked (ProbeResult.stopped).
 TIME_LIMIT = "time limit"

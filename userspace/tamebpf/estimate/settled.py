@@ -26,7 +26,8 @@ probe ends early only when
 or, for the probe whose ACKs estimate the capacity, when it saw no loss and
 its goodput is flat at that capacity: the link is ours alone, and there is
 no share to converge to. Otherwise it runs to its time limit
-(DEFAULT_MAX_PROBE_S each, tamebpf/defaults.py). Each rule says why it stopped, for the output.
+(DEFAULT_MAX_PROBE_S each, common/defaults.py). Each rule says why it
+stopped, for the output.
 """
 
 from __future__ import annotations

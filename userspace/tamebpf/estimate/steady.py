@@ -14,7 +14,7 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from tamebpf.units import mbps_over
+from tamebpf.common.units import mbps_over
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field, fields
 from operator import attrgetter
 from typing import Literal
 
-from tamebpf.defaults import GROUP_BY
+from tamebpf.common.defaults import GROUP_BY
+from tamebpf.common.records import Flow, FlowChanges
 from tamebpf.groups.caps import CapLimit, cap_marks
 from tamebpf.groups.counters import (
     ACKED,
@@ -29,7 +30,6 @@ from tamebpf.groups.group import Group, GroupKey, Refresh
 from tamebpf.groups.members import FlowState, Members
 from tamebpf.groups.passive_fit import Fitter, Levels
 from tamebpf.model import Settings
-from tamebpf.records import Flow, FlowChanges
 
 GroupBy = Literal["comm", "cgroup"]
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from tamebpf.common.records import Flow
 from tamebpf.groups.counters import Counters
 from tamebpf.groups.passive_fit import Observation, PassiveFit
 from tamebpf.model import Advice
-from tamebpf.records import Flow
 
 
 class GroupKey(NamedTuple):

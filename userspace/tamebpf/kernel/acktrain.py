@@ -16,10 +16,10 @@ import os
 from collections.abc import Callable, Hashable, Sequence
 from typing import Generic, Protocol, TypeVar
 
+from tamebpf.common.records import AckLog
 from tamebpf.kernel.abi import TB_ACK_FLOWS_MAX, TB_ACKS_MAX, TbAck
 from tamebpf.kernel.handle import NativeHandle
 from tamebpf.kernel.netns import open_netns
-from tamebpf.records import AckLog
 
 
 class AckTrain(NativeHandle):

@@ -13,7 +13,7 @@ import signal
 import time
 from dataclasses import dataclass
 
-from tamebpf.errors import TamebpfError, UsageError
+from tamebpf.common.errors import TamebpfError, UsageError
 
 MOUNTS = "/proc/self/mounts"
 

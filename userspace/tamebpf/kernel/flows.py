@@ -17,7 +17,8 @@ import time
 from collections.abc import Sequence
 from typing import Any, overload
 
-from tamebpf.errors import TamebpfError
+from tamebpf.common.errors import TamebpfError
+from tamebpf.common.records import Flow, FlowChanges, ReaderStats
 from tamebpf.kernel import native, preflight
 from tamebpf.kernel.abi import (
     TB_FLOW_CLOSED,
@@ -30,7 +31,6 @@ from tamebpf.kernel.abi import (
 from tamebpf.kernel.cgroups import Cgroup, CgroupNames, resolve
 from tamebpf.kernel.handle import NativeHandle
 from tamebpf.kernel.netns import open_netns
-from tamebpf.records import Flow, FlowChanges, ReaderStats
 
 __all__ = ["Flow", "FlowReader", "ReaderStats", "flow_from_record", "flow_row"]
 

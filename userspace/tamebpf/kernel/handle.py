@@ -10,7 +10,7 @@ from __future__ import annotations
 import ctypes
 from typing import Any, Self
 
-from tamebpf.errors import TamebpfError
+from tamebpf.common.errors import TamebpfError
 from tamebpf.kernel import native
 
 

@@ -7,7 +7,7 @@ import errno
 import os
 from pathlib import Path
 
-from tamebpf.errors import TamebpfError
+from tamebpf.common.errors import TamebpfError
 from tamebpf.kernel.abi import (
     TbAck,
     TbCapCgroup,

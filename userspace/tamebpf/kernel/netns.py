@@ -9,7 +9,7 @@ import fcntl
 import os
 import threading
 
-from tamebpf.errors import UsageError
+from tamebpf.common.errors import UsageError
 
 CLONE_NEWNET = 0x40000000
 NS_GET_NSTYPE = 0xB703  # _IO(0xb7, 0x3), linux/nsfs.h

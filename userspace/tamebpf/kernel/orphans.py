@@ -15,8 +15,8 @@ import contextlib
 import os
 import re
 
+from tamebpf.common.logs import log
 from tamebpf.kernel.run_cgroups import _held, populated
-from tamebpf.logs import log
 
 PREFIX = "tamebpf-probe-"
 _NAME = re.compile(re.escape(PREFIX) + r"(\d+)-\d+(-\d+)?")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from tamebpf.errors import TamebpfError
+from tamebpf.common.errors import TamebpfError
 from tamebpf.kernel import features
 from tamebpf.kernel.cgroups import MOUNTS, require_cgroup2
 

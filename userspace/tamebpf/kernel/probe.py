@@ -4,7 +4,7 @@ The advisor's probes (advise/probes.py) send from a forked child that runs
 in a cgroup of its own, so the flow telemetry attributes exactly the probe's
 flows (`FlowReader(cgroup=...)` filters in the kernel). This module is that
 plumbing and nothing more: the cgroup, made and emptied and removed on every
-way out (Ctrl-C and SIGTERM included: lifecycle.py makes SIGTERM unwind),
+way out (Ctrl-C and SIGTERM included: common/lifecycle.py makes SIGTERM unwind),
 and the child, which joins the cgroup (and a network namespace), runs the
 work it is given and talks to the parent in JSON lines one way and stop
 requests the other.
@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tamebpf.errors import TamebpfError
+from tamebpf.common.errors import TamebpfError
 from tamebpf.kernel import orphans
 from tamebpf.kernel.cgroups import empty_and_remove, require_cgroup2
 from tamebpf.kernel.netns import enter_netns

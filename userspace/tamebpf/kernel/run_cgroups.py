@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from tamebpf.errors import TamebpfError
+from tamebpf.common.errors import TamebpfError
 from tamebpf.kernel.cgroups import empty_and_remove, require_cgroup2
 
 PREFIX = "tamebpf-run-"

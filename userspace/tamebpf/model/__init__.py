@@ -7,7 +7,7 @@ Typical use, as `tamebpf predict`, `advise` and `watch` do::
     pred.advice.num_flows            # 2
 """
 
-from tamebpf.defaults import (
+from tamebpf.common.defaults import (
     DEFAULT_GAIN_THRESHOLD,
     DEFAULT_MAX_IMPACT,
     DEFAULT_MAX_STREAMS,

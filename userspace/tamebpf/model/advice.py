@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from tamebpf.defaults import DEFAULT_GAIN_THRESHOLD, DEFAULT_MAX_IMPACT, DEFAULT_MAX_STREAMS
+from tamebpf.common.defaults import DEFAULT_GAIN_THRESHOLD, DEFAULT_MAX_IMPACT, DEFAULT_MAX_STREAMS
 from tamebpf.model._checks import ModelInputError, fraction, stream_count
 from tamebpf.model.fit import BASELINES, Baseline, Fit, Probe
 

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from tamebpf.defaults import MODELS
+from tamebpf.common.defaults import MODELS
 from tamebpf.model._checks import (
     ModelInputError,
     finite,

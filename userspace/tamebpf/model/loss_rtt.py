@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
+from tamebpf.common.units import mbps
 from tamebpf.model._checks import ModelInputError, stream_count
 from tamebpf.model.fit import (
     MODEL_LABELS,
@@ -25,7 +26,6 @@ from tamebpf.model.fit import (
     point,
     poly,
 )
-from tamebpf.units import mbps
 
 # Mathis et al. constant sqrt(3/2) (one segment acknowledged per ACK, c1 = 1):
 # C in Eq 4 when the throughput curve of a loss/RTT fit is scaled from the MSS.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tamebpf.defaults import (
+from tamebpf.common.defaults import (
     CONGESTION,
     DEFAULT_MAX_AGE_S,
     DEFAULT_MAX_PROBE_S,
@@ -15,9 +15,9 @@ from tamebpf.defaults import (
     QUICK_DURATIONS_S,
     TWO_PROBE_MODELS,
 )
+from tamebpf.common.values import IPERF3_PORT
 from tamebpf.options import ExamplesFormatter, add_advice_options, add_state_dir_option
 from tamebpf.present.toolflags import FORMATS
-from tamebpf.values import IPERF3_PORT
 
 # How accurate the advice is, in one sentence (the README's advise row says
 # the same); the measured numbers are docs/accuracy.md's, not repeated here.

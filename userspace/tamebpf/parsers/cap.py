@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from tamebpf.defaults import CONGESTION
+from tamebpf.common.defaults import CONGESTION
 from tamebpf.options import ExamplesFormatter
 
 SET_EXAMPLES = """\

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from tamebpf.defaults import DEFAULT_MODEL, MODELS
+from tamebpf.common.defaults import DEFAULT_MODEL, MODELS
 from tamebpf.options import add_advice_options
 
 EPILOG = """\

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from tamebpf.defaults import DEFAULT_RATE_MBPS
+from tamebpf.common.defaults import DEFAULT_RATE_MBPS
 from tamebpf.options import ExamplesFormatter, add_advice_options, add_state_dir_option
 
 EPILOG = f"""\

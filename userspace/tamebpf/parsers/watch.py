@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from tamebpf.defaults import SORT_KEYS
+from tamebpf.common.defaults import SORT_KEYS
 from tamebpf.options import add_reader_arguments, add_state_dir_option
 
 EPILOG = """\

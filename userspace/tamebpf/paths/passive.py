@@ -30,9 +30,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from tamebpf.common.logs import log
 from tamebpf.groups.group import Group, GroupKey
 from tamebpf.groups.passive_fit import LOSS_BASED, Observation
-from tamebpf.logs import log
 from tamebpf.model import ModelInputError, Settings, competing_flows
 from tamebpf.paths.entry import FitData, PathEntry, PathKey, Window
 from tamebpf.paths.pool import (

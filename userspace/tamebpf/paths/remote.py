@@ -15,7 +15,7 @@ import urllib.parse
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tamebpf.defaults import PATHS_FROM_MAX_BYTES, PATHS_FROM_TIMEOUT_S
+from tamebpf.common.defaults import PATHS_FROM_MAX_BYTES, PATHS_FROM_TIMEOUT_S
 from tamebpf.paths import httpget
 from tamebpf.paths.entry import PathEntry
 from tamebpf.paths.valid import MAX_TEXT, Refusal, checked_entry, show

@@ -29,7 +29,7 @@ import stat
 import time
 from collections.abc import Iterator
 
-from tamebpf.errors import UsageError
+from tamebpf.common.errors import UsageError
 
 DEFAULT_STATE_DIR = "/var/lib/tamebpf"
 STATE_DIR_ENV = "TAMEBPF_STATE_DIR"

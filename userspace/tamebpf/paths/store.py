@@ -22,7 +22,8 @@ import time
 import urllib.parse
 from collections.abc import Iterable, Iterator
 
-from tamebpf.logs import log
+from tamebpf.common.logs import log
+from tamebpf.common.words import printable
 from tamebpf.paths.entry import PathEntry, PathKey, windows_json
 from tamebpf.paths.fsuid import as_owner
 from tamebpf.paths.statedir import DEFAULT_STATE_DIR as DEFAULT_STATE_DIR
@@ -38,7 +39,6 @@ from tamebpf.paths.statedir import (
 )
 from tamebpf.paths.statedir import state_dir as state_dir
 from tamebpf.paths.valid import checked_entry, show
-from tamebpf.words import printable
 
 DB_NAME = "paths.db"
 # 'tame' in the SQLite header's application_id field: tells our file from

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, cast
 
+from tamebpf.common.words import printable
 from tamebpf.model import MAX_STREAMS_LIMIT, MODEL_LABELS
 from tamebpf.paths.entry import (
     ESTIMATORS,
@@ -33,7 +34,6 @@ from tamebpf.paths.entry import (
     PathKey,
     Window,
 )
-from tamebpf.words import printable
 
 MAX_MBPS = 1e7  # 10 Tbit/s: above any link a host has, below any absurd number
 FUTURE_SLACK_S = 60.0  # how far ahead of ours another clock may be

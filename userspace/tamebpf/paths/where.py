@@ -9,9 +9,9 @@ import socket
 import threading
 from typing import Any
 
-from tamebpf.errors import TamebpfError, UsageError
+from tamebpf.common.errors import TamebpfError, UsageError
+from tamebpf.common.values import shown
 from tamebpf.paths.entry import PathKey
-from tamebpf.values import shown
 
 RESOLVE_S = 10.0  # a name server that has not answered by then is not going to
 # The resolver's answers that mean "no such name", not "could not ask".

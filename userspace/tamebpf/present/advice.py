@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from tamebpf.common.units import percent
+from tamebpf.common.words import count
 from tamebpf.estimate.advice import path_spread
 from tamebpf.estimate.record import AdviceRefusal, AdviceWarning, AdviseResult, ProbeResult, Target
 from tamebpf.model.confidence import Z_90, ImpactRange
 from tamebpf.present.prediction import prediction_to_json, render_prediction_table
-from tamebpf.units import percent
-from tamebpf.words import count
 
 
 def _measurement(p: ProbeResult) -> dict[str, Any]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tamebpf.records import Flow
-from tamebpf.units import percent
+from tamebpf.common.records import Flow
+from tamebpf.common.units import percent
 
 
 def _endpoint(addr: str, port: int) -> str:

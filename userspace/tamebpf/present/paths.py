@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from tamebpf.common.units import percent
+from tamebpf.common.words import count, printable
 from tamebpf.estimate.record import Target
 from tamebpf.paths.entry import PathEntry
 from tamebpf.paths.recall import Recalled
 from tamebpf.present.advice import range_text
-from tamebpf.units import percent
-from tamebpf.words import count, printable
 
 _ESTIMATOR_TEXT = {"capacity": "capacity fit", "throughput": "throughput fit",
                    "share": "capacity share, BBR"}

@@ -8,10 +8,10 @@ import io
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from tamebpf.errors import UsageError
-from tamebpf.outfile import OutputFile
-from tamebpf.units import percent
-from tamebpf.words import count
+from tamebpf.common.errors import UsageError
+from tamebpf.common.outfile import OutputFile
+from tamebpf.common.units import percent
+from tamebpf.common.words import count
 
 if TYPE_CHECKING:
     from tamebpf.estimate.record import AdviseResult

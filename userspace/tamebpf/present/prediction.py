@@ -10,8 +10,8 @@ import math
 import textwrap
 from typing import Any
 
+from tamebpf.common.units import percent
 from tamebpf.model import Fit, Prediction
-from tamebpf.units import percent
 
 WIDTH = 78
 

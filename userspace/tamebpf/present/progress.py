@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import sys
 
-from tamebpf.records import Progress
-from tamebpf.words import count
+from tamebpf.common.records import Progress
+from tamebpf.common.words import count
 
 
 class ProgressLine:

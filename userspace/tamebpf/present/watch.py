@@ -14,10 +14,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from tamebpf.common.units import percent
+from tamebpf.common.words import count
 from tamebpf.groups.group import Group, GroupKey
 from tamebpf.groups.passive_fit import Observation
-from tamebpf.units import percent
-from tamebpf.words import count
 
 # Marks after the stream count.
 OVER_ADVICE = "!"

@@ -12,7 +12,7 @@ import signal
 import subprocess
 from collections.abc import Sequence
 
-from tamebpf.errors import TamebpfError
+from tamebpf.common.errors import TamebpfError
 from tamebpf.kernel.netns import enter_netns
 from tamebpf.runner.signals import HELD, PASSED
 

@@ -45,14 +45,16 @@ from tamebpf.cap.scoutacks import ScoutAcks
 from tamebpf.cap.spec import parse_dest
 from tamebpf.cap.table import PACE_NO_LIMIT, Add, CapTable
 from tamebpf.cap.view import limit_of
-from tamebpf.defaults import DEFAULT_RATE_MBPS
-from tamebpf.errors import TamebpfError
+from tamebpf.common.defaults import DEFAULT_RATE_MBPS
+from tamebpf.common.errors import TamebpfError
+from tamebpf.common.logs import log
+from tamebpf.common.records import Cap, Flow
+from tamebpf.common.units import mbps_over, pace_bytes_per_s
 from tamebpf.groups.aggregate import Aggregator
 from tamebpf.groups.group import Group
 from tamebpf.groups.passive_fit import LOSS_BASED
 from tamebpf.kernel import run_cgroups
 from tamebpf.kernel.flows import FlowReader
-from tamebpf.logs import log
 from tamebpf.model import ModelInputError, Settings
 from tamebpf.paths.entry import PathEntry, PathKey
 from tamebpf.paths.passive import (
@@ -65,12 +67,10 @@ from tamebpf.paths.passive import (
 from tamebpf.paths.recall import recall_curve, usable
 from tamebpf.paths.store import PathStore, state_dir
 from tamebpf.paths.where import netns_id
-from tamebpf.records import Cap, Flow
 from tamebpf.runner.acks import FirstAcks, measured
 from tamebpf.runner.child import shell_status, start
 from tamebpf.runner.signals import WAITED, Job, foreground_terminal, signals_held
 from tamebpf.runner.summary import Destination, Learned, Summary
-from tamebpf.units import mbps_over, pace_bytes_per_s
 
 WIDE = ("0.0.0.0/0", "::/0")
 STEP_S = 1.0  # flows read; the learner's refresh (its stream count must hold 3 of them)

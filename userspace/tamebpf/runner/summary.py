@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from tamebpf.units import mbps_over
-from tamebpf.words import count
+from tamebpf.common.units import mbps_over
+from tamebpf.common.words import count
 
 
 @dataclass(frozen=True)

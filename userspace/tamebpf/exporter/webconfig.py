@@ -30,8 +30,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tamebpf.errors import TamebpfError, UsageError
-from tamebpf.logs import log
+from tamebpf.common.errors import TamebpfError, UsageError
+from tamebpf.common.logs import log
 
 TLS_FIELDS = {"cert_file", "key_file", "client_ca_file", "client_auth_type", "min_version",
               "max_version"}

@@ -36,18 +36,18 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from tamebpf.errors import TamebpfError
+from tamebpf.common.errors import TamebpfError
+from tamebpf.common.logs import log
+from tamebpf.common.records import AckLog, Flow
+from tamebpf.common.units import mbps_over
 from tamebpf.estimate.acktrain import CapacityEstimate, capacity_above_own, pair_rates
 from tamebpf.estimate.reach import peak_acked_mbps, reach_refused
 from tamebpf.groups.group import Group, GroupKey
 from tamebpf.groups.passive_fit import LOSS_BASED
 from tamebpf.kernel.acktrain import HOUR_S, WINDOWS_PER_HOUR, AckWindow, OpenWindow, WindowsPerHour
 from tamebpf.kernel.run_cgroups import PREFIX as RUN_CGROUP
-from tamebpf.logs import log
 from tamebpf.paths.entry import PathEntry, PathKey
 from tamebpf.paths.passive import PROBE_CGROUP, MeasuredCapacity, group_key
-from tamebpf.records import AckLog, Flow
-from tamebpf.units import mbps_over
 
 WINDOW_S = 5.0  # about 4,000 ACKs at 20 Mbit/s: enough pairs for the trust rule
 # A capacity measured this long ago is not the path's now (advise's --max-age).

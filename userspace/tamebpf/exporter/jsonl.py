@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from tamebpf.present.group_json import group_to_json
 
 if TYPE_CHECKING:  # the module imports prometheus_client, which --jsonl alone does not need
-    from tamebpf.present.prometheus import Reading
+    from tamebpf.exporter.collector import Reading
 
 
 def reading_to_jsonl(r: Reading, programs: int) -> list[dict[str, Any]]:

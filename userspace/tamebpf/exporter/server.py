@@ -34,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from tamebpf.logs import log
+from tamebpf.common.logs import log
 
 HEAD_TIMEOUT_S = 10.0  # from accept to a complete request head, TLS handshake included
 WRITE_TIMEOUT_S = 10.0  # for the answer to be taken by the client

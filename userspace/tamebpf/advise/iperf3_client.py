@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tamebpf.units import mbps_over
+from tamebpf.common.units import mbps_over
 
 # Control states (iperf_api.h).
 TEST_START = 1

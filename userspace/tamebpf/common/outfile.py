@@ -20,7 +20,7 @@ import errno
 import os
 import stat
 
-from tamebpf.errors import UsageError
+from tamebpf.common.errors import UsageError
 
 OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 

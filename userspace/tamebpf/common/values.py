@@ -20,8 +20,8 @@ import ipaddress
 import math
 import re
 
-from tamebpf.errors import UsageError
-from tamebpf.units import bytes_per_s, mbps
+from tamebpf.common.errors import UsageError
+from tamebpf.common.units import bytes_per_s, mbps
 
 _COUNT = re.compile(r"[0-9]+", re.ASCII)
 _DECIMAL = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?", re.ASCII)

@@ -24,15 +24,15 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import CollectorRegistry
 
 from tamebpf import __version__
+from tamebpf.common.logs import log
+from tamebpf.common.records import Cap as CapRecord
+from tamebpf.common.records import Flow, FlowSource, ReaderStats
+from tamebpf.common.units import bytes_per_s
 from tamebpf.groups.aggregate import Aggregator
 from tamebpf.groups.caps import CapLimit
 from tamebpf.groups.group import Group
-from tamebpf.logs import log
 from tamebpf.paths.entry import PathEntry
-from tamebpf.records import Cap as CapRecord
-from tamebpf.records import Flow, FlowSource, ReaderStats
 from tamebpf.refresh import refresh_groups
-from tamebpf.units import bytes_per_s
 
 PREFIX = "tamebpf_"
 # The BPF programs a FlowReader keeps attached (bpf/flows.bpf.c).
@@ -105,7 +105,7 @@ class TamebpfCollector:
     paths: returns path memory's newest entry per path (docs/paths.md).
     follows: returns the caps that follow their path (cap/book.py's
     FollowSpec, as a FollowedCap). ack_windows: returns how many ACK
-    sampling windows gave a capacity and how many none (acksampling.py)."""
+    sampling windows gave a capacity and how many none (exporter/acksampling.py)."""
 
     def __init__(
         self,
