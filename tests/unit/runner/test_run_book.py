@@ -1,4 +1,4 @@
-"""`tamebpf run`'s follow spec lives in the process (runner/session.py
+"""`tamebpf run`'s follow spec lives in the process (runner/stores.py
 MemoryBook, no file): a spec it removes is gone. When the scout's ACKs and
 the first seconds gave no capacity, the run removes its spec to hold every
 stream at the target; before, FollowBook.remove found no file to change,
@@ -11,7 +11,7 @@ import time
 
 from tamebpf.cap.book import FollowSpec
 from tamebpf.paths.entry import PathKey
-from tamebpf.runner.session import MemoryBook
+from tamebpf.runner.stores import MemoryBook
 
 KEY = PathKey("198.18.3.2/32", "tb-snd", "cubic")
 

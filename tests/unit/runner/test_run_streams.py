@@ -1,11 +1,11 @@
-"""How many streams `tamebpf run` says a destination got (runner/session.py
+"""How many streams `tamebpf run` says a destination got (runner/bytecount.py
 Moved): connections that moved data in two readings in a row, so that a
 control connection's few bytes at the end (iperf3's results, beside the
 data streams' tails) do not count as one more stream."""
 
 from __future__ import annotations
 
-from tamebpf.runner.session import Moved
+from tamebpf.runner.bytecount import Moved
 
 DATA = 2_500_000  # bytes a data stream moves in a reading
 TAIL = 40_000  # in the last one, as the transfer ends
