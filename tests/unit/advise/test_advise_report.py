@@ -237,6 +237,26 @@ def test_link_rate_to_tcp_goodput(mss: int | None, ipv6: bool, want: float) -> N
     assert tcp_goodput_mbps(100.0, mss, ipv6) == pytest.approx(100.0 * want)
 
 
+def test_plot_of_an_estimated_capacity_names_its_method(tmp_path: object) -> None:
+    """A capacity the ACK spacing estimated has no link rate to label by."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    from tamebpf.estimate.record import Capacity
+    from tamebpf.present.plot import plot_file, write_plot
+
+    cap = tcp_goodput_mbps(100.0, 1448, False)
+    given = build(TARGET, [probe(1, 0.6 * cap / 31), probe(10, cap / 4)],
+                  Settings(max_impact=0.5), capacity_mbps=100.0)
+    assert given.used == "capacity"
+    r = replace(given, capacity=Capacity(None, cap, 30.0, "ack-spacing"))
+    png = Path(str(tmp_path)) / "estimated.png"
+    with plot_file(str(png)) as out:
+        assert out is not None
+        write_plot(r, out)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+
+
 def test_capacity_fit_is_used_and_reported() -> None:
     # A 100 Mbit/s link carries 95.64 Mbit/s of goodput; 10 streams among 30
     # competing flows get a quarter of it; the one-stream probe read low.

@@ -52,9 +52,13 @@ def write_plot(result: AdviseResult, out: OutputFile) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.2))
     ax.plot(ns, [c.throughput for c in pred.curve], color="tab:blue",
             label=f"predicted throughput ({result.used} fit)")
-    if result.capacity is not None and result.used == "capacity":
-        ax.axhline(result.capacity.goodput_mbps, color="grey", linestyle="--", linewidth=0.8,
-                   label=f"--capacity {result.capacity.link_mbps:g} Mbit/s (TCP goodput)")
+    cap = result.capacity
+    if cap is not None and result.used == "capacity":
+        # Given (--capacity: the link rate), or estimated (its TCP goodput).
+        label = f"--capacity {cap.link_mbps:g} Mbit/s (TCP goodput)" \
+            if cap.link_mbps is not None else \
+            f"capacity {cap.goodput_mbps:.1f} Mbit/s of TCP goodput ({cap.source})"
+        ax.axhline(cap.goodput_mbps, color="grey", linestyle="--", linewidth=0.8, label=label)
     if result.loss_prediction is not None:
         ax.plot(ns, [c.throughput for c in result.loss_prediction.curve], color="tab:blue",
                 linestyle=":", label="predicted throughput (loss-RTT fit)")
