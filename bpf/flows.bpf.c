@@ -102,6 +102,9 @@ static __always_inline void fill_flow(struct tb_flow *f, struct tcp_sock *tp,
 	f->rate_interval_us = tp->rate_interval_us;
 	f->snd_wnd = tp->snd_wnd;
 	f->delivered = tp->delivered;
+	/* Kept << 3 as srtt_us is; a receiver's RTT, for flows that receive. */
+	f->rcv_rtt_us = tp->rcv_rtt_est.rtt_us >> 3;
+	f->rcv_ooopack = tp->rcv_ooopack;
 	f->netns_ino = BPF_CORE_READ(skc, skc_net.net, ns.inum);
 	f->family = skc->skc_family;
 	f->sport = skc->skc_num;

@@ -51,6 +51,9 @@ struct tb_flow {
 				 * flow started (0 if tamebpf was not loaded) */
 	__u32 pid;              /* owning process (tgid); valid if OWNER_KNOWN */
 	__u32 netns_ino;        /* network namespace inode */
+	__u32 rcv_rtt_us;       /* RTT as this end receives data (tcp_info's
+				 * rcv_rtt); 0 until data came */
+	__u32 rcv_ooopack;      /* segments received out of order, whole life */
 	__u16 family;           /* AF_INET or AF_INET6 */
 	__u16 sport;            /* host byte order */
 	__u16 dport;            /* host byte order */

@@ -66,7 +66,8 @@ def promtool() -> str:
 
 def test_the_enumeration_sees_every_family_with_its_labels() -> None:
     names = exported()
-    assert names["tamebpf_group_acked_bytes_total"] == {"comm", "cgroup", "remote_addr"}, (
+    assert names["tamebpf_group_acked_bytes_total"] == {"comm", "cgroup", "remote_addr",
+                                                        "direction"}, (
         f"group labels: {names['tamebpf_group_acked_bytes_total']}")
     assert names["tamebpf_events_dropped_total"] == {"event"}
     assert "tamebpf_group_advice_streams" in names and "tamebpf_flow_srtt_seconds" in names

@@ -63,17 +63,40 @@ def test_first_snapshot_has_no_rates() -> None:
         f"expected no rates before an interval, got {g.goodput_bps}, {g.loss_rate}")
 
 
-def test_idle_and_receiving_flows_are_not_streams() -> None:
+def test_idle_flows_are_not_streams_and_receiving_ones_a_group_of_their_own() -> None:
     agg = Aggregator()
     control = make_flow(1, data_segs_out=5, bytes_acked=300, segs_out=8)
-    receiver = make_flow(2, bytes_received=10_000, segs_in=10)
+    receiver = make_flow(2, bytes_received=10_000, segs_in=10, rcv_rtt_us=35_000)
     sender = make_flow(3, data_segs_out=10, bytes_acked=14_480, segs_out=10)
     agg.update([control, receiver, sender], 0)
     moved = [control, replace(receiver, bytes_received=20_000_000, segs_in=20_000, segs_out=9000),
              replace(sender, data_segs_out=1000, bytes_acked=1_448_000, segs_out=1000)]
-    g = one(agg.update(moved, SECOND))
-    assert (g.streams, g.flows) == (1, 3), (
-        f"expected 1 stream of 3 flows, got {g.streams}/{g.flows}")
+    groups = agg.update(moved, SECOND)
+    g = one(groups)
+    assert (g.streams, g.flows) == (1, 2), (
+        f"expected 1 stream of 2 flows, got {g.streams}/{g.flows}")
+    r = by_key(groups).get(GroupKey("iperf3", "10.0.0.2", "receive"))
+    assert r is not None, f"no receiving group among {list(by_key(groups))}"
+    assert (r.streams, r.flows) == (1, 1), f"receiving: {r.streams}/{r.flows}"
+    assert r.goodput_mbps == pytest.approx((20_000_000 - 10_000) * 8 / 1e6), r.goodput_mbps
+    assert r.srtt_ms == pytest.approx(35.0), f"receiver's RTT {r.srtt_ms}, not its own"
+    assert r.loss_rate is None and r.congestion_control is None, (r.loss_rate,
+                                                                  r.congestion_control)
+
+
+def test_a_flow_turns_to_the_other_group_only_when_it_clearly_turns() -> None:
+    """A connection used both ways (requests out, answers back) stays in
+    its group; one that turns from sending to receiving moves."""
+    agg = Aggregator()
+    f = make_flow(1, data_segs_out=100, bytes_acked=10_000_000, segs_out=100)
+    agg.update([f], 0)
+    f = replace(f, bytes_received=40_000, bytes_acked=10_030_000)  # an answer, a request
+    assert one(agg.update([f], SECOND)).flows == 1, "moved by a small answer"
+    f = replace(f, bytes_received=50_000_000)  # now it downloads
+    groups = agg.update([f], 2 * SECOND)
+    r = by_key(groups).get(GroupKey("iperf3", "10.0.0.2", "receive"))
+    assert r is not None and r.flows == 1, f"not moved: {list(by_key(groups))}"
+    assert one(groups).flows == 0
 
 
 def test_a_control_connection_beside_the_streams_is_not_a_stream() -> None:
@@ -346,10 +369,10 @@ def test_thousands_of_flows_in_good_time() -> None:
 
 def test_counters_are_the_kernel_counters() -> None:
     agg = Aggregator()
-    f = make_flow(1, bytes_acked=1, bytes_received=2, bytes_sent=3, bytes_retrans=4, segs_out=5,
+    f = make_flow(1, bytes_acked=9, bytes_received=2, bytes_sent=3, bytes_retrans=4, segs_out=5,
                   segs_in=6, data_segs_out=7, total_retrans=8)
     g = one(agg.update([f], 0))
-    assert g.counters == Counters(1, 2, 3, 4, 5, 6, 7, 8), f"got {g.counters}"
+    assert g.counters == Counters(9, 2, 3, 4, 5, 6, 7, 8), f"got {g.counters}"
 
 
 def test_pace_caps_show_their_target_and_never_mark_over_cap() -> None:

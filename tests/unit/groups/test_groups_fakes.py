@@ -25,13 +25,17 @@ def make_flow(cookie: int, **kw: Any) -> Flow:
         age_s=None, netns=4026531840, read_monotonic_ns=0,
     )
     base.update(kw)
+    if "direction" not in kw:  # as the kernel reader says it: by the whole life's bytes
+        base["direction"] = "receive" if base["bytes_received"] > base["bytes_acked"] else "send"
     return Flow(**base)
 
 
 @dataclass
 class Transfer:
     """A sender with n streams toward one destination at a given aggregate
-    rate and loss; step() advances it by one interval and returns its flows."""
+    rate and loss; step() advances it by one interval and returns its flows.
+    With `receive`, a download: the streams receive at that rate (srtt_us
+    is then the receiver's RTT; the handshake's stays at 1 ms)."""
 
     streams: int
     mbps: float
@@ -42,6 +46,7 @@ class Transfer:
     cgroup: str = "/test"
     cc: str = "cubic"
     next_cookie: int = 1000
+    receive: bool = False
     flows: dict[int, Flow] = field(default_factory=dict)
     closing: list[Flow] = field(default_factory=list)
 
@@ -53,9 +58,12 @@ class Transfer:
         while len(self.flows) < n:
             cookie = self.next_cookie
             self.next_cookie += 1
+            rtts = {"srtt_us": 1000, "rcv_rtt_us": self.srtt_us} if self.receive else \
+                {"srtt_us": self.srtt_us}
             self.flows[cookie] = make_flow(cookie, comm=self.comm, remote_addr=self.remote,
                                            cgroup=self.cgroup, congestion_control=self.cc,
-                                           srtt_us=self.srtt_us)
+                                           direction="receive" if self.receive else "send",
+                                           **rtts)
         while len(self.flows) > n:
             cookie = max(self.flows)
             f = self.flows.pop(cookie)
@@ -67,6 +75,12 @@ class Transfer:
         segs = max(1, per_flow // 1448)
         retrans = round(segs * self.loss)
         for cookie, f in self.flows.items():
+            if self.receive:
+                self.flows[cookie] = replace(
+                    f, bytes_received=f.bytes_received + per_flow,
+                    data_segs_in=f.data_segs_in + segs, segs_in=f.segs_in + segs,
+                    segs_out=f.segs_out + segs // 2, read_monotonic_ns=now_ns)
+                continue
             self.flows[cookie] = replace(
                 f,
                 bytes_acked=f.bytes_acked + per_flow,

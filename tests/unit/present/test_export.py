@@ -67,7 +67,7 @@ def fresh(collector: TamebpfCollector) -> tuple[str, Samples, dict[str, tuple[st
     return scrape(collector)
 
 
-IPERF = (("comm", "iperf3"), ("remote_addr", "10.0.0.2"))
+IPERF = (("comm", "iperf3"), ("direction", "send"), ("remote_addr", "10.0.0.2"))
 
 
 def test_group_series_have_the_kernel_counters() -> None:

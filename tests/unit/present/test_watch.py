@@ -15,6 +15,7 @@ from tamebpf.groups.aggregate import Aggregator
 from tamebpf.groups.caps import CapLimit
 from tamebpf.groups.group import Group, GroupKey
 from tamebpf.kernel.flows import Flow, ReaderStats
+from tamebpf.present.group_json import group_to_json
 from tamebpf.present.watch import (
     KEY_BACKSPACE,
     KEY_DOWN,
@@ -52,10 +53,10 @@ def scene() -> list[Group]:
 EXPECTED = """\
 tamebpf watch - 3 groups, 15 streams, 225.0 Mbit/s             every 1s 14:02:11
 sort goodput  filter -  15 flows open                             h help  q quit
- PROCESS         DESTINATION     STRMS  MBIT/S LOSS%  RTT_MS CC    ADVICE
->iperf3          10.0.0.2          10!   200.0  0.00    40.0 cubic 1 50M 0%
- rsync           192.168.100.200    3^    20.0  0.00   5.200 bbr   seen 3
- curl            2001:db8:1234:~     2     5.0  1.83    20.0 cubic seen 2
+ PROCESS         DESTINATION     DIR  STRMS  MBIT/S LOSS%  RTT_MS CC    ADVICE
+>iperf3          10.0.0.2        send   10!   200.0  0.00    40.0 cubic 1 50M 0%
+ rsync           192.168.100.200 send    3^    20.0  0.00   5.200 bbr   seen 3
+ curl            2001:db8:1234:~ send     2     5.0  1.83    20.0 cubic seen 2
 
 
 
@@ -206,7 +207,6 @@ def test_json_lines_have_the_promised_keys() -> None:
 
 
 def test_json_advice_is_the_predict_advice_object() -> None:
-    from tamebpf.present.group_json import group_to_json
     g = scene()[0] if scene()[0].key.owner == "iperf3" else None
     assert g is not None and g.passive is not None
     adv = group_to_json(g, 0.0)["advice"]
@@ -224,7 +224,21 @@ def test_printed_mode_prints_n_refreshes() -> None:
     heads = [x for x in out.getvalue().splitlines() if x.startswith("tamebpf watch - ")]
     assert len(heads) == 3, f"expected 3 refreshes, got {len(heads)}"
     rows = [x.split() for x in out.getvalue().splitlines() if x.startswith(" iperf3")]
-    assert rows[-1][:4] == ["iperf3", "10.0.0.2", "2", "8.0"], f"got row {rows[-1:]}"
+    assert rows[-1][:5] == ["iperf3", "10.0.0.2", "send", "2", "8.0"], f"got row {rows[-1:]}"
+
+
+def test_a_process_that_sends_and_receives_to_one_destination_shows_two_groups() -> None:
+    agg = Aggregator()
+    up = Transfer(streams=2, mbps=40.0, next_cookie=1)
+    down = Transfer(streams=3, mbps=90.0, next_cookie=100, receive=True, srtt_us=30_000)
+    groups = run(agg, [up, down], 3)
+    lines = screen(ViewState(), groups, height=None)
+    rows = sorted(x.split()[:5] for x in lines if x.startswith((" iperf3", ">iperf3")))
+    assert rows == [[">iperf3", "10.0.0.2", "recv", "3", "90.0"],
+                    ["iperf3", "10.0.0.2", "send", "2", "40.0"]], rows
+    assert any(x.startswith("-- iperf3 <- 10.0.0.2") for x in lines), lines
+    out = {group_to_json(g, 0.0)["direction"] for g in groups}
+    assert out == {"send", "receive"}, out
 
 
 def test_loop_does_not_fall_behind() -> None:

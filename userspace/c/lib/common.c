@@ -100,6 +100,7 @@ static const struct {
 	FIELD(tb_flow, rate_interval_us), FIELD(tb_flow, snd_wnd),
 	FIELD(tb_flow, delivered), FIELD(tb_flow, cong_events),
 	FIELD(tb_flow, pid), FIELD(tb_flow, netns_ino),
+	FIELD(tb_flow, rcv_rtt_us), FIELD(tb_flow, rcv_ooopack),
 	FIELD(tb_flow, family), FIELD(tb_flow, sport), FIELD(tb_flow, dport),
 	FIELD(tb_flow, state), FIELD(tb_flow, flags),
 	FIELD(tb_flow, saddr), FIELD(tb_flow, daddr),

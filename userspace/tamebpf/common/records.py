@@ -57,10 +57,27 @@ class Flow:
     # flow programs were loaded: the congestion epochs advise's stop rule
     # counts. 0 for a flow that never lost, or when not counted.
     cong_events: int = 0
+    # The RTT this end measures as it receives data (None until data came),
+    # and the segments that arrived out of order, whole life.
+    rcv_rtt_us: int | None = None
+    rcv_ooopack: int = 0
+    # Which way the flow's bytes went, whole life: "send" (bytes acked by
+    # the peer) or "receive" (bytes received) (DIRECTIONS).
+    direction: str = "send"
+
+    @property
+    def rtt_us(self) -> int | None:
+        """The RTT of the flow's own data: srtt for a sender, the receiver's
+        estimate for a receiver (its srtt sees only the handshake)."""
+        if self.direction == "receive" and self.rcv_rtt_us:
+            return self.rcv_rtt_us
+        return self.srtt_us
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
+
+DIRECTIONS = ("send", "receive")
 
 # The keys `tamebpf flows --json` promises, first in every object, and the
 # whole order (Flow's fields, which start with these; a unit test checks).

@@ -123,7 +123,8 @@ class TamebpfCollector:
         self.source, self.agg, self.per_flow = source, agg, per_flow
         self.caps, self.cap_table, self.programs = caps, cap_table, tuple(programs)
         self.paths, self.follows, self.ack_windows = paths, follows, ack_windows
-        self.labels = ("comm" if agg.group_by == "comm" else "cgroup", "remote_addr")
+        self.labels = ("comm" if agg.group_by == "comm" else "cgroup", "remote_addr",
+                       "direction")
         self._lock = threading.Lock()
         self._last: Reading | None = None
         self._last_mono = 0.0
@@ -179,7 +180,7 @@ class TamebpfCollector:
         yield from self._health(reading)
 
     def _key(self, g: Group) -> list[str]:
-        return [g.key.owner or "", g.remote_addr]
+        return [g.key.owner or "", g.remote_addr, g.direction]
 
     def _group_metrics(self, groups: Sequence[Group]) -> Iterator[Any]:
         labels = self.labels

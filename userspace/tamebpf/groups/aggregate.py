@@ -1,6 +1,7 @@
 """The aggregation: successive flow snapshots -> one Group per (owner,
-destination), with interval measures and cumulative counters (the package's
-docstring, tamebpf/groups/__init__.py, says what each group gets)."""
+destination, direction), with interval measures and cumulative counters
+(the package's docstring, tamebpf/groups/__init__.py, says what each group
+gets)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from tamebpf.groups.caps import CapLimit, cap_marks
 from tamebpf.groups.counters import (
     ACKED,
     DATA_SEGS,
+    RECEIVED,
     RETRANS,
     SENT,
     ZERO,
@@ -38,6 +40,11 @@ GroupBy = Literal["comm", "cgroup"]
 STREAM_SHARE = 0.01
 # Flows taken for gone without a closed record, remembered in case it comes late.
 GONE_MEMORY = 4096
+# A flow changes direction (and group) only when an interval moves this many
+# times more bytes the other way, and at least TURN_BYTES: a connection
+# used both ways (a control connection, a reused data channel) does not
+# hop between groups with every request and answer.
+TURN_RATIO, TURN_BYTES = 4, 1 << 16
 # A flow's record as update() compares it with the last snapshot's: all but
 # the read time and the age computed from it.
 _same = attrgetter(*(f.name for f in fields(Flow) if f.name not in ("read_monotonic_ns", "age_s")))
@@ -112,9 +119,21 @@ class Aggregator:
         self._away: set[int] = set()  # tracked flows missing from the snapshots
         self._last_seen: dict[int, Flow] = {}  # update(): the last open flows given
 
-    def key(self, flow: Flow) -> GroupKey:
+    def key(self, flow: Flow, direction: str | None = None) -> GroupKey:
         owner = flow.comm if self.group_by == "comm" else flow.cgroup
-        return GroupKey(owner, flow.remote_addr)
+        return GroupKey(owner, flow.remote_addr, direction or flow.direction)
+
+    def direction(self, cur: Vec, st: FlowState | None, flow: Flow) -> str:
+        """Which way a flow's bytes go: its group's way until an interval
+        moves clearly more the other way; a new flow's, its whole life's."""
+        if st is None:
+            return flow.direction
+        now = st.key.direction
+        sent, received = cur[ACKED] - st.last[ACKED], cur[RECEIVED] - st.last[RECEIVED]
+        mine, other = (sent, received) if now == "send" else (received, sent)
+        if other >= TURN_BYTES and other > TURN_RATIO * mine:
+            return "receive" if now == "send" else "send"
+        return now
 
     @property
     def tracked_flows(self) -> int:
@@ -203,12 +222,12 @@ class Aggregator:
     def _take(self, f: Flow, first: bool, rounds: dict[GroupKey, _Round]) -> None:
         """One changed flow: its counters' growth into its group and round;
         a closed flow's final counters into its group's account."""
-        g = self._group(self.key(f))
+        cur: Vec = counters_of(f)
+        g = self._group(self.key(f, self.direction(cur, self._flows.get(f.cookie), f)))
         key = g.key  # the group's own key object: one per group, not per flow
         r = rounds.get(key)
         if r is None:
             r = rounds[key] = _Round()
-        cur: Vec = counters_of(f)
         st = self._state_of(f, key, cur, first)
         self._away.discard(f.cookie)
         delta = minus(cur, st.last)
@@ -225,15 +244,19 @@ class Aggregator:
             m.leave(st)
             del self._flows[f.cookie]
             return
-        st.comm, st.cgroup, st.srtt_us = f.comm, f.cgroup, f.srtt_us
+        receives = key.direction == "receive"
+        st.comm, st.cgroup, st.srtt_us = f.comm, f.cgroup, f.rtt_us if receives else f.srtt_us
         m.enter_view(st)
-        if first:  # no interval yet: what the flow ever sent
-            sent, active = f.bytes_acked + f.bytes_sent, f.data_segs_out > 0
+        if receives:  # what it received: in the interval, or ever at first
+            moved = f.bytes_received if first else delta[RECEIVED]
+            active = moved > 0
+        elif first:  # no interval yet: what the flow ever sent
+            moved, active = f.bytes_acked + f.bytes_sent, f.data_segs_out > 0
         else:
-            sent = delta[ACKED] + delta[SENT]
-            active = delta[DATA_SEGS] > 0 or sent > 0
+            moved = delta[ACKED] + delta[SENT]
+            active = delta[DATA_SEGS] > 0 or moved > 0
         if f.state == "ESTABLISHED" and active:
-            r.senders.append((sent, f))
+            r.senders.append((moved, f))
 
     def _age_away(self) -> None:
         """Flows away for more than `grace` snapshots are gone without a
@@ -276,7 +299,7 @@ class Aggregator:
         others with nothing new."""
         out = []
         for key, r in rounds.items():
-            self._count_streams(r)
+            self._count_streams(r, key.direction == "receive")
             g = self._group(key)
             g.last_active_ns = now_ns
             held = self._by_group.get(key)
@@ -309,21 +332,24 @@ class Aggregator:
         return m
 
     @staticmethod
-    def _count_streams(r: _Round) -> None:
-        """Streams: flows that sent data in the interval, leaving out those
-        that sent a trifle next to the busiest (a control connection beside
-        its transfer's data connections)."""
+    def _count_streams(r: _Round, receives: bool) -> None:
+        """Streams: flows that moved data in the interval, leaving out those
+        that moved a trifle next to the busiest (a control connection beside
+        its transfer's data connections). A receiving stream's RTT is its
+        receiver's estimate; its congestion control is the remote
+        sender's, unknown here (ours only sends it ACKs)."""
         if not r.senders:
             return
-        floor = max(sent for sent, _ in r.senders) * STREAM_SHARE
-        for sent, f in r.senders:
-            if sent < floor:
+        floor = max(moved for moved, _ in r.senders) * STREAM_SHARE
+        for moved, f in r.senders:
+            if moved < floor:
                 continue
             r.streams += 1
             r.ports[f.remote_port] += 1
-            if f.srtt_us is not None:
-                r.srtt.append(f.srtt_us)
-            if f.congestion_control:
+            rtt = f.rtt_us if receives else f.srtt_us
+            if rtt is not None:
+                r.srtt.append(rtt)
+            if f.congestion_control and not receives:
                 r.ccs[f.congestion_control] += 1
 
     def _group(self, key: GroupKey) -> _GroupState:
@@ -342,17 +368,20 @@ class Aggregator:
         caps: Sequence[CapLimit],
     ) -> Group:
         d = r.delta
-        goodput = None if interval is None else d[ACKED] * 8 / interval
+        receives = g.key.direction == "receive"
+        goodput = None if interval is None else d[RECEIVED if receives else ACKED] * 8 / interval
         loss = None
-        if interval is not None and d[DATA_SEGS] > 0:
+        if interval is not None and d[DATA_SEGS] > 0 and not receives:
             loss = min(d[RETRANS] / d[DATA_SEGS], 1.0)
         if r.srtt:
             srtt: float | None = sum(r.srtt) / len(r.srtt)
         else:
             srtt = r.srtt_any_sum / r.srtt_any_n if r.srtt_any_n else None
         # An interval without goodput is no observation (goodput is None without one).
+        # A receiving group's losses are the remote sender's: none to fit.
         passive = self.fitter.step(g.levels, r.streams, goodput / 1e6 if goodput else None,
-                                   d[RETRANS], d[DATA_SEGS], r.srtt, now_ns, r.ccs)
+                                   0 if receives else d[RETRANS],
+                                   0 if receives else d[DATA_SEGS], r.srtt, now_ns, r.ccs)
         comms = {c for c in r.comms if c is not None}
         cgroups = {c for c in r.cgroups if c is not None}
         caps_say = cap_marks(caps, r.cgroups, g.key.remote_addr, r.streams, r.ports)

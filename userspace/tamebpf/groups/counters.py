@@ -29,6 +29,7 @@ Vec = tuple[int, ...]
 counters_of = attrgetter(*COUNTER_NAMES)  # a Flow's counters as a Vec
 ZERO: Vec = (0,) * len(COUNTER_NAMES)
 ACKED = COUNTER_NAMES.index("bytes_acked")
+RECEIVED = COUNTER_NAMES.index("bytes_received")
 SENT = COUNTER_NAMES.index("bytes_sent")
 DATA_SEGS = COUNTER_NAMES.index("data_segs_out")
 RETRANS = COUNTER_NAMES.index("total_retrans")

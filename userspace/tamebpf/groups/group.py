@@ -1,5 +1,5 @@
-"""What the aggregation yields: one Group per (owner, destination) at each
-refresh, and a refresh's result (Refresh)."""
+"""What the aggregation yields: one Group per (owner, destination,
+direction) at each refresh, and a refresh's result (Refresh)."""
 
 from __future__ import annotations
 
@@ -15,19 +15,23 @@ from tamebpf.model import Advice
 class GroupKey(NamedTuple):
     owner: str | None  # comm or cgroup path; None when the kernel does not know it
     remote_addr: str
+    direction: str = "send"  # which way its flows' bytes go: "send" or "receive"
 
 
 @dataclass(frozen=True)
 class Group:
-    """One (owner, destination) at one refresh."""
+    """One (owner, destination, direction) at one refresh. For a group that
+    receives, goodput is the bytes received, the RTT the receivers'
+    estimate, and loss and congestion control are unknown (they are the
+    remote senders')."""
 
     key: GroupKey
     comm: str | None  # the processes' name, if they share one
     cgroup: str | None  # their cgroup, if they share one
     remote_addr: str
     flows: int  # open flows
-    streams: int  # established flows that sent data in the last interval (aggregate.STREAM_SHARE)
-    goodput_bps: float | None  # bit/s acknowledged in the last interval
+    streams: int  # established flows that moved data in the last interval (aggregate.STREAM_SHARE)
+    goodput_bps: float | None  # bit/s acknowledged (received) in the last interval
     loss_rate: float | None  # retransmitted / data segments sent, last interval
     srtt_us: float | None  # mean over the streams (over open flows if none)
     congestion_control: str | None  # e.g. "cubic", or "bbr,cubic" when mixed
@@ -40,6 +44,10 @@ class Group:
     over_cap: bool = False  # a matching cap counts more streams than it allows
     paced_bps: float | None = None  # the tightest matching pace cap's target, bit/s
     paced_follows: bool = False  # ... and that cap follows the path (cap/follow.py)
+
+    @property
+    def direction(self) -> str:
+        return self.key.direction
 
     @property
     def advice(self) -> Advice | None:

@@ -50,6 +50,8 @@ class TbFlow(ctypes.Structure):
         ("cong_events", u32),
         ("pid", u32),
         ("netns_ino", u32),
+        ("rcv_rtt_us", u32),
+        ("rcv_ooopack", u32),
         ("family", u16),
         ("sport", u16),
         ("dport", u16),

@@ -113,7 +113,7 @@ def flow_row(buf: Any, offset: int, names: CgroupNames | None, now_ns: int
      bytes_retrans, segs_out, segs_in, data_segs_out, data_segs_in, total_retrans,
      retrans_out, lost_out, srtt_us, rttvar_us, min_rtt_us, snd_cwnd, snd_ssthresh, mss,
      rate_delivered, rate_interval_us, snd_wnd, delivered, cong_events, pid, netns_ino,
-     family_no, sport, dport, state, flags, saddr, daddr, comm,
+     rcv_rtt_us, rcv_ooopack, family_no, sport, dport, state, flags, saddr, daddr, comm,
      cc) = _RECORD.unpack_from(buf, offset)
     family, local = _addr(family_no, saddr)
     _, remote = _addr(family_no, daddr)
@@ -163,6 +163,9 @@ def flow_row(buf: Any, offset: int, names: CgroupNames | None, now_ns: int
         netns_ino,  # netns
         update_ns,  # read_monotonic_ns
         cong_events,
+        rcv_rtt_us or None,  # rcv_rtt_us
+        rcv_ooopack,
+        "receive" if bytes_received > bytes_acked else "send",  # direction
     )
 
 

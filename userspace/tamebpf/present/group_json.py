@@ -24,6 +24,7 @@ def group_to_json(g: Group, time_s: float) -> dict[str, Any]:
         "comm": g.comm,
         "cgroup": g.cgroup,
         "remote_addr": g.remote_addr,
+        "direction": g.direction,
         "streams": g.streams,
         "goodput_mbps": _finite(g.goodput_mbps),
         "loss_rate": _finite(g.loss_rate),

@@ -104,9 +104,13 @@ def advice_cell(g: Group) -> str:
 
 # name, width, right-aligned
 COLUMNS = (
-    ("", 15, False), ("DESTINATION", 15, False), ("STRMS", 5, True), ("MBIT/S", 7, True),
-    ("LOSS%", 5, True), ("RTT_MS", 7, True), ("CC", 5, False), ("ADVICE", 0, False),
+    ("", 15, False), ("DESTINATION", 15, False), ("DIR", 4, False), ("STRMS", 5, True),
+    ("MBIT/S", 7, True), ("LOSS%", 5, True), ("RTT_MS", 7, True), ("CC", 5, False),
+    ("ADVICE", 0, False),
 )
+# DIR: which way a group's bytes go (a receiving group's loss and congestion
+# control are the remote senders', so "-").
+DIRECTION_CELL = {"send": "send", "receive": "recv"}
 
 
 def _row(cells: Sequence[str], width: int) -> str:
@@ -127,8 +131,9 @@ def group_row(g: Group, width: int) -> str:
     owner = g.key.owner if g.key.owner is not None else "?"
     streams = f"{g.streams}{marks(g)}"
     return _row(
-        (owner, g.remote_addr, streams, _mbps(g.goodput_mbps), _pct(g.loss_rate),
-         _ms(g.srtt_ms), g.congestion_control or "-", advice_cell(g)),
+        (owner, g.remote_addr, DIRECTION_CELL.get(g.direction, g.direction), streams,
+         _mbps(g.goodput_mbps), _pct(g.loss_rate), _ms(g.srtt_ms),
+         g.congestion_control or "-", advice_cell(g)),
         width,
     )
 
@@ -145,13 +150,15 @@ def details(g: Group, width: int) -> list[str]:
         where.append(f"process {g.comm}")
     if g.cgroup and g.cgroup != g.key.owner:
         where.append(f"cgroup {g.cgroup}")
-    title = f"{owner} -> {g.remote_addr}" + (f" ({', '.join(where)})" if where else "")
+    arrow = "<-" if g.direction == "receive" else "->"
+    title = f"{owner} {arrow} {g.remote_addr}" + (f" ({', '.join(where)})" if where else "")
     lines = [_fit(f"-- {title} ", width).ljust(width, "-")]
     c = g.counters
     retrans = c.total_retrans / c.data_segs_out if c.data_segs_out else None
+    moved = f"received {_bytes(c.bytes_received)}" if g.direction == "receive" else \
+        f"acked {_bytes(c.bytes_acked)}, retrans {_pct(retrans)}% of {c.data_segs_out} segs"
     lines.append(
-        f"{count(g.flows, 'flow')} open, {g.flows_closed} closed; acked "
-        f"{_bytes(c.bytes_acked)}, retrans {_pct(retrans)}% of {c.data_segs_out} segs"
+        f"{count(g.flows, 'flow')} open, {g.flows_closed} closed; {moved}"
         + (f"; cap {g.cap}" if g.cap is not None else "")
         + (f"; paced at {g.paced_bps / 1e6:.1f} Mbit/s" if g.paced_bps is not None else "")
         + (" (following the path)" if g.paced_follows else "")
