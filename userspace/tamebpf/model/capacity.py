@@ -4,15 +4,15 @@ Two goodputs leave both unknowns of n / T(n) = alpha n + beta to the probes:
 the capacity C = 1/alpha and the competing flows m = beta/alpha.  m then
 comes from the ratio T(n2)/T(n1), which is ill-conditioned when m is large
 (with 30 competing flows, a 10% error in the one-stream probe moves m by
-about 45%: docs/results/history/design-runs.md).  Given C, alpha is fixed and each probe alone
-estimates m:
+about 45%).  Given C, alpha is fixed and each probe alone estimates m:
 
     m_i = n_i C / T_i - n_i        (beta_i = n_i / T_i - n_i / C)
 
 The estimates are averaged with weight n_i.  A probe of n streams measures
 the mean share of n flows, so its variance falls about as 1/n; and a single
 new flow among established ones starts below its long-run share, so the
-one-stream probe reads low more often than high (docs/results/history/design-runs.md).
+one-stream probe reads low more often than high (docs/model.md, "With the
+capacity known").
 """
 
 from __future__ import annotations

@@ -6,12 +6,13 @@ this kind close to normal, so the range is the delta method: the impact's
 sensitivity to each probe's goodput (a numerical derivative of the same
 fit), times that goodput's standard error, added in quadrature, and
 z standard errors either side. It covers the measurement noise inside the
-probes only, and treats their samples as independent draws; on fresh
-draw 8 it held the measured impact in 10 of 24 cases. So the advice widens
-it (`widened`) to hold the impacts of the fit rerun on the probes moved by
+probes only, and treats their samples as independent, while a path's
+goodput also moves from one round of probes to the next; alone it holds
+the measured impact in fewer than half the cases. So the advice widens it
+(`widened`) to hold the impacts of the fit rerun on the probes moved by
 the path's round-to-round spread (estimate/spread.py, estimate/advice.py).
 A path that changes between the probe and the transfer is outside both
-(docs/advise.md).
+(docs/advise.md, "Confidence: how sure the advice is").
 """
 
 from __future__ import annotations

@@ -4,9 +4,9 @@ describe (BBR).
 BBR paces to its own estimate of the bottleneck and does not back off on
 loss, so p*RTT^2 = a n^2 + b says nothing about it, and neither does the
 per-flow fall in throughput the paper calls impact: against 4 CUBIC flows
-one BBR stream took 78% of a 100 Mbit/s testbed link (issue 29). What does
-hold for any sender is conservation: with the link full, the other traffic
-gets the capacity C less what our n streams got,
+one BBR stream takes 78% of a 100 Mbit/s link (docs/advise.md, "BBR
+senders"). What does hold for any sender is conservation: with the link
+full, the other traffic gets the capacity C less what our n streams got,
 
     X(n) = C - G(n),
 
