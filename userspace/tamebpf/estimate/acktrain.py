@@ -61,14 +61,10 @@ SMOOTH = 4
 BAND = 0.08  # link-rate pairs: within 8% of the peak
 MIN_PAIRS = 20  # in the band, for an estimate to be trusted
 MIN_SHARE = 0.25  # of the pairs above the floor, in the band
-# A band this large was trusted whatever its share, from the earlier draws
-# (make eval PRESET=trust: docs/results/settled-design.md, "Trusting a large
-# peak": 38 of 39 such estimates within 10% of the link). Fresh draw 4
-# measured it otherwise: two estimates only this clause trusted read 34%
-# and 20% below the link (fresh4-05, fresh4-09), and its decision rule 3
-# (docs/results/history/fresh4-decision-rules.md) removes the clause for 2 such
-# cases. None: off. It stays a setting for make eval PRESET=trust, which
-# re-scores the earlier draws with and without it.
+# A band of at least this many pairs is trusted whatever its share; None:
+# off. A large band of a small share can still be a sub-peak below the link
+# (estimates only this clause trusted read 20-34% low), so it is off, and
+# stays a setting so that the estimator can be scored with it.
 LARGE_BAND: int | None = None
 FLOOR = 0.95  # x the best probe goodput: the capacity is not below it
 Z_90 = 1.645
@@ -153,52 +149,34 @@ SHARE_MARGIN = 1.2
 # two ACKed segments had j of the other traffic's between them in the queue
 # reads the link's rate C over 1 + j/2 (a delayed ACK covers 2 segments), so
 # its pairs peak at C and below it, at 2C/3, C/2, C/3 ... When a lower peak
-# holds more pairs, the densest band is that one: beside 2 CUBIC flows on the
-# testbed's 20 Mbit/s path the scout's first 2 s peaked at 6.4 (C/3) or 4.8
-# in 5 of 8 windows (one of them trusted), with a trusted band at 19.1-19.4
-# above it in 4 (tests/integration/test_scout_acks.py). So the estimate
+# holds more pairs, the densest band is that one: beside 2 CUBIC flows a
+# scout's first seconds mostly peak at C/3 or C/2, with a trusted band at
+# the link above (tests/integration/test_scout_acks.py). So the estimate
 # climbs to a trusted band above, looking from CLIMB x the one it has, but
-# only to a band of at least CLIMB_PAIRS x its pairs: ACKs bunched on the way
-# back (the testbed's delay line draining) also make bands above the link,
-# small ones. Fresh draw 9's first case (100 Mbit/s, 1 CUBIC flow) showed it:
-# export's windows on 8 streams had their densest band at 96.0 (1144-1371
-# pairs, the link's 95.6) and a trusted one at 130-137 (21-48 pairs), which
-# the climb took; the scouts' link bands held 0.75-1.6 x the pairs of the
-# sub-peak below them.
+# only to a band of at least CLIMB_PAIRS x its pairs: ACKs bunched on the
+# way back (a delay line draining) also make trusted bands above the link,
+# small ones (a few dozen pairs beside a link band of a thousand), while a
+# link band holds 0.75-1.6x the pairs of the sub-peak below it.
 CLIMB = 1.3  # below 1.5 (2C/3 to C, the nearest sub-peak), clear of a band's +-8%
 CLIMB_PAIRS = 0.5
-# The climb does not stop at a band it cannot trust: beside 2 CUBIC flows on
-# the testbed's 20 Mbit/s path, one scout's pairs peaked at C/3 (68 pairs),
-# then at C/2 with too small a share (50 of 244), and at the link above
-# that (40 trusted, 18.6). And a band's share is judged again among the
+# The climb does not stop at a band it cannot trust: beside 2 CUBIC flows
+# a scout's pairs can peak at C/3, then at C/2 with too small a share, and
+# at the link above that. And a band's share is judged again among the
 # pairs from CLIMB below it up, where no sub-peak of it lies (C/1.5 is the
 # nearest), so the sub-peaks a transfer's own streams and the other
-# traffic put below the link do not hide it: a run's first 5 s on that path
-# alone gave 22 pairs at 19.4 of 105 above its goodput, most of them at C/2
-# and lower (21%), and 22 of the 68 from 14.9 up (32%). Against the 25% a
-# band needs among all the pairs, it needs RESHARE of these: the one
-# smear such a second look trusted in 27 windows there read 16.9 (the
-# link's 19.1), with 25% of them (those tests/integration/test_scout_acks.py
-# and test_run.py opened, 2026-11-28; 25 more, after: 22 trusted, all within
-# 4% of the link: docs/results/ack-windows.md, make eval PRESET=ack-windows).
+# traffic put below the link do not hide it: there a link band can hold
+# 21% of all the pairs above the goodput but 32% of those from CLIMB below
+# it up. Against the 25% a band needs among all the pairs, it needs RESHARE
+# of these: above the 25% a smear between the link and its sub-peaks
+# holds, below the link band's 32%.
 RESHARE = 0.30
-# Any band the climb trusts still wants RESHARE_OF_ALL of all the pairs at
-# or above the transfer's own goodput. At the top of the pair rates, where
-# ACKs bunched on the way back sit (the testbed's delay line releases them
-# near 1 Gbit/s), the pairs from CLIMB below a band up, or above the
-# climb's floor, are little more than the band itself: on fresh draw 12's
-# two 120-ms paths the second look trusted such bands at 3.7-9.0x the link
-# in 4 of 12 first-5-s windows of 8 streams, holding 4-8% of the window's
-# pairs (docs/results/far-capacity.md, make eval PRESET=far-capacity), and
-# the climb's first look one at 15.7x with 5% in one of 90 one-stream
-# windows (sticky-pacing.md). Every band trusted at the link in the 52
-# windows the second look was made for held 10.7% or more (ack-windows.md).
-# 9% lies between: chosen on those windows. On 176 windows measured after
-# it, it trusted 2 far bands (11.7% each) where 686b0bd's would have
-# trusted 26 (far-capacity.md's last table: make eval PRESET=far-capacity
-# EVAL_ARGS=--report).
-# (highest_band's `of_all=0` is the estimator as fresh draw 12 ran it,
-# which the far-capacity study scores beside it.)
+# Any band the climb trusts must also hold RESHARE_OF_ALL of all the
+# window's pairs at or above the transfer's own goodput: bands of ACKs
+# bunched after a batch hold fewer (4-8%), bands at the link more (10.7%
+# or more). Bunched ACKs sit at the top of the pair rates, 4-16x the link,
+# where the pairs from CLIMB below a band up are little more than the band
+# itself, so its share among them alone would trust it. highest_band's
+# `of_all=0` turns this check off.
 RESHARE_OF_ALL = 0.09
 
 

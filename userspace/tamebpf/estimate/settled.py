@@ -6,19 +6,17 @@ loss event cuts the larger windows by the factor beta (0.7, 0.5), so the gap
 between our streams and the others shrinks geometrically per epoch, not per
 second. On a short path epochs pass every few hundred milliseconds; on a
 long path with full queues one can take seconds, and a probe of fixed
-length ended there far from the long-run share
-(docs/results/history/fixed-probes-earlier-draws.md). So a
-probe ends early only when
+length ends there far from the long-run share. So a probe ends early only
+when
 - it is past start-up (estimate/adaptive.past_start_up),
 - our streams have each been through `epochs` window reductions since they
   left slow start (the kernel counts them: bpf/flows.bpf.c, on_cong_state;
   the median stream, so that one stream that lost less does not hold up
   ten),
 - the probe has run for `min_rtts` smoothed RTTs: on long paths with RED or
-  many cross flows, losses came faster than the shares moved, and probes
-  that stopped on epochs alone erred by twice as much as those that ran on
-  (docs/results/settled-design.md); 100 RTTs are 2 s at 20 ms and the
-  whole limit at 150 ms,
+  many cross flows, losses come faster than the shares move, and probes
+  that stop on epochs alone err by twice as much as those that run on;
+  100 RTTs are 2 s at 20 ms and the whole limit at 150 ms,
 - the goodput over the window is measured tightly (relative standard
   error within `rse`), and
 - when the capacity is to be estimated from this probe, that estimate is
@@ -41,9 +39,9 @@ from tamebpf.estimate.steady import Steady, window_samples
 from tamebpf.model.confidence import relative_standard_error
 
 # Congestion epochs since slow start, and smoothed RTTs since the probe
-# began, after which the default probes may stop early. Chosen on the two
-# earlier fresh draws (docs/results/settled-design.md), checked on a draw
-# they were not chosen on (docs/accuracy.md).
+# began, after which the default probes may stop early: together they end
+# a probe about as near its long-run share as running it to its limit
+# does (docs/accuracy.md has how near).
 SETTLED_EPOCHS = 4
 SETTLED_MIN_RTTS = 100
 DEFAULT_EPOCHS = SETTLED_EPOCHS
@@ -86,8 +84,8 @@ class Settled:
         # so a flat goodput at the link's capacity is a link nothing else
         # shares. Only the probe whose ACKs estimate the capacity can tell
         # (a lone stream's ACKs show its share, not the link): a 1-stream
-        # probe beside one CUBIC flow sat flat at 3/4 of its long-run rate
-        # in CUBIC's plateau (docs/results/settled-design.md, fresh16).
+        # probe beside one CUBIC flow can sit flat at 3/4 of its long-run
+        # rate in CUBIC's plateau.
         if not self.capacity or s.retrans or s.trend is None or abs(s.trend) > FLAT_TREND:
             return None
         rates = ack_rates()

@@ -1,19 +1,18 @@
 """How far the advised count moves from one round to the next: its range.
 
-A probe's goodput is one draw of the path, not the path: on a crowded path
-the same probe run again gets another share (one stream got 12.7 to 34.7
-Mbit/s in four rounds of one path, docs/results/truth-rounds.md). The
-spread inside one probe (model/confidence.py) treats its samples as
-independent and misses that. So the range is the advice recomputed with the
-probes' goodputs moved by the round-to-round spread, every probe up or down
-by a factor 1 + s: the counts these measurements cannot tell apart. The
-impact range at each count is widened by the same moves (the impacts the
-moved fits give, estimate/advice.py impact_confidence): the delta-method
-range of model/confidence.py alone held draw 8's measured impact in 10 of
-24 cases.
+A probe's goodput is one sample of the path, not the path: on a crowded
+path the same probe run again gets another share (one stream got 12.7 to
+34.7 Mbit/s in four rounds of one path). The spread inside one probe
+(model/confidence.py) treats its samples as independent and misses that.
+So the range is the advice recomputed with the probes' goodputs moved by
+the round-to-round spread, every probe up or down by a factor 1 + s: the
+counts these measurements cannot tell apart. The impact range at each
+count is widened by the same moves (the impacts the moved fits give,
+estimate/advice.py impact_confidence): the delta-method range of
+model/confidence.py alone holds the measured impact in fewer than half
+the cases.
 
-s is fitted on the stored draws' probes against their truth rounds
-(tamebpf_eval/range_design.py, docs/results/range-design-8.md), by the
+s is fitted on stored probes against truth rounds of their paths, by the
 path's RTT class and whether a probe ended unsettled (at its time limit, or
 a fixed-length probe): those are where the rounds part most.
 
@@ -34,10 +33,10 @@ own variation (`pooled_spread`). The rule, and why:
   below SPREAD_FLOOR.
 
 sqrt(k) takes the windows as independent draws. A path's cross traffic
-changes over minutes, so windows a minute apart may be correlated and the
-range narrow faster than the truth does: how fast it may narrow is an
-assumption until issue 45's long-path measurement (5-min transfers, 3
-rounds of 60-s truth windows) checks it.
+changes over minutes, so windows a minute apart are correlated and the
+range narrows faster than the truth does: on long paths the pooled range
+holds a round's best count less often (docs/accuracy.md, "How accurate:
+advice learned from transfers").
 """
 
 from __future__ import annotations
@@ -53,12 +52,11 @@ from tamebpf.model import ModelInputError, Probe
 
 T = TypeVar("T")
 
-LONG_RTT_MS = 80.0  # the RTT classes of issue 44: < 80 ms and >= 80 ms
-# (long path, a probe unsettled) -> relative round-to-round spread s; fitted
-# by tamebpf_eval/range_design.py on draws 3-8 and 11
-# (docs/results/range-design-11.md; fresh draw 11's rule 1 refitted it: the
-# short settled class 0.200 -> 0.175). On long paths whose probes ran to their
-# limit no s of the grid reached 85%, so the fit takes the grid's widest, 1.0.
+LONG_RTT_MS = 80.0  # the spread's RTT classes: < 80 ms and >= 80 ms
+# (long path, a probe unsettled) -> relative round-to-round spread s: per
+# class the smallest s of a grid whose range holds a truth round's best
+# count in 85% of rounds. On long paths whose probes ran to their limit no
+# s of the grid reaches 85%, so the fit takes the grid's widest, 1.0.
 SPREAD: dict[tuple[bool, bool], float] = {
     (False, False): 0.175,
     (False, True): 0.275,
@@ -66,7 +64,7 @@ SPREAD: dict[tuple[bool, bool], float] = {
     (True, True): 1.000,
 }
 SETTLED = "settled"  # the one stop reason that says the probe converged
-# The truth windows the class spreads were fitted on (15 s, issue 44).
+# The length of the truth windows the class spreads are fitted on.
 SPREAD_WINDOW_S = 15.0
 # The narrowest a pooled range gets: 5%, the smallest target move the
 # follow cap acts on. Below it the windows' agreement would claim more than

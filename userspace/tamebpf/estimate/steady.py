@@ -73,23 +73,21 @@ class Steady:
     # turns a link rate into TCP goodput (advise --capacity).
     mss: int | None = None
     ipv6: bool = False
-    # The window's goodput from bytes acked, as it was measured before the
-    # delivered count (FlowPoint.delivered_bytes): make eval scores both.
+    # The window's goodput from bytes acked, beside the delivered count's
+    # (FlowPoint.delivered_bytes): make eval scores both.
     goodput_acked_mbps: float | None = None
     # Every data flow had left slow start (ssthresh set) when the window
     # began. When not, the window saw start-up: on long-RTT paths with deep
     # queues 2 s can end with a stream still in slow start, far from its
-    # long-run share (docs/results/history/run-fresh-settled.md, "Probes that end in
-    # start-up").
+    # long-run share (docs/advise.md, "When a probe stops").
     after_slow_start: bool = False
     # (seconds since the first sample, the data flows' mean smoothed RTT in
     # ms, their retransmissions so far) at every sample: how fast the queue
-    # fills between losses, kept for make eval to study
-    # (docs/results/history/run-fresh-settled.md: a lead for counting competing flows).
+    # fills between losses, kept for make eval as a lead for counting
+    # competing flows.
     rtt_series: tuple[tuple[float, float, int], ...] = ()
     # When every data flow had left slow start, in seconds since the first
-    # sample (None: one never did): how long start-up took (make
-    # eval-convergence).
+    # sample (None: one never did): how long start-up took.
     slow_start_end_s: float | None = None
     # Per data flow, the window reductions since it left slow start, up to
     # the window's end: the congestion epochs in which loss-based flows move
@@ -195,7 +193,7 @@ def _window(flows: Sequence[Sequence[FlowPoint]], times: Sequence[float], min_sk
         # Slow start ended in a loss burst: cwnd was cut and climbs back in
         # the first part of congestion avoidance, below the flow's long-run
         # rate (a new flow among established ones takes longest). Measure the
-        # later part; make eval chose half (docs/results/method.md).
+        # later part: skip recovery_skip of what is left (by default half).
         start += recovery_skip * (end - start)
     window = [t for t in times if start <= t <= end]
     if len(window) < 2 or window[-1] - window[0] <= 0:
