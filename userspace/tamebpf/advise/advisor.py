@@ -4,14 +4,13 @@
 paper); `advise_target` is the short form `tamebpf cap --auto` uses.
 
 By default each probe runs until its share of the path has settled, at most
-DEFAULT_MAX_PROBE_S (tamebpf/common/defaults.py); `quick` runs the two 2-s probes
-that were the default before (the fixed `durations_s` of QUICK_DURATIONS_S).
+DEFAULT_MAX_PROBE_S (tamebpf/common/defaults.py); `quick` runs two fixed
+2-s probes (the `durations_s` of QUICK_DURATIONS_S).
 
-The settled probes run as the stages of one test, 1 stream then 10. The
-other orders fresh draws 5 and 6 measured (the 10-stream probe first; the
-order by the path's RTT) were not more accurate, or were slower, and left
-the product (docs/results/README.md names their pages); make eval measures
-a candidate by giving run_probes its own stop rules.
+The settled probes run as the stages of one test, 1 stream then 10: other
+orders (the 10-stream probe first, or an order by the path's RTT) are not
+more accurate, or are slower. make eval measures a candidate by giving
+run_probes its own stop rules.
 
 For BBR senders the advice comes from the capacity share (model/share.py),
 and a third probe is run where the first two leave the answer uncertain.

@@ -135,7 +135,8 @@ class Iperf3Client:
                  congestion: str | None = None, timeout_s: float = 3.0,
                  pipelined: bool = True) -> None:
         # pipelined=False waits for every server state before the next step,
-        # as iperf3 does; kept for the side-by-side benchmark (make eval PRESET=probetime).
+        # as iperf3 does: the baseline that the pipelined probes' time is
+        # compared with.
         self.pipelined = pipelined
         self.host, self.port, self.streams = host, port, streams
         self.seconds, self.congestion, self.timeout_s = seconds, congestion, timeout_s

@@ -22,8 +22,8 @@ DEFAULT_MAX_STREAMS: Final = 32
 MODELS: Final = ("partial", "full", "linear", "square")
 # The one default fit of every command (advise, predict, watch, export, cap
 # --auto): Eq 6 restricted to (alpha n + beta)^2, the (m+n)^2 loss growth,
-# which predicted the testbed's short probes better than Eq 7
-# (docs/results/history/design-runs.md). Other models stay available by name, as checks.
+# which predicts the testbed's short probes better than Eq 7 (docs/model.md,
+# "The square of m + n"). Other models stay available by name, as checks.
 DEFAULT_MODEL: Final[Literal["square"]] = "square"
 
 # The advisor (advise/advisor.py): the probes' stream counts, and the models
@@ -31,13 +31,12 @@ DEFAULT_MODEL: Final[Literal["square"]] = "square"
 DEFAULT_PROBES: Final = (1, 10)
 TWO_PROBE_MODELS: Final = ("square", "partial", "linear")
 # Each probe's time limit by default (estimate/settled.py, --max-probe-time):
-# 15 s + 15 s had a median throughput error of 0.076 and 0.061 on the two
-# fresh draws of issue 15, 2 s + 2 s 0.252 and 0.234
-# (docs/results/history/fixed-probes-earlier-draws.md).
+# probes run this long err a quarter as much as 2-s probes (a median
+# throughput error of about 0.07 against 0.24).
 DEFAULT_MAX_PROBE_S: Final = 15.0
-# --quick: seconds of traffic per probe. The pair took a median 4.7 s of wall
-# time on the fresh eval cases; on long paths with full queues it ended in
-# start-up and erred by a median 0.25 (docs/results/history/fixed-probes-earlier-draws.md).
+# --quick: seconds of traffic per probe. The pair takes a median 4.7 s of
+# wall time; on long paths with full queues it ends in start-up and errs by
+# a median 0.25 (docs/accuracy.md).
 QUICK_DURATIONS_S: Final = (2.0, 2.0)
 
 # Path memory's answers (advise/memory.py, advise --max-age) and the other

@@ -82,12 +82,12 @@ def register(sub: Any) -> None:
     p.add_argument("--model", choices=TWO_PROBE_MODELS, default=DEFAULT_MODEL,
                    help="loss curve fitted to the probes: square = (alpha n + beta)^2, the "
                    "(m+n)^2 growth; partial = the paper's a n^2 + b (default %(default)s; "
-                   "docs/results/history/design-runs.md compares them)")
+                   "docs/model.md compares them)")
     p.add_argument("--capacity", metavar="RATE",
                    help="the bottleneck's link rate if you know it, in Mbit/s or with a unit "
                    "(10G, 100M, 500k): the probes then only estimate the competing traffic, "
                    "which makes the advice much more accurate with cross traffic "
-                   "(docs/results/history/design-runs.md)")
+                   "(docs/advise.md)")
     p.add_argument("--congestion", choices=CONGESTION, default="system",
                    help="congestion control of the probes (default: the host's)")
     p.add_argument("--netns", metavar="NAME", help="probe from this network namespace")

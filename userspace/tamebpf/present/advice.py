@@ -321,8 +321,8 @@ def warning_text(w: AdviceWarning) -> str:
                 f"{count(w['streams'], 'stream')} (impact {w['impact']:.1%}), the loss-RTT "
                 f"fit {w['loss_rtt_streams']} (it puts the impact at "
                 f"{count(w['streams'], 'stream')} at {w['loss_rtt_impact']:.1%}); the advice "
-                f"follows the {used} fit, whose advice was the better of the two on the "
-                "testbed (docs/results/history/design-runs.md)" + why)
+                f"follows the {used} fit, whose advice is the better of the two on the "
+                "testbed" + why)
     if c == "no_retransmissions":
         return ("no retransmissions in any probe: the path showed no congestion up to "
                 f"{w['streams']} streams, so the loss-RTT fit has nothing to fit and the "
