@@ -22,7 +22,7 @@ from tamebpf.present.paths import entry_json, render_paths
 def one_line(store: PathStore) -> Iterator[None]:
     """A refused, unreadable or unwritable path memory is one line and exit 2:
     `paths` exists to read that directory, so one it cannot use is the input
-    to fix (issue 47), as a --state-dir naming a file is."""
+    to fix, as a --state-dir naming a file is."""
     try:
         yield
     except StateFileRefused as err:

@@ -145,8 +145,8 @@ def held_by_its_cap(group: Group, known: PathEntry | None,
     A target at or above the capacity holds nothing: the group cannot get
     more than the path carries, and each stream's pace, target / n, is
     above what it gets beside any other flow. `tamebpf run` starts at 100
-    Mbit/s: on a path of 96 (fresh draw 9's first case) 8 streams got 83,
-    over 0.8 of the target, yet unheld.
+    Mbit/s: on a path of 96, 8 streams can get 83, over 0.8 of the target,
+    yet unheld.
 
     A target no higher than the entry's expectation makes any goodput under
     that expectation the cap's doing as much as the path's: each stream
