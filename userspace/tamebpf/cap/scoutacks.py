@@ -1,4 +1,4 @@
-"""A following cap's path capacity from its scout's ACKs (issue 45, item 1).
+"""A following cap's path capacity from its scout's ACKs.
 
 A following cap reads its path from its scout's share (cap/scout.py), and
 that reading says nothing without the path's capacity: a path that no
@@ -66,10 +66,9 @@ METHOD = "ack-spacing (scout)"
 # start, so once unpaced it sends bursts at line rate, which the bottleneck
 # spaces at its own rate. Later its segments reach the queue at its share's
 # rate, interleaved with the other traffic's, and a delayed ACK then spans
-# segments that left the queue apart: on the testbed's 20 Mbit/s path
-# shared with 2 CUBIC flows the first 2 s gave 19.3-19.4 Mbit/s in 3 of 4
-# scouts (one had too few pairs), 5 s gave its own rate in 2 of 4, and a
-# window opened seconds after the scout started gave a trusted 9.6.
+# segments that left the queue apart: beside 2 CUBIC flows a scout's first
+# 2 s read the link, 5 s can read its own rate, and a window opened seconds
+# after it started can read half the link, trusted.
 WINDOW_S = 2.0
 # A window no step read for this long belongs to a cap that stopped following.
 STALE_S = 5 * WINDOW_S
