@@ -25,9 +25,10 @@
 /* The RTT callback comes with every ACK that carries an RTT sample; a share
  * is recomputed about once per smoothed RTT, and at most this often. */
 #define PACE_MIN_GAP_NS (1000ULL * 1000)
-/* Only for userspace/tamebpf_bench/bench_cap.py's "before": the RTT callback for every
- * socket of a capped cgroup, as tb_cap_pace did until issue 30. Never set
- * by the loader otherwise. */
+/* Only for userspace/tamebpf_bench/bench_cap.py's "before": the RTT callback
+ * for every socket of a capped cgroup, not only the paced ones, so that the
+ * benchmark can show what pacing only those saves. Never set by the loader
+ * otherwise. */
 const volatile __u32 rtt_for_all = 0;
 
 /* Caps that follow their path (docs/cap.md, "Scout and follow rate"): per
