@@ -1,4 +1,4 @@
-"""export's path capacity from the transfers' own ACKs (issue 45, item 1).
+"""export's path capacity from the transfers' own ACKs.
 
 Path memory makes a curve from one steady stream count only with the
 path's capacity (paths/passive.learn), and a path no probe ever measured
@@ -19,8 +19,9 @@ queue apart, interleaved with the cross traffic's). The two cannot be told
 apart, so an estimate under SHARE_MARGIN times the connections' own
 goodput is not trusted (estimate/acktrain.capacity_above_own), nor one far
 above what they got through (estimate/reach.py); and export
-samples only when asked (--ack-sampling) until a fresh draw shows what the
-windows that pass give.
+samples only when asked (--ack-sampling): the windows that pass these
+checks are not yet shown to read the link often enough to sample by
+default.
 
 A loss-based sender's bursts (after a loss, while its window grows) leave
 the bottleneck one transmission time apart. Paced streams do not: a pace

@@ -1,4 +1,4 @@
-"""The path's capacity from the run's own ACKs (issue 45, item 1).
+"""The path's capacity from the run's own ACKs.
 
 The advisor's ACK log (kernel/acktrain.py) marks the connections opened
 from a cgroup and logs the arrival of every ACK that advances them, host
