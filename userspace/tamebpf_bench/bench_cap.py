@@ -271,12 +271,12 @@ def per_socket_section(costs: dict[str, dict[str, list[int]]], rounds: int, sock
         f"one after another, each sending {size // 1024} KiB over loopback with an MSS of "
         f"1448 bytes, then closing; {rounds} rounds, the two variants alternating within "
         "each round. *before*: `tb_cap_pace` turns on the per-ACK RTT callback for every "
-        "socket of a capped cgroup, as it did until issue 30 (the same object loaded with "
+        "socket of a capped cgroup, as an earlier version did (the same object loaded with "
         "`rtt_for_all` set); *after*: only for sockets a pace cap paces. Runs and time "
         "from the kernel's BPF run-time statistics, per socket. `tb_cap_state` runs for "
         "every TCP state change on the host, so other traffic adds to it.",
         "",
-        f"Measured {time.strftime('%Y-%m-%d')} on this VM: "
+        "Measured on this VM: "
         f"Linux {platform.release()}, {os.cpu_count()} CPUs.",
         "",
         "| program | before: runs per socket | before: ns per socket "
@@ -315,7 +315,7 @@ def section(res: Results, costs: dict[str, dict[str, list[int]]], rounds: int,
         "connect() call alone as Python's `perf_counter_ns` sees it; connects/s is "
         "connect + close back to back, one process.",
         "",
-        f"Measured {time.strftime('%Y-%m-%d')} on this VM: "
+        "Measured on this VM: "
         f"Linux {platform.release()}, {os.cpu_count()} CPUs.",
         "",
         "| mode | connect() median µs | p90 µs | added vs none, µs (median of rounds) "

@@ -238,7 +238,7 @@ def section(results: Results, reps: int, seconds: int, interval: float,
         f"of the per-pair ratios {on}/{off} (1.000 = no cost); its 90% interval from the "
         "pairs' order statistics (distribution-free).",
         "",
-        f"Measured {time.strftime('%Y-%m-%d')} on this VM: "
+        "Measured on this VM: "
         f"Linux {platform.release()}, {os.cpu_count()} CPUs.",
         "",
         f"| streams | {off} Mbit/s (median) | {on} Mbit/s (median) | ratio (median) "

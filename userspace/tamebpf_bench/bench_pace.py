@@ -90,7 +90,7 @@ def section(gbit: dict[str, list[float]], cost: dict[str, list[int]], rounds: in
              "*pace-idle* (a pace cap of 100 Gbit/s, which never binds: the check-ins "
              "alone), *pace-1G* (a pace cap of 1 Gbit/s). Goodput is iperf3's received "
              "rate; the ratio is the median of the per-round ratios to *none*.", "",
-             f"Measured {time.strftime('%Y-%m-%d')} on this VM: Linux {platform.release()}, "
+             f"Measured on this VM: Linux {platform.release()}, "
              f"{os.cpu_count()} CPUs (`make bench`, tamebpf_bench.bench_pace).", "",
              "| mode | goodput Gbit/s (median) | vs none | runs (Gbit/s) |",
              "|---|---|---|---|"]

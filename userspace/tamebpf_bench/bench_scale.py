@@ -247,9 +247,9 @@ def section(rows: list[dict[str, float]], leak: dict[str, float] | None = None) 
              "changed, the group sums); *scrape*: GET /metrics from "
              "a running `tamebpf export` (median of 3, each reading the kernel); *watch* "
              "and *flows --json*: whole processes (median of 3); `ss -tin` on the same flows for "
-             "comparison. Targets (issue 17): at 10k flows scrape and refresh <= 50 ms; at "
+             "comparison. Targets: at 10k flows scrape and refresh <= 50 ms; at "
              "100k <= 400 ms, `flows --json` <= 2 s, exporter RSS <= 100 MB.", "",
-             f"Measured {time.strftime('%Y-%m-%d')} on this VM: Linux {platform.release()}, "
+             f"Measured on this VM: Linux {platform.release()}, "
              f"{os.cpu_count()} CPUs.", "",
              "| flows | iterator | snapshot | refresh | scrape | watch --once | flows --json "
              "| ss -tin | exporter RSS |",

@@ -131,7 +131,7 @@ def table(r: dict[str, Any], command: str) -> str:
         return f"{run['mbit'] / target - 1:+.1%}"
 
     lines = [
-        f"`{command}` ({time.strftime('%Y-%m-%d')}): testbed {p['rate_mbit']:g} Mbit/s, "
+        f"`{command}`: testbed {p['rate_mbit']:g} Mbit/s, "
         f"{p['rtt_ms']:g} ms, {p['queue']} packets, {p['cross']} CUBIC cross flows running "
         f"throughout ({r['cross_alone_mbit']} Mbit/s alone). Advice for a "
         f"{p['limit']:.0%} limit: {count(r['advice']['streams'], 'stream')}, "

@@ -264,8 +264,8 @@ def report(r: dict[str, Any]) -> str:
              f"{RATE:g} Mbit/s, {RTT:g} ms, DropTail {QUEUE} packets (1 BDP); our transfer "
              f"iperf3 -P {STREAMS} (CUBIC) under a pace cap set at the advice for "
              f"{BASE + EXTRA} cross flows, limit {LIMIT:.0%}; CUBIC cross traffic of "
-             f"{BASE + EXTRA}, then {BASE}, then {BASE + EXTRA} flows, {PHASE_S:g} s each. "
-             f"Run {r['when']}.", "",
+             f"{BASE + EXTRA}, then {BASE}, then {BASE + EXTRA} flows, {PHASE_S:g} s each.",
+             "",
              f"A fresh settled `advise --capacity {RATE:g}M` with no transfer of ours: "
              + "; ".join(f"{m} cross flows: {refs[m]['advice_n']} streams, "
                          f"{refs[m]['advice_mbit']:.2f} Mbit/s (cross traffic beside one "
