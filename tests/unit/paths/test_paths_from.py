@@ -331,3 +331,24 @@ def test_https_with_a_certificate_not_trusted_is_one_line(
         code, took = run_advise(prom.url.replace("http:", "https:"), tmp_path, monkeypatch)
     assert code is None and took < 3.0
     assert "certificate" in one_line(capsys.readouterr().err).lower()
+
+
+def test_a_series_answers_only_the_direction_it_was_exported_for() -> None:
+    """A download's query matches only series labelled direction="receive";
+    an upload's matches "send" and a node's from before directions (no
+    label)."""
+    from tamebpf.paths.entry import REMOTE_CC
+    from tamebpf.paths.remote import parse_result, remote_query
+
+    now = time.time()
+    old, up = series("old:9477"), series("up:9477", direction="send")
+    down = series("down:9477", direction="receive")
+    got = parse_result([old, up, down], DEST + "/32", "cubic", now)
+    assert sorted(r.instance for r in got.entries) == ["old:9477", "up:9477"], got
+    assert [n for n, _ in got.refused] == ["down:9477"], got.refused
+    down["metric"]["congestion"] = REMOTE_CC
+    got = parse_result([down], DEST + "/32", REMOTE_CC, now, "receive")
+    assert [(r.instance, r.entry.key.direction) for r in got.entries] == [
+        ("down:9477", "receive")], got
+    assert 'direction="receive"' in remote_query(DEST, REMOTE_CC, "receive")
+    assert 'direction!="receive"' in remote_query(DEST, "cubic")

@@ -15,7 +15,8 @@ from tests.unit.groups.test_groups_fakes import Transfer
 from tests.unit.paths.test_paths_store import an_entry
 from tests.unit.present.test_export import FakeReader, fresh
 
-PATH = (("congestion", "cubic"), ("dest", "198.18.3.2/32"), ("netns", "tb-snd"))  # sorted
+PATH = (("congestion", "cubic"), ("dest", "198.18.3.2/32"), ("direction", "send"),
+        ("netns", "tb-snd"))  # sorted
 
 
 def collector(entries: list[PathEntry] | None = None, fail: bool = False) -> TamebpfCollector:
@@ -43,7 +44,8 @@ def test_each_path_has_its_age_advice_capacity_and_mark() -> None:
     assert s[("tamebpf_path_changed", PATH)] == 0
     assert s[("tamebpf_path_info", tuple(sorted((*PATH, ("source", "--capacity"),
                                                  ("probes", "settled")))))] == 1
-    v6 = (("congestion", "bbr"), ("dest", "2001:db8::1/128"), ("netns", "host"))
+    v6 = (("congestion", "bbr"), ("dest", "2001:db8::1/128"), ("direction", "send"),
+          ("netns", "host"))
     assert s[("tamebpf_path_changed", v6)] == 1
     assert ("tamebpf_path_capacity_bytes_per_second", v6) not in s
 

@@ -14,7 +14,7 @@ from tamebpf.groups.counters import Counters
 from tamebpf.groups.group import Group, GroupKey
 from tamebpf.groups.passive_fit import Observation, passive_fit
 from tamebpf.model import Probe, Settings, fit_capacity, fit_throughput, predict
-from tamebpf.paths.entry import FitData, PathEntry, PathKey
+from tamebpf.paths.entry import REMOTE_CC, FitData, PathEntry, PathKey
 from tamebpf.paths.passive import PathLearner, change_tolerance, learn
 from tamebpf.paths.recall import recall
 from tamebpf.paths.store import PathStore
@@ -59,6 +59,17 @@ def test_two_counts_give_a_fit_that_predicts_a_third() -> None:
     at4 = recall(e, SETTINGS).curve[3].throughput
     assert at4 == pytest.approx(share(4), rel=0.02)
     assert e.rtt_ms == pytest.approx(20.0)
+
+
+def test_a_download_is_learned_under_its_own_key() -> None:
+    """A receiving group's path is the download's: direction receive, its
+    remote senders' congestion control unknown (REMOTE_CC)."""
+    down = replace(group(2, 8), key=GroupKey("iperf3", "198.18.3.2", "receive"),
+                   congestion_control=None, loss_rate=None)
+    got = learn(down, "tb-snd", 2000.0, SETTINGS, None)
+    assert got is not None and got.entry is not None, got
+    assert got.entry.key == PathKey("198.18.3.2/32", "tb-snd", REMOTE_CC, "receive")
+    assert recall(got.entry, SETTINGS).curve[3].throughput == pytest.approx(share(4), rel=0.02)
 
 
 def test_one_count_with_a_known_capacity_gives_the_competing_flows() -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tamebpf.model import Settings
-from tamebpf.paths.entry import PathEntry, PathKey, Window
+from tamebpf.paths.entry import REMOTE_CC, PathEntry, PathKey, Window
 from tamebpf.paths.recall import entry_from_advice
 from tamebpf.paths.store import APPLICATION_ID, DB_NAME, SCHEMA_VERSION, PathStore
 from tests.unit.paths.test_paths_recall import results
@@ -214,8 +214,9 @@ def test_passive_times_are_those_since_the_last_probed_entry(tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize("version, dropped", [
-    (1, ("streams_low", "streams_high", "spread", "windows")),  # before the count range
-    (2, ("windows",)),  # before pools
+    (1, ("streams_low", "streams_high", "spread", "windows", "direction")),  # no count range
+    (2, ("windows", "direction")),  # before pools
+    (3, ("direction",)),  # before downloads
 ])
 def test_an_older_file_reads_and_gets_the_new_columns_at_its_first_write(
         tmp_path: Path, version: int, dropped: tuple[str, ...]) -> None:
@@ -242,3 +243,19 @@ def test_an_older_file_reads_and_gets_the_new_columns_at_its_first_write(
     db = sqlite3.connect(tmp_path / DB_NAME)
     assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     db.close()
+
+
+def test_downloads_and_uploads_of_a_path_are_kept_apart(tmp_path: Path) -> None:
+    store = PathStore(str(tmp_path))
+    down = replace(KEY, congestion=REMOTE_CC, direction="receive")
+    up_entry, down_entry = an_entry(), an_entry(key=down, advised_streams=9)
+    store.put(up_entry)
+    assert store.newest(down) is None, "an upload's entry answered for the download"
+    store.put(down_entry)
+    got_up, got_down = store.newest(KEY), store.newest(down)
+    assert got_up is not None and got_up.key.direction == "send"
+    assert got_down is not None and got_down.key == down and got_down.advised_streams == 9
+    assert sorted(e.key.direction for e in store.latest()) == ["receive", "send"]
+    assert store.mark_changed(down) == 1
+    got_up = store.newest(KEY)
+    assert got_up is not None and not got_up.changed, "the upload was marked with it"

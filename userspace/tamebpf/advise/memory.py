@@ -80,7 +80,7 @@ class AdviceMemory:
             return None
         now = time.time()
         try:
-            answer = remote.fetch(url, key.dest, key.congestion, now, timeout)
+            answer = remote.fetch(url, key.dest, key.congestion, now, timeout, key.direction)
         except (OSError, ValueError) as err:
             log.warning("--paths-from %s not used: %s; probing", printable(url),
                         printable(str(err)))

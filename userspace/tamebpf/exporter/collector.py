@@ -340,8 +340,8 @@ class TamebpfCollector:
 
     def _path_metrics(self, now: float) -> Iterator[Any]:
         """Path memory: one series per path (destination prefix, namespace,
-        congestion control), bounded by the store's row cap."""
-        labels = ("dest", "netns", "congestion")
+        congestion control, direction), bounded by the store's row cap."""
+        labels = ("dest", "netns", "congestion", "direction")
         info = GaugeMetricFamily(PREFIX + "path_info", "A remembered path (value 1): where "
                                  "its newest advice came from and how it was probed.",
                                  labels=(*labels, "source", "probes"))
@@ -374,7 +374,7 @@ class TamebpfCollector:
                         extra={"event": "paths_read_error"})
             entries = []
         for e in entries:
-            key = [e.key.dest, e.key.netns, e.key.congestion]
+            key = [e.key.dest, e.key.netns, e.key.congestion, e.key.direction]
             info.add_metric([*key, e.source, e.probe_kind], 1)
             fit.add_metric([*key, e.source, e.probe_kind, e.fit.to_json()], 1)
             age.add_metric(key, e.age_s(now))

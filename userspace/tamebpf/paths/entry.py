@@ -39,15 +39,23 @@ class Window:
     seconds: float
 
 
+# The congestion control a download's path is kept under: the remote
+# sender's, which this host cannot know.
+REMOTE_CC = "remote"
+
+
 @dataclass(frozen=True)
 class PathKey:
     """A path: the destination prefix (the host's /32 or /128), the network
     namespace it is reached from ('host' for the init namespace, an
-    `ip netns` name, or 'inode:N'), and the senders' congestion control."""
+    `ip netns` name, or 'inode:N'), the senders' congestion control, and
+    which way the data goes: "send" (uploads) or "receive" (downloads, kept
+    under REMOTE_CC)."""
 
     dest: str
     netns: str
     congestion: str
+    direction: str = "send"
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from tamebpf.common.logs import log
 from tamebpf.groups.group import Group, GroupKey
 from tamebpf.groups.passive_fit import LOSS_BASED, Observation
 from tamebpf.model import ModelInputError, Settings, competing_flows
-from tamebpf.paths.entry import FitData, PathEntry, PathKey, Window
+from tamebpf.paths.entry import REMOTE_CC, FitData, PathEntry, PathKey, Window
 from tamebpf.paths.pool import (
     by_count,
     change_tolerance,
@@ -108,13 +108,16 @@ def transfers(times: Sequence[float]) -> tuple[int, float]:
 
 def group_key(group: Group, netns: str) -> PathKey | None:
     """The path a group's transfers ran on (None: mixed congestion controls
-    or an address that is not one)."""
-    cc = group.congestion_control
-    if not cc or "," in cc:
-        return None
+    or an address that is not one). A receiving group's path is kept under
+    REMOTE_CC: its senders' congestion control is not known here."""
     try:
         dest = str(ipaddress.ip_network(group.remote_addr))
     except ValueError:
+        return None
+    if group.direction == "receive":
+        return PathKey(dest, netns, REMOTE_CC, "receive")
+    cc = group.congestion_control
+    if not cc or "," in cc:
         return None
     return PathKey(dest, netns, cc)
 
@@ -214,8 +217,10 @@ def learn(group: Group, netns: str, now: float, settings: Settings,
             why = outside(known, o, settings)
             if why is not None:
                 return Learned(key, changed=why)
-    if key.congestion not in LOSS_BASED:
-        return Learned(key)  # the loss law's fits do not describe BBR
+    if key.congestion not in LOSS_BASED and key.congestion != REMOTE_CC:
+        # The loss law's fits do not describe BBR. A download's senders
+        # are taken to be loss-based: what they run is not known here.
+        return Learned(key)
     rtts = [o.srtt_s for o in obs if o.srtt_s is not None]
     rtt_ms = min(rtts) * 1000 if rtts else None
     pool = pooled(pool_of(known), fresh)

@@ -4,8 +4,11 @@ nodes"). No new server: the Prometheus a site already runs is the shared
 store, and each node's `export` serves its path memory as `tamebpf_path_*`
 series.
 
-One query returns every node's newest fit for a destination and congestion
-control that is not marked changed, with its time as the value.
+One query returns every node's newest fit for a destination, congestion
+control and direction that is not marked changed, with its time as the
+value. A node from before directions exports uploads only, with no
+direction label: an upload's query matches its series, a download's does
+not.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from tamebpf.paths import httpget
 from tamebpf.paths.entry import PathEntry
 from tamebpf.paths.valid import MAX_TEXT, Refusal, checked_entry, show
 
-_JOIN = "instance, job, dest, netns, congestion"
+_JOIN = "instance, job, dest, netns, congestion, direction"
 # The labels (and the sample) entry fields are read from, as a refusal names them.
 _LABEL_OF = {"probe_kind": "probes", "when": "value (the time)", "host": "dest"}
 
@@ -39,20 +42,23 @@ class Answer:
     refused: list[tuple[str, Refusal]] = field(default_factory=list)
 
 
-def remote_query(dest: str, congestion: str) -> str:
-    sel = f'{{dest="{dest}", congestion="{congestion}"}}'
+def remote_query(dest: str, congestion: str, direction: str = "send") -> str:
+    which = 'direction="receive"' if direction == "receive" else 'direction!="receive"'
+    sel = f'{{dest="{dest}", congestion="{congestion}", {which}}}'
     return (f"tamebpf_path_learned_timestamp_seconds{sel} * on ({_JOIN}) group_left (source, "
             f"probes, fit) tamebpf_path_fit_info{sel} unless on ({_JOIN}) "
             f"(tamebpf_path_changed{sel} == 1)")
 
 
-def parse_result(result: object, dest: str, congestion: str, now: float) -> Answer:
+def parse_result(result: object, dest: str, congestion: str, now: float,
+                 direction: str = "send") -> Answer:
     """The entries of a query result for the path asked about. Every series
-    goes through paths/valid.py; one that is no entry for this destination
-    and congestion control is refused, naming the node and the field."""
+    goes through paths/valid.py; one that is no entry for this destination,
+    congestion control and direction is refused, naming the node and the
+    field."""
     answer = Answer()
     for r in result if isinstance(result, list) else []:
-        got = _series(r, dest, congestion, now)
+        got = _series(r, dest, congestion, direction, now)
         if isinstance(got, RemoteEntry):
             answer.entries.append(got)
         else:
@@ -61,7 +67,7 @@ def parse_result(result: object, dest: str, congestion: str, now: float) -> Answ
     return answer
 
 
-def _series(r: object, dest: str, congestion: str, now: float
+def _series(r: object, dest: str, congestion: str, direction: str, now: float
             ) -> RemoteEntry | tuple[str, Refusal]:
     m = r.get("metric") if isinstance(r, dict) else None
     if not isinstance(m, dict):
@@ -69,10 +75,12 @@ def _series(r: object, dest: str, congestion: str, now: float
     instance = m.get("instance")
     if not isinstance(instance, str) or not 0 < len(instance) <= MAX_TEXT:
         return "?", Refusal("instance", f"is {show(instance)}, not a node's name")
-    for label, want in (("dest", dest), ("congestion", congestion)):
-        if m.get(label) != want:
-            return instance, Refusal(label, f"is {show(m.get(label))}, not the {want} "
-                                     "asked about")
+    got_direction = m.get("direction", "send")  # absent: a node from before directions
+    for label, have, want in (("dest", m.get("dest"), dest),
+                              ("congestion", m.get("congestion"), congestion),
+                              ("direction", got_direction, direction)):
+        if have != want:
+            return instance, Refusal(label, f"is {show(have)}, not the {want} asked about")
     value = r.get("value") if isinstance(r, dict) else None
     try:
         when: object = float(value[1])  # type: ignore[index]
@@ -80,7 +88,8 @@ def _series(r: object, dest: str, congestion: str, now: float
         when = value  # refused below, as not a number
     # The advised numbers are recomputed from the fit (paths/recall.py);
     # these placeholders are never shown.
-    raw = {"dest": dest, "congestion": congestion, "netns": m.get("netns"), "host": dest,
+    raw = {"dest": dest, "congestion": congestion, "direction": direction,
+           "netns": m.get("netns"), "host": dest,
            "when": when, "source": m.get("source"), "probe_kind": m.get("probes"),
            "fit": m.get("fit"), "advised_streams": 1, "advised_mbps": 0.0,
            "advised_impact": 0.0, "max_impact": 0.0}
@@ -90,12 +99,12 @@ def _series(r: object, dest: str, congestion: str, now: float
     return RemoteEntry(replace(got, capacity_mbps=got.fit.capacity), instance)
 
 
-def fetch(url: str, dest: str, congestion: str, now: float, timeout: float = PATHS_FROM_TIMEOUT_S
-          ) -> Answer:
+def fetch(url: str, dest: str, congestion: str, now: float, timeout: float = PATHS_FROM_TIMEOUT_S,
+          direction: str = "send") -> Answer:
     """Every node's entry for the path from the Prometheus at `url`, within
     `timeout` seconds in all. Raises OSError (httpget.FetchError) or
     ValueError when Prometheus cannot be asked or its answer is none."""
-    q = urllib.parse.urlencode({"query": remote_query(dest, congestion)})
+    q = urllib.parse.urlencode({"query": remote_query(dest, congestion, direction)})
     body = httpget.get(url.rstrip("/") + "/api/v1/query?" + q, timeout, PATHS_FROM_MAX_BYTES)
     try:
         data: Any = json.loads(body)
@@ -107,4 +116,4 @@ def fetch(url: str, dest: str, congestion: str, now: float, timeout: float = PAT
     result = data.get("data", {}).get("result") if isinstance(data.get("data"), dict) else None
     if not isinstance(result, list):
         raise ValueError("the answer holds no query result")
-    return parse_result(result, dest, congestion, now)
+    return parse_result(result, dest, congestion, now, direction)

@@ -45,12 +45,12 @@ DB_NAME = "paths.db"
 # any other SQLite database placed at the same name.
 APPLICATION_ID = 0x74616D65
 # 2: streams_low, streams_high, spread (the advised count's range); 3:
-# windows (a passive entry's pool of settled windows, JSON). An older file
-# is read as it is (the missing columns read as NULL) and gets the columns
-# at its first write.
-SCHEMA_VERSION = 3
+# windows (a passive entry's pool of settled windows, JSON); 4: direction
+# ("send" or "receive", NULL: "send"). An older file is read as it is (the
+# missing columns read as NULL) and gets the columns at its first write.
+SCHEMA_VERSION = 4
 _ADDED = (("streams_low", "INTEGER"), ("streams_high", "INTEGER"), ("spread", "REAL"),
-          ("windows", "TEXT"))
+          ("windows", "TEXT"), ("direction", "TEXT"))
 DEFAULT_RETENTION_S = 7 * 24 * 3600.0
 DEFAULT_MAX_ROWS = 10_000
 BUSY_TIMEOUT_S = 10.0  # another writer holds the lock: wait this long
@@ -63,7 +63,8 @@ _COLUMNS = ("dest", "netns", "congestion", "host", "created", "source", "probe_k
             "changed", "estimator", "fit", "advised_streams", "advised_mbps",
             "advised_impact", "max_impact", "impact_low", "impact_high", "capacity_mbps",
             "capacity_low_mbps", "capacity_high_mbps", "capacity_method", "link_mbps",
-            "competing_flows", "rtt_ms", "streams_low", "streams_high", "spread", "windows")
+            "competing_flows", "rtt_ms", "streams_low", "streams_high", "spread", "windows",
+            "direction")
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS paths (
     id INTEGER PRIMARY KEY,
@@ -75,7 +76,7 @@ CREATE TABLE IF NOT EXISTS paths (
     impact_low REAL, impact_high REAL, capacity_mbps REAL, capacity_low_mbps REAL,
     capacity_high_mbps REAL, capacity_method TEXT, link_mbps REAL,
     competing_flows REAL, rtt_ms REAL, streams_low INTEGER, streams_high INTEGER, spread REAL,
-    windows TEXT);
+    windows TEXT, direction TEXT);
 CREATE INDEX IF NOT EXISTS paths_by_key ON paths (dest, netns, congestion, created);
 CREATE INDEX IF NOT EXISTS paths_by_age ON paths (created);
 PRAGMA application_id = {APPLICATION_ID};
@@ -109,11 +110,10 @@ class PathStore:
             if db is None:
                 return None
             rows = db.execute(
-                f"SELECT id, {_selected(db)} FROM paths WHERE dest = ? AND netns = ? "
-                "AND congestion = ? "
+                f"SELECT id, {_selected(db)} FROM paths WHERE {_key_where(db)} "
                 + ("AND capacity_mbps IS NOT NULL " if with_capacity else "")
                 + "ORDER BY created DESC, id DESC",
-                (key.dest, key.netns, key.congestion))
+                _key_args(key))
             return next(self._entries(rows), None)
 
     def passive_times(self, key: PathKey) -> list[float]:
@@ -123,12 +123,13 @@ class PathStore:
         with self._connection(create=False) as db:
             if db is None:
                 return []
+            where = _key_where(db)
             rows = db.execute(
-                "SELECT created FROM paths WHERE dest = ? AND netns = ? AND congestion = ? "
+                f"SELECT created FROM paths WHERE {where} "
                 "AND source = 'passive' AND changed = 0 AND created > COALESCE((SELECT "
-                "max(created) FROM paths WHERE dest = ? AND netns = ? AND congestion = ? "
+                f"max(created) FROM paths WHERE {where} "
                 "AND source != 'passive'), 0) ORDER BY created",
-                (key.dest, key.netns, key.congestion) * 2).fetchall()
+                _key_args(key) * 2).fetchall()
         return [float(r[0]) for r in rows]
 
     def probed(self, key: PathKey) -> bool:
@@ -139,9 +140,9 @@ class PathStore:
             if db is None:
                 return False
             return db.execute(
-                "SELECT 1 FROM paths WHERE dest = ? AND netns = ? AND congestion = ? "
+                f"SELECT 1 FROM paths WHERE {_key_where(db)} "
                 "AND source != 'passive' LIMIT 1",
-                (key.dest, key.netns, key.congestion)).fetchone() is not None
+                _key_args(key)).fetchone() is not None
 
     def latest(self) -> list[PathEntry]:
         """The most recent entry of every path, newest first (rows that are
@@ -153,8 +154,10 @@ class PathStore:
                               "ORDER BY created DESC, id DESC")
             seen: set[tuple[object, ...]] = set()
             found = []
+            last = 1 + _COLUMNS.index("direction")
             for row in rows:
-                path = tuple(row[1:4])  # dest, netns, congestion as stored
+                # dest, netns, congestion and direction as stored
+                path = (*row[1:4], row[last] or "send")
                 if path in seen:
                     continue  # an older row of a path already found
                 for entry in self._entries([row]):
@@ -199,9 +202,8 @@ class PathStore:
             if db is None:
                 return 0
             with _immediate(db):
-                return db.execute("UPDATE paths SET changed = 1 WHERE dest = ? AND netns = ? "
-                                  "AND congestion = ? AND changed = 0",
-                                  (key.dest, key.netns, key.congestion)).rowcount
+                return db.execute(f"UPDATE paths SET changed = 1 WHERE {_key_where(db)} "
+                                  "AND changed = 0", _key_args(key)).rowcount
 
     def forget(self, dests: list[str] | None) -> int:
         """Remove the entries whose destination is one of `dests` (None:
@@ -416,6 +418,18 @@ def _selected(db: sqlite3.Connection) -> str:
     return ", ".join(c if c in have else f"NULL AS {c}" for c in _COLUMNS)
 
 
+def _key_where(db: sqlite3.Connection) -> str:
+    """The rows of one path (its _key_args fill the ?s). A file from
+    before directions holds uploads only: a download's key matches none."""
+    have = {r[1] for r in db.execute("PRAGMA table_info(paths)")}
+    direction = "COALESCE(direction, 'send')" if "direction" in have else "'send'"
+    return f"dest = ? AND netns = ? AND congestion = ? AND {direction} = ?"
+
+
+def _key_args(key: PathKey) -> tuple[str, str, str, str]:
+    return (key.dest, key.netns, key.congestion, key.direction)
+
+
 def _upgrade(db: sqlite3.Connection) -> None:
     """An older file gets the columns added since, once (another writer may
     have done it while this one waited for the lock)."""
@@ -435,7 +449,7 @@ def _row(e: PathEntry) -> tuple[object, ...]:
             e.advised_mbps, e.advised_impact, e.max_impact, e.impact_low, e.impact_high,
             e.capacity_mbps, e.capacity_low_mbps, e.capacity_high_mbps, e.capacity_method,
             e.link_mbps, e.competing_flows, e.rtt_ms, e.streams_low, e.streams_high, e.spread,
-            windows_json(e.windows) if e.windows else None)
+            windows_json(e.windows) if e.windows else None, e.key.direction)
 
 
 def _raw(row: tuple[object, ...]) -> dict[str, object]:

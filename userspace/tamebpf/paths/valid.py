@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, cast
 
+from tamebpf.common.records import DIRECTIONS
 from tamebpf.common.words import printable
 from tamebpf.model import MAX_STREAMS_LIMIT, MODEL_LABELS
 from tamebpf.paths.entry import (
@@ -89,7 +90,7 @@ def as_raw(entry: PathEntry) -> dict[str, object]:
     raw: dict[str, object] = {f.name: getattr(entry, f.name) for f in fields(PathEntry)}
     del raw["key"]
     raw.update(dest=entry.key.dest, netns=entry.key.netns, congestion=entry.key.congestion,
-               fit=entry.fit.as_dict())
+               direction=entry.key.direction, fit=entry.fit.as_dict())
     return raw
 
 
@@ -164,7 +165,8 @@ def _entry(raw: Mapping[str, object], now: float) -> PathEntry:
 
     return PathEntry(
         key=PathKey(dest, _text(raw.get("netns"), "netns"),
-                    _text(raw.get("congestion"), "congestion")),
+                    _text(raw.get("congestion"), "congestion"),
+                    _choice(raw.get("direction") or "send", "direction", DIRECTIONS)),
         when=when, source=cast(Any, _choice(raw.get("source"), "source", SOURCES)),
         probe_kind=cast(Any, _choice(raw.get("probe_kind"), "probe_kind", PROBE_KINDS)),
         fit=fit, advised_streams=cast(int, _streams(raw.get("advised_streams"),

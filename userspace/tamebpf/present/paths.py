@@ -13,6 +13,7 @@ from tamebpf.paths.entry import PathEntry
 from tamebpf.paths.recall import Recalled
 from tamebpf.present.advice import range_text
 
+DIRECTION_CELL = {"send": "send", "receive": "recv"}
 _ESTIMATOR_TEXT = {"capacity": "capacity fit", "throughput": "throughput fit",
                    "share": "capacity share, BBR"}
 
@@ -33,7 +34,8 @@ def entry_json(e: PathEntry, now: float) -> dict[str, Any]:
     f = e.fit
     return {
         "dest": e.key.dest, "netns": e.key.netns, "congestion": e.key.congestion,
-        "host": e.host, "when": e.when, "age_s": round(e.age_s(now), 3), "source": e.source,
+        "direction": e.key.direction, "host": e.host, "when": e.when,
+        "age_s": round(e.age_s(now), 3), "source": e.source,
         "probes": e.probe_kind, "changed": e.changed,
         "capacity": {"goodput_mbps": e.capacity_mbps, "low_mbps": e.capacity_low_mbps,
                      "high_mbps": e.capacity_high_mbps, "method": e.capacity_method,
@@ -85,14 +87,14 @@ def render_paths(entries: list[PathEntry], now: float, directory: str) -> str:
     """One row per path (its newest entry)."""
     if not entries:
         return f"no paths remembered in {directory}\n"
-    head = (f"{'destination':<20} {'netns':<12} {'cc':<6} {'age':>12} {'source':<10} "
+    head = (f"{'destination':<20} {'netns':<12} {'cc':<6} {'dir':<4} {'age':>12} {'source':<10} "
             f"{'probes':<8} {'streams':>7} {'Mbit/s':>8} {'for':>5} {'capacity':>8} "
             f"{'m':>5} {'rtt ms':>7}  changed")
     lines = [head]
     for e in entries:
         lines.append(
             f"{printable(e.key.dest):<20} {printable(e.key.netns):<12} "
-            f"{printable(e.key.congestion):<6} "
+            f"{printable(e.key.congestion):<6} {DIRECTION_CELL.get(e.key.direction, '?'):<4} "
             f"{age_text(e.age_s(now)):>12} {e.source:<10} {e.probe_kind:<8} "
             f"{e.advised_streams:>7} {e.advised_mbps:>8.2f} {e.max_impact:>5.0%} "
             f"{_opt(e.capacity_mbps, '8.2f'):>8} {_opt(e.competing_flows, '5.1f'):>5} "
@@ -121,6 +123,7 @@ def recalled_json(r: Recalled, target: Target, now: float) -> dict[str, Any]:
                      "max_streams": s.max_streams, "impact_baseline": s.baseline},
         "estimators": {"used": r.entry.fit.estimator},
         "congestion": r.entry.key.congestion,
+        "direction": r.entry.key.direction,
         "refused": None,
         "measurements": [],
         "target": {"host": target.host, "port": target.port, "netns": target.netns,
@@ -145,6 +148,8 @@ def render_recalled(r: Recalled, target: Target, now: float) -> str:
              f"from memory{node}: {_how(e, r.transfers)} {age_text(e.age_s(now))} ago, "
              f"path {printable(e.key.dest)} netns {printable(e.key.netns)}; nothing was "
              "sent (--fresh probes again)",
+             "advice for downloads from this path (its senders' congestion control is not "
+             "known here)" if e.key.direction == "receive" else
              f"advice for senders running {printable(e.key.congestion)}"]
     if e.capacity_mbps is not None:
         how = printable(e.capacity_method or "-")
