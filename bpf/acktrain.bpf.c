@@ -21,6 +21,15 @@
  * that carries data and after one storage lookup for an ACK unless its
  * socket was marked. It is attached only while probing or while a window
  * is open; the marks go with the object's storage map.
+ *
+ * Receive mode (`receive` set before load, for downloads): the marked
+ * connections receive, and `log_data` takes `log_ack`'s place. The
+ * bottleneck spaces the data segments themselves, so each segment that
+ * brings new data is logged at its arrival, its end sequence in place of
+ * the ACK; and since the sender's losses show only as gaps in what
+ * arrives, each connection's holes, hole fills and duplicates are counted
+ * (rx[]). It returns after one load for a pure ACK, after one storage
+ * lookup for another socket's data.
  */
 #include "common.bpf.h"
 #include <bpf/bpf_tracing.h>
@@ -36,8 +45,11 @@ char LICENSE[] SEC("license") = "GPL";
 
 struct probe_sock {
 	__u32 flow;     /* index into cookies[] */
-	__u32 last_ack; /* highest cumulative ACK logged */
+	__u32 last_ack; /* highest cumulative ACK logged (receive: highest data end) */
 };
+
+/* Set before load: the marked connections receive (log_data), not send. */
+const volatile __u32 receive = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
@@ -52,13 +64,14 @@ struct tb_ack acks[TB_ACKS_MAX] = {};
 __u64 acks_seen = 0;        /* logged or not: > TB_ACKS_MAX means some lost */
 __u64 cookies[TB_ACK_FLOWS_MAX] = {};
 __u32 flows_seen = 0;
+struct tb_rx_flow rx[TB_ACK_FLOWS_MAX] = {};
 
 SEC("sockops")
 int mark_probe(struct bpf_sock_ops *skops)
 {
 	struct bpf_sock *sk = skops->sk;
 	struct probe_sock *ps;
-	__u32 flow;
+	__u32 flow, una, nxt;
 
 	if (skops->op != BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB || !sk)
 		return SOCK_OPS_OK;
@@ -69,7 +82,10 @@ int mark_probe(struct bpf_sock_ops *skops)
 	if (!ps)
 		return SOCK_OPS_OK;
 	ps->flow = flow;
-	ps->last_ack = skops->snd_una;
+	/* Both read as they are: a ctx field chosen by pointer is refused. */
+	una = skops->snd_una;
+	nxt = skops->rcv_nxt;
+	ps->last_ack = receive ? nxt : una;
 	cookies[flow] = bpf_get_socket_cookie(skops);
 	return SOCK_OPS_OK;
 }
@@ -99,7 +115,7 @@ int mark_window(struct bpf_iter__tcp *ctx)
 	if (!ps)
 		return 0;
 	ps->flow = flow;
-	ps->last_ack = tp->snd_una;
+	ps->last_ack = receive ? tp->rcv_nxt : tp->snd_una;
 	return 0;
 }
 
@@ -144,5 +160,66 @@ int BPF_PROG(log_ack, struct sock *sk, struct sk_buff *skb)
 	acks[idx].t_ns = bpf_ktime_get_ns();
 	acks[idx].ack_seq = ack;
 	acks[idx].flow = ps->flow;
+	return 0;
+}
+
+/* Sequence arithmetic that wraps, as the kernel's before()/after(). */
+static __always_inline bool seq_after(__u32 a, __u32 b)
+{
+	return (__s32)(a - b) > 0;
+}
+
+SEC("tp_btf/tcp_probe")
+int BPF_PROG(log_data, struct sock *sk, struct sk_buff *skb)
+{
+	struct tcp_sock *tp;
+	struct probe_sock *ps;
+	struct tb_rx_flow *f;
+	struct tcphdr th;
+	__u32 seq, end, len, high, rcv_nxt, flow;
+	__u64 idx;
+
+	/* A pure ACK is turned away after one load: no data, no storage lookup. */
+	if (skb->len <= TCP_HDR_MAX)
+		return 0;
+	ps = bpf_sk_storage_get(&probe_socks, sk, NULL, 0);
+	if (!ps)
+		return 0;
+	flow = ps->flow; /* once, bounded: the verifier checks this copy */
+	if (flow >= TB_ACK_FLOWS_MAX)
+		return 0;
+	if (bpf_probe_read_kernel(&th, sizeof(th), skb->head + skb->transport_header))
+		return 0;
+	len = skb->len - th.doff * 4;
+	tp = bpf_skc_to_tcp_sock(sk);
+	if (!len || !tp)
+		return 0;
+	seq = bpf_ntohl(th.seq);
+	end = seq + len;
+	/* tcp_probe fires before the segment is processed: rcv_nxt is the
+	 * next byte in order so far, `high` the end of all data received. */
+	rcv_nxt = tp->rcv_nxt;
+	high = ps->last_ack;
+	f = &rx[flow];
+	f->segs++;
+	if (!seq_after(end, rcv_nxt)) {
+		f->dups++; /* received already: a spurious retransmission */
+		return 0;
+	}
+	if (!seq_after(end, high)) {
+		f->fills++; /* below the highest: fills a hole */
+		return 0;
+	}
+	if (seq_after(seq, high) && high == rcv_nxt)
+		f->episodes++; /* a gap opens where none was: a loss event */
+	ps->last_ack = end;
+	if (*(volatile __u64 *)&acks_seen > TB_ACKS_MAX)
+		return 0; /* the log is full; the counts above go on */
+	idx = __sync_fetch_and_add(&acks_seen, 1);
+	if (idx >= TB_ACKS_MAX)
+		return 0;
+	acks[idx].t_ns = bpf_ktime_get_ns();
+	acks[idx].ack_seq = end;
+	acks[idx].flow = flow;
 	return 0;
 }

@@ -20,6 +20,12 @@ struct tb_acktrain {
 	struct bpf_link *log;
 };
 
+/* The program that logs: ACKs of senders, or data of receivers. */
+static struct bpf_program *logger(const struct tb_acktrain *h)
+{
+	return h->skel->rodata->receive ? h->skel->progs.log_data : h->skel->progs.log_ack;
+}
+
 /* What to mark: the connections a cgroup opens (cg_path), or else the
  * established ones of network namespace netns_fd (-1: ours) whose cookies
  * are given. */
@@ -28,14 +34,18 @@ struct acktrain_args {
 	const __u64 *cookies;
 	__u32 n;
 	int netns_fd;
+	int receive;
 };
 
-/* Open and load the object with only the marking program this handle uses. */
+/* Open and load the object with only the marking and logging programs this
+ * handle uses. */
 static int acktrain_load(struct tb_acktrain *h, struct bpf_program *unused)
 {
 	int err;
 
 	bpf_program__set_autoload(unused, false);
+	bpf_program__set_autoload(h->skel->rodata->receive ? h->skel->progs.log_ack
+							   : h->skel->progs.log_data, false);
 	err = acktrain_bpf__load(h->skel);
 	if (err) {
 		errno = -err;
@@ -90,6 +100,7 @@ static int acktrain_setup(void *handle, const void *args)
 	h->skel = acktrain_bpf__open();
 	if (!h->skel)
 		return tb_errno_error("cannot open the ACK log BPF programs");
+	h->skel->rodata->receive = a->receive ? 1 : 0;
 	if (!a->cg_path) {
 		err = acktrain_load(h, h->skel->progs.mark_probe);
 		if (err)
@@ -97,7 +108,7 @@ static int acktrain_setup(void *handle, const void *args)
 		memcpy(h->skel->bss->cookies, a->cookies, a->n * sizeof(*a->cookies));
 		h->skel->bss->flows_seen = a->n;
 		/* The log first: a socket is logged from the moment it is marked. */
-		h->log = bpf_program__attach(h->skel->progs.log_ack);
+		h->log = bpf_program__attach(logger(h));
 		if (!h->log)
 			return tb_errno_error("cannot attach the ACK log to tcp_probe");
 		return mark_established(h, a->netns_fd);
@@ -108,7 +119,7 @@ static int acktrain_setup(void *handle, const void *args)
 	h->mark = tb_attach_cgroup_path(h->skel->progs.mark_probe, a->cg_path, "probe ACK log");
 	if (!h->mark)
 		return -errno;
-	h->log = bpf_program__attach(h->skel->progs.log_ack);
+	h->log = bpf_program__attach(logger(h));
 	if (!h->log)
 		return tb_errno_error("cannot attach the probe ACK log to tcp_probe");
 	return 0;
@@ -125,20 +136,21 @@ static void acktrain_teardown(void *handle)
 	acktrain_bpf__destroy(h->skel);
 }
 
-int tb_acktrain_open(struct tb_acktrain **out, const char *cg_path)
+int tb_acktrain_open(struct tb_acktrain **out, const char *cg_path, int receive)
 {
 	int err;
 
-	const struct acktrain_args args = { .cg_path = cg_path };
+	const struct acktrain_args args = { .cg_path = cg_path, .receive = receive };
 
 	*out = tb_handle_open(sizeof(**out), acktrain_setup, acktrain_teardown, &args, &err);
 	return err;
 }
 
 int tb_acktrain_window_open(struct tb_acktrain **out, const __u64 *cookies, __u32 n,
-			    int netns_fd)
+			    int netns_fd, int receive)
 {
-	const struct acktrain_args args = { .cookies = cookies, .n = n, .netns_fd = netns_fd };
+	const struct acktrain_args args = { .cookies = cookies, .n = n, .netns_fd = netns_fd,
+					    .receive = receive };
 	int err;
 
 	if (n == 0 || n > TB_ACK_FLOWS_MAX) {
@@ -168,4 +180,9 @@ int tb_acktrain_read(const struct tb_acktrain *h, const struct tb_ack **acks, __
 	if (*flows > TB_ACK_FLOWS_MAX)
 		*flows = TB_ACK_FLOWS_MAX;
 	return 0;
+}
+
+const struct tb_rx_flow *tb_acktrain_rx(const struct tb_acktrain *h)
+{
+	return h->skel->bss->rx;
 }

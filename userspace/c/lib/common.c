@@ -145,6 +145,9 @@ static const struct {
 	/* acktrain */
 	SIZE(tb_ack),
 	FIELD(tb_ack, t_ns), FIELD(tb_ack, ack_seq), FIELD(tb_ack, flow), FIELD(tb_ack, pad),
+	SIZE(tb_rx_flow),
+	FIELD(tb_rx_flow, segs), FIELD(tb_rx_flow, episodes), FIELD(tb_rx_flow, fills),
+	FIELD(tb_rx_flow, dups), FIELD(tb_rx_flow, pad),
 };
 
 static long lookup_layout(const char *type, const char *field)

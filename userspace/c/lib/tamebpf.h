@@ -143,14 +143,19 @@ void tb_synrto_close(struct tb_synrto *h);
  * arrival time, until closed. tb_acktrain_read points into the live log:
  * `seen` ACKs so far (the first TB_ACKS_MAX kept; once over TB_ACKS_MAX
  * it stops counting: some were lost), `flows` connections
- * numbered by `cookies`. */
+ * numbered by `cookies`. With `receive`, the connections receive: the log
+ * holds their data segments' arrivals instead (each that brought new
+ * data, its end sequence for the ACK), and tb_acktrain_rx points to each
+ * connection's counts of holes, fills and duplicates (struct tb_rx_flow,
+ * by the cookies' numbering). */
 struct tb_acktrain;
 
-int tb_acktrain_open(struct tb_acktrain **out, const char *cg_path);
+int tb_acktrain_open(struct tb_acktrain **out, const char *cg_path, int receive);
 int tb_acktrain_window_open(struct tb_acktrain **out, const __u64 *cookies, __u32 n,
-			    int netns_fd);
+			    int netns_fd, int receive);
 int tb_acktrain_read(const struct tb_acktrain *h, const struct tb_ack **acks, __u64 *seen,
 		     const __u64 **cookies, __u32 *flows);
+const struct tb_rx_flow *tb_acktrain_rx(const struct tb_acktrain *h);
 void tb_acktrain_close(struct tb_acktrain *h);
 
 #endif /* TAMEBPF_LIB_H */

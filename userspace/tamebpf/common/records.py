@@ -168,6 +168,19 @@ class Progress:
 
 
 @dataclass(frozen=True)
+class RxCounts:
+    """What one receiving connection's data showed of its sender's losses
+    (kernel/acktrain.py reads it): data segments, loss events (a gap
+    opening where none was), segments that filled a hole (the sender's
+    retransmissions, or reordering), and segments received already."""
+
+    segs: int
+    episodes: int
+    fills: int
+    dups: int
+
+
+@dataclass(frozen=True)
 class AckLog:
     """ACKs that advanced each connection: cookie -> [(t_ns, ack_seq)], in
     arrival order; `lost` > 0: some ACKs came after the log was full (the

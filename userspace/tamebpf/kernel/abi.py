@@ -181,6 +181,16 @@ class TbAck(ctypes.Structure):
     ]
 
 
+class TbRxFlow(ctypes.Structure):
+    _fields_ = [
+        ("segs", u64),
+        ("episodes", u32),
+        ("fills", u32),
+        ("dups", u32),
+        ("pad", u32),
+    ]
+
+
 # Every boundary struct, by its C name, for the layout test.
 STRUCTS: dict[str, type[ctypes.Structure]] = {
     "tb_flow": TbFlow,
@@ -192,6 +202,7 @@ STRUCTS: dict[str, type[ctypes.Structure]] = {
     "tb_cap_state": TbCapState,
     "tb_cap_follow": TbCapFollow,
     "tb_ack": TbAck,
+    "tb_rx_flow": TbRxFlow,
 }
 # Structs of the C library's API alone (not in any BPF object).
 LIB_STRUCTS: dict[str, type[ctypes.Structure]] = {

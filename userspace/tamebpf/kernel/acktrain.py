@@ -3,10 +3,13 @@
 Attached to the advisor's probe cgroup while a probe runs (AckTrain), or to
 a few established connections while `export` samples them (AckTrain.window):
 every ACK that advances one of them is logged with its arrival time, which
-is what the capacity estimate (estimate/acktrain.py) reads. Closing detaches
-the programs and drops the marks; nothing is pinned. How often a path may
-have a window (WindowsPerHour) is kept here too, for export's sampler and
-the scouts' windows alike; that part is pure.
+is what the capacity estimate (estimate/acktrain.py) reads. With
+receive=True the connections receive (a download): their data segments'
+arrivals are logged in the ACKs' place, and `rx()` counts what they showed
+of the sender's losses. Closing detaches the programs and drops the marks;
+nothing is pinned. How often a path may have a window (WindowsPerHour) is
+kept here too, for export's sampler and the scouts' windows alike; that
+part is pure.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import os
 from collections.abc import Callable, Hashable, Sequence
 from typing import Generic, Protocol, TypeVar
 
-from tamebpf.common.records import AckLog
+from tamebpf.common.records import AckLog, RxCounts
 from tamebpf.kernel.abi import TB_ACK_FLOWS_MAX, TB_ACKS_MAX, TbAck
 from tamebpf.kernel.handle import NativeHandle
 from tamebpf.kernel.netns import open_netns
@@ -28,9 +31,22 @@ class AckTrain(NativeHandle):
     _open_fn, _close_fn = "tb_acktrain_open", "tb_acktrain_close"
     _closed_text = "probe ACK log is detached"
 
-    def __init__(self, cgroup: str) -> None:
+    def __init__(self, cgroup: str, receive: bool = False) -> None:
         super().__init__()
-        self._open(cgroup.encode())
+        self.receive = receive
+        self._open(cgroup.encode(), int(receive))
+
+    def rx(self) -> dict[int, RxCounts]:
+        """Receive mode: each connection's counts so far, by cookie."""
+        handle = self._live()
+        counts = self._lib.tb_acktrain_rx(handle)
+        cookies = ctypes.POINTER(ctypes.c_uint64)()
+        flows = ctypes.c_uint32()
+        self._lib.tb_acktrain_read(handle, ctypes.byref(ctypes.POINTER(TbAck)()),
+                                   ctypes.byref(ctypes.c_uint64()), ctypes.byref(cookies),
+                                   ctypes.byref(flows))
+        return {cookies[i]: RxCounts(counts[i].segs, counts[i].episodes, counts[i].fills,
+                                     counts[i].dups) for i in range(flows.value)}
 
     def read(self) -> AckLog:
         """The ACKs logged so far, by connection cookie."""
@@ -61,12 +77,15 @@ class AckWindow(AckTrain):
     _open_fn = "tb_acktrain_window_open"
     _closed_text = "ACK sampling window is closed"
 
-    def __init__(self, cookies: Sequence[int], netns: str | None = None) -> None:
+    def __init__(self, cookies: Sequence[int], netns: str | None = None,
+                 receive: bool = False) -> None:
         NativeHandle.__init__(self)
+        self.receive = receive
         wanted = list(cookies)[:TB_ACK_FLOWS_MAX]
         fd = -1 if netns is None else open_netns(netns)
         try:
-            self._open((ctypes.c_uint64 * len(wanted))(*wanted), len(wanted), fd)
+            self._open((ctypes.c_uint64 * len(wanted))(*wanted), len(wanted), fd,
+                       int(receive))
         finally:
             if fd >= 0:
                 os.close(fd)

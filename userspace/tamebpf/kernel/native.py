@@ -17,6 +17,7 @@ from tamebpf.kernel.abi import (
     TbCapState,
     TbFlow,
     TbFlowsStats,
+    TbRxFlow,
 )
 
 LIB_NAME = "libtamebpf.so"
@@ -116,15 +117,17 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.tb_synrto_close.argtypes = [c.c_void_p]
     lib.tb_synrto_close.restype = None
 
-    lib.tb_acktrain_open.argtypes = [c.POINTER(c.c_void_p), c.c_char_p]
+    lib.tb_acktrain_open.argtypes = [c.POINTER(c.c_void_p), c.c_char_p, c.c_int]
     lib.tb_acktrain_open.restype = c.c_int
     lib.tb_acktrain_window_open.argtypes = [c.POINTER(c.c_void_p), c.POINTER(c.c_uint64),
-                                            c.c_uint32, c.c_int]
+                                            c.c_uint32, c.c_int, c.c_int]
     lib.tb_acktrain_window_open.restype = c.c_int
     lib.tb_acktrain_read.argtypes = [c.c_void_p, c.POINTER(c.POINTER(TbAck)),
                                      c.POINTER(c.c_uint64), c.POINTER(c.POINTER(c.c_uint64)),
                                      c.POINTER(c.c_uint32)]
     lib.tb_acktrain_read.restype = c.c_int
+    lib.tb_acktrain_rx.argtypes = [c.c_void_p]
+    lib.tb_acktrain_rx.restype = c.POINTER(TbRxFlow)
     lib.tb_acktrain_close.argtypes = [c.c_void_p]
     lib.tb_acktrain_close.restype = None
     # cap
