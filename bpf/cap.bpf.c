@@ -122,7 +122,7 @@ struct tb_cap_sock {
 	__u32 last_level; /* depth of the last instance that ran on connect */
 	__u64 epoch;      /* pace: epoch_start_ns of the epoch it checked in to */
 	__u32 applied;    /* pace: SO_MAX_PACING_RATE it set, bytes/s */
-	__u32 pad;
+	__u32 clamped;    /* pace: TCP_WINDOW_CLAMP it set, bytes (0: none) */
 	__u64 checked_ns; /* pace: when it last recomputed its share */
 };
 

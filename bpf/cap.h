@@ -23,6 +23,11 @@
 #define TB_CAP_MODE_REFUSE 0 /* connect()s over max fail with EPERM */
 #define TB_CAP_MODE_PACE 1   /* never refused; the streams share rate_bytes_per_s */
 
+/* tb_cap_count.dirs: what a pace cap paces (0, as caps from before
+ * directions have it, is TB_CAP_DIR_SEND) */
+#define TB_CAP_DIR_SEND 0x1    /* what the streams send: SO_MAX_PACING_RATE */
+#define TB_CAP_DIR_RECEIVE 0x2 /* what they receive: their receive window */
+
 /* One destination a cgroup is capped toward. */
 struct tb_cap_rule {
 	__u64 id;               /* key of the cap's counters in cap_counts */
@@ -72,7 +77,7 @@ struct tb_cap_count {
 	__u64 rate_bytes_per_s; /* target of the whole group; 0 in refuse mode */
 	__u64 epoch_start_ns;   /* start of the current check-in epoch */
 	__u32 prev_checkins;    /* check-ins of the previous epoch */
-	__u32 pad;
+	__u32 dirs;             /* pace mode: TB_CAP_DIR_* it paces */
 };
 
 /* Value of cap_follow, keyed by cap id: a pace cap that follows its path

@@ -17,18 +17,30 @@
  * rate / active, where active counts the cap's streams that checked in from
  * their RTT callback in this or the previous epoch. A stream that just opened
  * has not checked in yet and takes rate / (active + 1). Sockets of the cgroup
- * not charged to a pace cap return after one storage lookup. */
+ * not charged to a pace cap return after one storage lookup.
+ *
+ * What a stream receives is paced by its receive window: the sender can
+ * have no more in flight than the window, so a window of share x RTT holds
+ * it to its share. A receiver's RTT callback never comes (it acknowledges
+ * no data of ours), so a receiving stream recomputes its window from the
+ * callback that each segment it sends (its ACKs) makes when the cap paces
+ * receiving, at most once per RTT, on the RTT the receiver measures. */
 #define SOL_SOCKET 1          /* uapi asm-generic/socket.h; not in vmlinux.h */
 #define SO_MAX_PACING_RATE 47
+#define SOL_TCP 6
+#define TCP_WINDOW_CLAMP 10   /* uapi linux/tcp.h */
 #define PACE_EPOCH_NS (250ULL * 1000 * 1000)
 #define PACE_RATE_MAX 0xfffffffeU /* bpf_setsockopt takes an int: ~34 Gbit/s */
 /* The RTT callback comes with every ACK that carries an RTT sample; a share
  * is recomputed about once per smoothed RTT, and at most this often. */
 #define PACE_MIN_GAP_NS (1000ULL * 1000)
-/* Only for userspace/tamebpf_bench/bench_cap.py's "before": the RTT callback
- * for every socket of a capped cgroup, not only the paced ones, so that the
- * benchmark can show what pacing only those saves. Never set by the loader
- * otherwise. */
+/* A receive window never below this many segments: with fewer, a delayed
+ * ACK can hold the sender for its whole timeout. */
+#define CLAMP_MIN_SEGS 2
+#define CLAMP_MAX 0x3fffffffU /* "no clamp": far above any receive buffer */
+/* Only for userspace/tamebpf_bench/bench_cap.py's "before": the RTT callback for every
+ * socket of a capped cgroup, as an earlier tb_cap_pace did. Never set
+ * by the loader otherwise. */
 const volatile __u32 rtt_for_all = 0;
 
 /* Caps that follow their path (docs/cap.md, "Scout and follow rate"): per
@@ -59,15 +71,52 @@ static __always_inline int scout(struct bpf_sock_ops *skops, struct tb_cap_sock 
 	return 1;
 }
 
-/* Returns 0 when the socket is charged to no pace cap, 1 otherwise. */
-static __always_inline int pace(struct bpf_sock_ops *skops, int opening)
+/* The receiver's RTT (rcv_rtt_est, microseconds; the handshake's before
+ * any data came). */
+static __always_inline __u64 receiver_rtt_us(struct bpf_sock_ops *skops)
+{
+	struct bpf_sock *sk = skops->sk;
+	struct tcp_sock *tp;
+	__u32 rtt = 0;
+
+	if (sk) {
+		tp = bpf_skc_to_tcp_sock(sk);
+		if (tp)
+			rtt = tp->rcv_rtt_est.rtt_us >> 3;
+	}
+	return rtt ? rtt : skops->srtt_us >> 3;
+}
+
+/* The receive window that holds a stream to `rate` bytes/s. */
+static __always_inline int clamp(struct bpf_sock_ops *skops, struct tb_cap_sock *st,
+				 __u64 rate)
+{
+	__u64 window = rate * receiver_rtt_us(skops) / 1000000;
+	__u64 least = (__u64)CLAMP_MIN_SEGS * skops->mss_cache;
+	__u32 val;
+
+	if (window < least)
+		window = least;
+	val = window > CLAMP_MAX ? CLAMP_MAX : (__u32)window;
+	if (val == st->clamped)
+		return 1;
+	if (!bpf_setsockopt(skops, SOL_TCP, TCP_WINDOW_CLAMP, &val, sizeof(val)))
+		st->clamped = val;
+	return 1;
+}
+
+/* Returns 0 when the socket is charged to no pace cap, else the directions
+ * (TB_CAP_DIR_*) its cap paces, having applied the share of the one this
+ * call is for: `receiving` the receive window (a segment we send), else
+ * the pacing rate (an RTT callback, or the connection opening: both). */
+static __always_inline __u32 pace(struct bpf_sock_ops *skops, int opening, int receiving)
 {
 	struct tb_cap_count *c = NULL;
 	struct tb_cap_follow *f;
 	struct tb_cap_sock *st;
 	struct bpf_sock *sk = skops->sk;
 	__u64 id, now, rate, scout_cookie = 0, follow_rate = 0;
-	__u32 active, rate32, i;
+	__u32 active, rate32, dirs, i;
 
 	if (!sk)
 		return 0;
@@ -77,7 +126,7 @@ static __always_inline int pace(struct bpf_sock_ops *skops, int opening)
 	now = bpf_ktime_get_ns();
 	if (!opening) {
 		/* sock_ops' srtt_us is tcp_sock's: microseconds << 3 */
-		__u64 gap = (__u64)(skops->srtt_us >> 3) * 1000;
+		__u64 gap = (receiving ? receiver_rtt_us(skops) : skops->srtt_us >> 3) * 1000;
 
 		if (gap < PACE_MIN_GAP_NS)
 			gap = PACE_MIN_GAP_NS;
@@ -96,6 +145,7 @@ static __always_inline int pace(struct bpf_sock_ops *skops, int opening)
 	}
 	if (!c)
 		return 0;
+	dirs = c->dirs ? c->dirs : TB_CAP_DIR_SEND;
 	/* Copied out once: userspace may replace the entry meanwhile, and a
 	 * hash map can reuse a replaced element at once. A torn read lasts
 	 * one recompute. */
@@ -104,8 +154,10 @@ static __always_inline int pace(struct bpf_sock_ops *skops, int opening)
 		scout_cookie = f->scout_cookie;
 		follow_rate = f->rate_bytes_per_s;
 	}
-	if (scout_cookie && scout_cookie == bpf_get_socket_cookie(skops))
-		return scout(skops, st);
+	if (!receiving && scout_cookie && scout_cookie == bpf_get_socket_cookie(skops)) {
+		scout(skops, st);
+		return dirs;
+	}
 	bpf_spin_lock(&c->lock);
 	if (now - c->epoch_start_ns >= PACE_EPOCH_NS) {
 		/* an epoch nobody checked in to leaves no history */
@@ -127,17 +179,23 @@ static __always_inline int pace(struct bpf_sock_ops *skops, int opening)
 	bpf_spin_unlock(&c->lock);
 	if (!rate)
 		rate = 1;
+	if ((opening || receiving) && (dirs & TB_CAP_DIR_RECEIVE))
+		clamp(skops, st, rate);
+	if (receiving || !(dirs & TB_CAP_DIR_SEND))
+		return dirs;
 	rate32 = rate > PACE_RATE_MAX ? PACE_RATE_MAX : (__u32)rate;
 	if (rate32 == st->applied)
-		return 1;
+		return dirs;
 	if (!bpf_setsockopt(skops, SOL_SOCKET, SO_MAX_PACING_RATE, &rate32, sizeof(rate32)))
 		st->applied = rate32;
-	return 1;
+	return dirs;
 }
 
 SEC("sockops")
 int tb_cap_pace(struct bpf_sock_ops *skops)
 {
+	__u32 dirs, flags;
+
 	switch (skops->op) {
 	case BPF_SOCK_OPS_TCP_CONNECT_CB:
 		watch_state(skops); /* every charged socket, pace cap or not */
@@ -146,29 +204,39 @@ int tb_cap_pace(struct bpf_sock_ops *skops)
 		state_changed(skops);
 		break;
 	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
-		/* Per-ACK work only for a socket a pace cap paces: a refuse
-		 * cap's sockets (and the cgroup's others) never get the RTT
-		 * callback from us. */
-		if (pace(skops, 1) || rtt_for_all)
-			bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags |
-						  BPF_SOCK_OPS_RTT_CB_FLAG);
+		/* Per-ACK work only for a socket a pace cap paces, and only the
+		 * callback its direction needs: a refuse cap's sockets (and the
+		 * cgroup's others) never get one from us. */
+		dirs = pace(skops, 1, 0);
+		flags = skops->bpf_sock_ops_cb_flags;
+		if ((dirs & TB_CAP_DIR_SEND) || rtt_for_all)
+			flags |= BPF_SOCK_OPS_RTT_CB_FLAG;
+		if (dirs & TB_CAP_DIR_RECEIVE)
+			flags |= BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG;
+		if (flags != skops->bpf_sock_ops_cb_flags)
+			bpf_sock_ops_cb_flags_set(skops, flags);
 		break;
 	case BPF_SOCK_OPS_RTT_CB:
-		pace(skops, 0);
+		pace(skops, 0, 0);
+		break;
+	case BPF_SOCK_OPS_HDR_OPT_LEN_CB:
+		/* A segment we send (on a receiver: an ACK); no option is
+		 * reserved, so no WRITE_HDR_OPT callback follows. */
+		pace(skops, 0, 1);
 		break;
 	}
 	return 1;
 }
 
 /* Removing a pace cap (docs/cap.md): the sockets it paced that are still
- * open send unpaced again. Userspace deletes the cap's counters first, so
+ * open send unpaced again, and receive with their window unclamped. Userspace deletes the cap's counters first, so
  * no RTT callback re-applies a rate after this; ~0U is "unlimited" to the
  * kernel (sk_setsockopt widens it to ~0UL). */
 SEC("iter/tcp")
 int tb_cap_unpace(struct bpf_iter__tcp *ctx)
 {
 	struct sock_common *skc = ctx->sk_common;
-	__u32 unlimited = ~0U;
+	__u32 unlimited = ~0U, no_clamp = CLAMP_MAX;
 	struct tb_cap_sock *st;
 	struct tcp_sock *tp;
 	int i;
@@ -179,7 +247,7 @@ int tb_cap_unpace(struct bpf_iter__tcp *ctx)
 	if (!tp)
 		return 0;
 	st = bpf_sk_storage_get(&cap_socks, (struct sock *)tp, 0, 0);
-	if (!st || !st->applied)
+	if (!st || (!st->applied && !st->clamped))
 		return 0;
 	for (i = 0; i < TB_CAP_SOCK_MAX; i++) {
 		if (i >= st->n)
@@ -189,9 +257,12 @@ int tb_cap_unpace(struct bpf_iter__tcp *ctx)
 	}
 	if (i == TB_CAP_SOCK_MAX)
 		return 0;
-	if (!bpf_setsockopt(tp, SOL_SOCKET, SO_MAX_PACING_RATE, &unlimited,
-			    sizeof(unlimited)))
+	if (st->applied &&
+	    !bpf_setsockopt(tp, SOL_SOCKET, SO_MAX_PACING_RATE, &unlimited, sizeof(unlimited)))
 		st->applied = 0;
+	if (st->clamped &&
+	    !bpf_setsockopt(tp, SOL_TCP, TCP_WINDOW_CLAMP, &no_clamp, sizeof(no_clamp)))
+		st->clamped = 0;
 	return 0;
 }
 

@@ -149,6 +149,10 @@ def test_capfile_parses() -> None:
      "max_streams goes with"),
     ("[[cap]]\ncgroup='a'\ndest='10.0.0.0/8'\nmax_streams=4\nrate='1G'\n", "rate goes with"),
     ("[[cap]\n", "not valid TOML"),
+    ("[[cap]]\ncgroup='a'\ndest='10.0.0.0/8'\nmax_streams=4\ndirection='receive'\n",
+     "direction goes with mode"),
+    ("[[cap]]\ncgroup='a'\ndest='10.0.0.0/8'\nmode='pace'\nrate='1G'\ndirection='up'\n",
+     "direction 'up' is not one of"),
 ])
 def test_capfile_refuses_with_the_entry_named(text: str, says: str) -> None:
     with pytest.raises(UsageError) as err:
@@ -164,11 +168,11 @@ def test_table_text() -> None:
              family="ipv6", port=2811, max_streams=1, streams=0, refused=0),
     ])
     assert text == (
-        "CGROUP                       DEST                     MODE          LIMIT  STREAMS"
+        "CGROUP                       DEST                     MODE             LIMIT  STREAMS"
         "  REFUSED    MBIT/S\n"
-        "/transfer.slice              198.18.0.0/15            refuse            8        3"
+        "/transfer.slice              198.18.0.0/15            refuse               8        3"
         "       12         -\n"
-        "/gone (removed)              [fd00::/64]:2811         refuse            1        0"
+        "/gone (removed)              [fd00::/64]:2811         refuse               1        0"
         "        0         -\n"
     ), text
     assert cap_cmd.render_table([]).endswith("(no caps)\n")
@@ -176,9 +180,13 @@ def test_table_text() -> None:
 
 def test_table_shows_pace_target_and_live_rate() -> None:
     text = cap_cmd.render_table([cap_record(mode="pace", rate_bytes_per_s=12_500_000,
-                                      max_streams=2**32 - 1)], {1: 97.04})
+                                      max_streams=2**32 - 1, direction="both")], {1: 97.04})
     row = text.splitlines()[1].split()
     assert row[2:] == ["pace", "100", "Mbit/s", "3", "12", "97.0"], text
+    for direction, cell in (("send", "pace-send"), ("receive", "pace-recv")):
+        text = cap_cmd.render_table([cap_record(mode="pace", rate_bytes_per_s=12_500_000,
+                                                max_streams=2**32 - 1, direction=direction)])
+        assert text.splitlines()[1].split()[2] == cell, text
 
 
 def fake_advisor(monkeypatch: pytest.MonkeyPatch, n: int, mbit: float) -> list[tuple[object, ...]]:
@@ -244,3 +252,11 @@ def test_auto_pace_cap_takes_the_advised_throughput(monkeypatch: pytest.MonkeyPa
                            "max_impact='20%'\n")[0]
     how = cap_cmd.resolve_spec(refuse)
     assert (how.max_streams, how.pace_bytes_per_s) == (3, None), how
+
+
+def test_a_pace_cap_paces_both_directions_unless_told() -> None:
+    both, down = parse_capfile(
+        "[[cap]]\ncgroup='a'\ndest='10.0.0.0/8'\nmode='pace'\nrate='1G'\n"
+        "[[cap]]\ncgroup='b'\ndest='10.0.0.0/8'\nmode='pace'\nrate='1G'\n"
+        "direction='receive'\n")
+    assert (both.direction, down.direction) == ("both", "receive")

@@ -254,7 +254,7 @@ static int stage_counters(const struct cap_maps *m, const struct tb_cap_change *
 		 * from the moment any program can see it. */
 		struct tb_cap_count count = {
 			.max = ch[i].max, .mode = ch[i].mode,
-			.rate_bytes_per_s = ch[i].rate,
+			.rate_bytes_per_s = ch[i].rate, .dirs = ch[i].dirs,
 		};
 
 		if (ch[i].op != TB_CAP_OP_ADD)

@@ -76,6 +76,8 @@ struct tb_cap_change {
 	__u32 max;               /* add: N (pace mode: any, never refuses) */
 	__u32 mode;              /* add: TB_CAP_MODE_* */
 	__u32 level;             /* add: depth below the cgroup v2 root */
+	__u32 dirs;              /* add, pace mode: TB_CAP_DIR_* it paces */
+	__u32 pad;
 	const char *cg_path;     /* add: the cgroup directory, absolute */
 	const char *rel_path;    /* add: below the cgroup v2 root, for list */
 };

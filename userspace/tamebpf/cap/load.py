@@ -41,6 +41,7 @@ from typing import Any
 from tamebpf.cap.spec import (
     LIMIT_KEY,
     MODES,
+    PACE_DIRECTIONS,
     CapSpec,
     check_cgroup_text,
     check_fallback,
@@ -52,7 +53,7 @@ from tamebpf.common.defaults import CONGESTION
 from tamebpf.common.errors import UsageError
 from tamebpf.common.values import IPERF3_PORT, parse_fraction, parse_host_port, rate_bytes_per_s
 
-CAP_KEYS = {"cgroup", "dest", "max_streams", "auto", "max_impact", "mode", "rate",
+CAP_KEYS = {"cgroup", "dest", "max_streams", "auto", "max_impact", "mode", "rate", "direction",
             "congestion", "fallback", "all_processes", "follow"}
 
 def parse_capfile(text: str, name: str = "caps file") -> list[CapSpec]:
@@ -117,7 +118,14 @@ def _spec(entry: Any, where: str) -> CapSpec:
         raise UsageError(f"{where}: follow must be true or false")
     if follow:
         check_follow(has_auto, where, "follow = true", "auto")
-    common: dict[str, Any] = {"mode": mode, "all_processes": all_processes, "follow": follow}
+    direction = entry.get("direction", "both")
+    if direction != "both" and mode != "pace":
+        raise UsageError(f"{where}: direction goes with mode = \"pace\"")
+    if direction not in PACE_DIRECTIONS:
+        raise UsageError(f"{where}: direction {direction!r} is not one of "
+                         f"{', '.join(PACE_DIRECTIONS)}")
+    common: dict[str, Any] = {"mode": mode, "all_processes": all_processes, "follow": follow,
+                              "direction": direction}
     if has_limit:
         for extra in ("max_impact", "fallback", "congestion"):
             if extra in entry:

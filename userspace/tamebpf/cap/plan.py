@@ -204,7 +204,8 @@ def plan_apply(table: CapTable, specs: Sequence[CapSpec], prune: bool,
                     f"{name}: cap #{i} ({spec.dest} on {cg.rel}): the advisor failed "
                     f"({exc.message}), and the entry has no fallback and no cap in force",
                     "add 'fallback = N' (a rate in pace mode) to the entry") from None
-        if have is not None and (have.max_streams, have.rate_bytes_per_s) == (
+        same_way = have is not None and (have.mode == "refuse" or have.direction == spec.direction)
+        if have is not None and same_way and (have.max_streams, have.rate_bytes_per_s) == (
                 how.max_streams, how.pace_bytes_per_s or 0):
             plan.unchanged.append((i, spec, have))
             continue
@@ -252,5 +253,5 @@ def changes_of(plan: Plan) -> list[Add | Cap]:
     changes: list[Add | Cap] = [c for _, c in plan.to_remove]
     for _, spec, how in plan.to_set:
         changes.append(Add(spec.cgroup, spec.dest, how.max_streams, how.pace_bytes_per_s,
-                           spec.all_processes))
+                           spec.all_processes, spec.direction))
     return changes

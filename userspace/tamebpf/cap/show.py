@@ -35,7 +35,8 @@ def describe(cap: Cap, how: HowSet | None = None) -> str:
     """One line for a cap just set."""
     if cap.mode == "pace":
         text = (f"{cap.cgroup}: streams to {cap.dest} paced at "
-                f"{mbps(cap.rate_bytes_per_s):g} Mbit/s together ({cap.streams} open now)")
+                f"{mbps(cap.rate_bytes_per_s):g} Mbit/s together, {PACED[cap.direction]} "
+                f"({cap.streams} open now)")
     else:
         text = (f"{cap.cgroup}: at most {_streams(cap.max_streams)} to {cap.dest} "
                 f"({cap.streams} open now)")
@@ -75,8 +76,12 @@ def checked_line(path: str, caps: int) -> str:
     return f"{path}: {count(caps, 'cap')}, all valid (nothing changed)"
 
 
-COLUMNS = (("CGROUP", 28), ("DEST", 24), ("MODE", 6), ("LIMIT", 12), ("STREAMS", 8),
+COLUMNS = (("CGROUP", 28), ("DEST", 24), ("MODE", 9), ("LIMIT", 12), ("STREAMS", 8),
            ("REFUSED", 8), ("MBIT/S", 9))
+# What a pace cap paces, in a line and in the MODE column.
+PACED = {"both": "what they send and receive", "send": "what they send",
+         "receive": "what they receive"}
+MODE_CELL = {"both": "pace", "send": "pace-send", "receive": "pace-recv"}
 
 
 def render_table(caps: Sequence[Cap], rates: dict[int, float] | None = None,
@@ -101,7 +106,8 @@ def render_table(caps: Sequence[Cap], rates: dict[int, float] | None = None,
             mbit = spec.target_mbps
         limit = f"{mbit:.4g} Mbit/s" if c.mode == "pace" else str(c.max_streams)
         live = f"{rates[c.id]:.1f}" if c.id in rates else "-"
-        lines.append(row([name, c.dest, c.mode, limit, str(c.streams), str(c.refused), live]))
+        mode = MODE_CELL[c.direction] if c.mode == "pace" else c.mode
+        lines.append(row([name, c.dest, mode, limit, str(c.streams), str(c.refused), live]))
         if spec is not None:
             lines.append("  " + follow_line(spec))
     if not caps:

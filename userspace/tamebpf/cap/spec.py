@@ -138,6 +138,9 @@ class CapSpec:
     # auto: the agent (tamebpf export) recomputes the pace target or N as
     # the path changes (docs/paths.md, "Caps that follow the path")
     follow: bool = False
+    # pace mode: what it paces, what the streams send, what they receive
+    # (their receive window), or both (PACE_DIRECTIONS)
+    direction: str = "both"
 
     @property
     def key(self) -> tuple[str, str]:
@@ -145,6 +148,7 @@ class CapSpec:
 
 
 MODES = ("refuse", "pace")
+PACE_DIRECTIONS = ("both", "send", "receive")
 LIMIT_KEY = {"refuse": "max_streams", "pace": "rate"}  # each mode's fixed limit
 
 

@@ -24,6 +24,8 @@ from tamebpf.common.errors import TamebpfError, UsageError
 from tamebpf.common.records import Cap
 from tamebpf.kernel import native, preflight, run_cgroups
 from tamebpf.kernel.abi import (
+    TB_CAP_DIR_RECEIVE,
+    TB_CAP_DIR_SEND,
     TB_CAP_MODE_PACE,
     TB_CAP_MODE_REFUSE,
     TB_CAP_OP_ADD,
@@ -55,6 +57,7 @@ class Add:
     max_streams: int
     pace_bytes_per_s: int | None = None  # None: refuse mode
     all_processes: bool = False  # the cgroup is the root, confirmed
+    direction: str = "both"  # pace mode: what it paces (cap/spec.PACE_DIRECTIONS)
 
 
 class CapChangeError(UsageError):
@@ -63,6 +66,16 @@ class CapChangeError(UsageError):
     def __init__(self, index: int, message: str, hint: str | None = None) -> None:
         super().__init__(message, hint)
         self.index = index
+
+
+# What a pace cap paces, as the kernel keeps it (tb_cap_count.dirs; 0, a
+# cap set before directions, paces what is sent).
+DIRS = {"send": TB_CAP_DIR_SEND, "receive": TB_CAP_DIR_RECEIVE,
+        "both": TB_CAP_DIR_SEND | TB_CAP_DIR_RECEIVE}
+
+
+def direction_of(dirs: int) -> str:
+    return {TB_CAP_DIR_RECEIVE: "receive", DIRS["both"]: "both"}.get(dirs, "send")
 
 
 def pin_dir() -> str:
@@ -198,11 +211,12 @@ class CapTable:
         return TamebpfError(native.last_error(self._lib), native.errno_hint(-rc))
 
     def add(self, cgroup: str, dest: Dest, max_streams: int,
-            pace_bytes_per_s: int | None = None, all_processes: bool = False) -> Cap:
+            pace_bytes_per_s: int | None = None, all_processes: bool = False,
+            direction: str = "both") -> Cap:
         """Cap CGROUP's streams to DEST: refuse over MAX_STREAMS, or, with
-        PACE_BYTES_PER_S, pace them to share that rate (mode and target are
-        in force from the first moment the cap is)."""
-        change = Add(cgroup, dest, max_streams, pace_bytes_per_s, all_processes)
+        PACE_BYTES_PER_S, pace them to share that rate, in `direction`
+        (mode and target are in force from the first moment the cap is)."""
+        change = Add(cgroup, dest, max_streams, pace_bytes_per_s, all_processes, direction)
         return self.commit([change])[0]
 
     def remove(self, cgroup: str, dest: Dest) -> Cap:
@@ -236,6 +250,7 @@ class CapTable:
             c.max = change.max_streams
             c.mode = TB_CAP_MODE_PACE if change.pace_bytes_per_s else TB_CAP_MODE_REFUSE
             c.rate = change.pace_bytes_per_s or 0
+            c.dirs = DIRS[change.direction] if change.pace_bytes_per_s else 0
             cgroups.append(cg)
         failed = ctypes.c_size_t(len(changes))
         with _netns_open() as fds:
@@ -345,6 +360,7 @@ class CapTable:
             refused=c.refused, charged=c.charged, seeded=c.seeded, released=c.released,
             mode="pace" if c.mode == TB_CAP_MODE_PACE else "refuse",
             rate_bytes_per_s=c.rate_bytes_per_s, port_end=dest.port_end,
+            direction=direction_of(c.dirs) if c.mode == TB_CAP_MODE_PACE else "send",
         )
 
     def set_follow(self, cap_id: int, scout_cookie: int, rate_bytes_per_s: int) -> None:

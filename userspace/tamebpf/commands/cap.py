@@ -74,6 +74,9 @@ def spec_from_args(args: argparse.Namespace) -> CapSpec:
     if args.mode == "refuse":
         if args.rate is not None:
             raise UsageError("--rate goes with --mode pace")
+        if getattr(args, "direction", None) is not None:
+            raise UsageError("--direction goes with --mode pace",
+                             "a refuse cap counts streams at connect(), whichever way they go")
         if args.max_streams is None and args.auto is None:
             raise UsageError("give --max-streams N or --auto HOST")
         n = None if args.max_streams is None else check_max_streams(args.max_streams)
@@ -82,12 +85,13 @@ def spec_from_args(args: argparse.Namespace) -> CapSpec:
     if args.max_streams is not None:
         raise UsageError("--max-streams goes with --mode refuse",
                          "a pace cap never refuses a connect(); give --rate or --auto")
+    direction = getattr(args, "direction", None) or "both"
     if (args.rate is None) == (args.auto is None):
         raise UsageError("--mode pace needs --rate RATE (e.g. 500M) or --auto HOST")
     if args.rate is not None:
         rate_bytes(args.rate)
     return CapSpec(cgroup, dest, auto=args.auto, max_impact=args.max_impact,
-                   mode="pace", rate=args.rate, **common)
+                   mode="pace", rate=args.rate, direction=direction, **common)
 
 
 def rate_bytes(rate: str, option: str = "--rate") -> int:
@@ -104,7 +108,7 @@ def run_set(args: argparse.Namespace) -> int:
     with terminate_as_interrupt():  # --auto probes: nothing of them left behind
         how = resolve_spec(spec)
     cap = table.add(spec.cgroup, spec.dest, how.max_streams, how.pace_bytes_per_s,
-                    spec.all_processes)
+                    spec.all_processes, spec.direction)
     for warning in sync_follows([(spec, cap, path)], []):
         log.warning("%s", warning)
     if args.json:
@@ -148,9 +152,11 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def live_rates(caps: Sequence[Cap], window_s: float) -> dict[int, float]:
-    """Mbit/s each cap's streams send at now: bytes acked over WINDOW_S."""
+    """Mbit/s each cap's streams move at now, over WINDOW_S: the bytes they
+    had acked and received (a stream goes one way, or one way at a time)."""
     with FlowReader(netns=netns_paths(), command="cap list") as reader:
-        before = {f.cookie: f.bytes_acked for f in reader.snapshot() if not f.closed}
+        before = {f.cookie: f.bytes_acked + f.bytes_received for f in reader.snapshot()
+                  if not f.closed}
         t0 = time.monotonic()
         time.sleep(window_s)
         after = [f for f in reader.snapshot() if not f.closed]
@@ -158,7 +164,7 @@ def live_rates(caps: Sequence[Cap], window_s: float) -> dict[int, float]:
     rates = dict.fromkeys((c.id for c in caps), 0.0)
     limits = [(c.id, lim) for c in caps if (lim := limit_of(c)) is not None]
     for f in after:
-        acked = f.bytes_acked - before.get(f.cookie, 0)  # new since: all of it
+        acked = f.bytes_acked + f.bytes_received - before.get(f.cookie, 0)  # new: all of it
         if acked <= 0:
             continue  # idle: nothing to add (and most flows of a busy host are)
         for cap_id, lim in limits:

@@ -146,6 +146,9 @@ class Cap:
     mode: str = "refuse"  # "refuse" or "pace"
     rate_bytes_per_s: int = 0  # pace target of the group; 0 in refuse mode
     port_end: int | None = None  # last port of a range (None: just `port`)
+    # pace mode: what it paces: "send", "receive" (the streams' receive
+    # window) or "both"
+    direction: str = "send"
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -79,6 +79,8 @@ TB_CAP_SOCK_MAX = 8
 TB_CAP_PATH_LEN = 256
 TB_CAP_MODE_REFUSE = 0  # tb_cap_count.mode: connect()s over max fail with EPERM
 TB_CAP_MODE_PACE = 1  # never refused; the streams share rate_bytes_per_s
+TB_CAP_DIR_SEND = 0x1  # tb_cap_count.dirs: pace what the streams send (0 reads as this)
+TB_CAP_DIR_RECEIVE = 0x2  # ... and/or what they receive (their receive window)
 
 
 class TbCapRule(ctypes.Structure):
@@ -126,7 +128,7 @@ class TbCapCount(ctypes.Structure):
         ("rate_bytes_per_s", u64),
         ("epoch_start_ns", u64),
         ("prev_checkins", u32),
-        ("pad", u32),
+        ("dirs", u32),  # TB_CAP_DIR_*
     ]
 
 
@@ -162,6 +164,8 @@ class TbCapChange(ctypes.Structure):
         ("max", u32),
         ("mode", u32),
         ("level", u32),
+        ("dirs", u32),
+        ("pad", u32),
         ("cg_path", ctypes.c_char_p),
         ("rel_path", ctypes.c_char_p),
     ]

@@ -54,6 +54,9 @@ def register(sub: Any) -> None:
                    "throughput, with --auto), each paced by the kernel")
     s.add_argument("--rate", metavar="RATE",
                    help="pace mode: the group's target, in Mbit/s or with a unit (500M, 9.4G)")
+    s.add_argument("--direction", choices=("both", "send", "receive"),
+                   help="pace mode: pace what the streams send (their pacing rate), what "
+                   "they receive (their receive window) or both (default both)")
     s.add_argument("--follow", action="store_true",
                    help="with --auto: keep the cap on the path as it changes ('tamebpf "
                    "export' recomputes a pace target from a scout stream, a refuse N from "
