@@ -49,12 +49,12 @@ from tamebpf.paths.entry import FitData, PathEntry
 from tamebpf.paths.pool import (
     MIN_WINDOW_S,
     by_count,
+    class_spread,
     fit_points,
     points,
     pool_of,
     pooled,
     reading_spread,
-    spreads,
     window,
 )
 from tamebpf.paths.store import PathStore
@@ -254,7 +254,7 @@ def entry_of(spec: FollowSpec, d: Decision, known: PathEntry, when: float) -> Pa
         capacity_mbps=known.capacity_mbps, capacity_low_mbps=known.capacity_low_mbps,
         capacity_high_mbps=known.capacity_high_mbps, capacity_method=known.capacity_method,
         link_mbps=known.link_mbps, competing_flows=competing_flows(f), rtt_ms=known.rtt_ms,
-        host=spec.host, spread=spreads(counts, known.rtt_ms).pooled, windows=pool)
+        host=spec.host, spread=class_spread(known.rtt_ms), windows=pool)
 
 
 class Follower:

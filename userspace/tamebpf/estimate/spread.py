@@ -16,10 +16,14 @@ s is fitted on stored probes against truth rounds of their paths, by the
 path's RTT class and whether a probe ended unsettled (at its time limit, or
 a fixed-length probe): those are where the rounds part most.
 
-Transfers teach more than one round: path memory pools the settled goodput
-windows that transfers (and the scout of a following cap) showed on a path
-(paths/pool.py), and the range narrows as they accumulate, from the path's
-own variation (`pooled_spread`). The rule, and why:
+Transfers teach too: path memory pools the settled goodput windows that
+transfers (and the scout of a following cap) showed on a path
+(paths/pool.py). Their entry's range is made as a probe's is, with the
+class spread: windows of one transfer, or of transfers minutes apart,
+agree more than rounds an hour apart do, so a range narrowed by their
+number held a round's best count less often than a probe's. What the
+pool's own variation (`pooled_spread`) sets is how far a reading may stray
+from the entry before the path counts as changed:
 
 - the windows' relative spread is measured in logs around each stream
   count's own mean (windows at 2 and at 8 streams differ by the curve, not
@@ -31,12 +35,6 @@ own variation (`pooled_spread`). The rule, and why:
   count with the fewest): the standard error of a mean of k draws;
 - never above the class spread (the measured round-to-round bound), never
   below SPREAD_FLOOR.
-
-sqrt(k) takes the windows as independent draws. A path's cross traffic
-changes over minutes, so windows a minute apart are correlated and the
-range narrows faster than the truth does: on long paths the pooled range
-holds a round's best count less often (docs/accuracy.md, "How accurate:
-advice learned from transfers").
 """
 
 from __future__ import annotations
@@ -116,7 +114,7 @@ def over_window(spread: float, seconds: float) -> float:
 class Pooled:
     """What a pool of windows says: one window's relative spread (the
     path's own, shrunk toward the class's) and the pooled value's (the
-    range's s), both within SPREAD_FLOOR..the class spread."""
+    change test's), both within SPREAD_FLOOR..the class spread."""
 
     window: float
     pooled: float

@@ -11,8 +11,9 @@ is a point, as a probe would be, and no probe traffic is sent.
 - What a group shows is pooled with what transfers before it showed on
   the path (paths/pool.py): its samples become settled windows (at least
   MIN_WINDOW_S each, every sample once), the entry takes over the pool of
-  the newest one and adds them, its points are the pool's medians and its
-  spread narrows as the pool grows (estimate/spread.pooled_spread).
+  the newest one and adds them, its points are the pool's medians, and its
+  range is made as a probe's is, with the class spread (estimate/spread.py
+  says why).
 - A settled point outside the newest entry's interval (its predicted
   goodput at that count, times or over 1 + the spread one reading may show
   around it, pool.change_tolerance) marks the path changed: the
@@ -38,12 +39,12 @@ from tamebpf.paths.entry import REMOTE_CC, FitData, PathEntry, PathKey, Window
 from tamebpf.paths.pool import (
     by_count,
     change_tolerance,
+    class_spread,
     fit_points,
     fresh_windows,
     points,
     pool_of,
     pooled,
-    spreads,
 )
 from tamebpf.paths.recall import expected_mbps
 from tamebpf.paths.store import PathStore
@@ -248,7 +249,7 @@ def learn(group: Group, netns: str, now: float, settings: Settings,
                   f.evidence_limit, f.capacity)
     entry = PathEntry(
         key=key, when=now, source="passive", probe_kind="none", rtt_ms=rtt_ms,
-        host=group.remote_addr, spread=spreads(counts, rtt_ms).pooled, windows=pool,
+        host=group.remote_addr, spread=class_spread(rtt_ms), windows=pool,
         fit=fit, advised_streams=a.num_flows,
         advised_mbps=a.max_nondisruptive_thru, advised_impact=a.cross_traffic_impact,
         max_impact=settings.max_impact,

@@ -139,11 +139,12 @@ def reading_spread(entry: PathEntry) -> float | None:
 def change_tolerance(entry: PathEntry) -> float:
     """How far (relative) a transfer's goodput may lie from what the entry
     predicts before the path counts as changed: one window's spread and the
-    entry's own, together (in logs: independent errors add in squares),
+    pooled value's, together (in logs: independent errors add in squares),
     never above the class spread. Without a pool (a probed entry) that is
     the round-to-round spread its range was made with."""
     one = reading_spread(entry)
     if not entry.windows or one is None:
         return entry_spread(entry)
-    both = math.hypot(math.log1p(one), math.log1p(entry_spread(entry)))
+    pooled = spreads(by_count(entry.windows), entry.rtt_ms).pooled
+    both = math.hypot(math.log1p(one), math.log1p(pooled))
     return min(class_spread(entry.rtt_ms), math.expm1(both))
