@@ -4,6 +4,7 @@ checks: a testbed up for one test and down after it, even when the test fails.""
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import subprocess
 import time
@@ -17,7 +18,9 @@ from tamebpf_testbed.testbed import state_dir
 
 
 def unique_name() -> str:
-    return "tbt" + secrets.token_hex(3)
+    """A fresh testbed name; TAMEBPF_TESTBED_PREFIX (default "tbt", at most
+    6 characters) keeps runs from several checkouts apart."""
+    return os.environ.get("TAMEBPF_TESTBED_PREFIX", "tbt") + secrets.token_hex(3)
 
 
 @contextmanager
