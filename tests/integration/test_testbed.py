@@ -20,13 +20,14 @@ import pytest
 
 from tamebpf.common.errors import TamebpfError
 from tamebpf_testbed import Testbed, iperf
-from tamebpf_testbed.accuracy import steal_ticks
+from tamebpf_testbed.accuracy import BIG_PING, frame_ms, steal_ticks
 from tamebpf_testbed.config import FRAME, MSS_TS
 from tamebpf_testbed.scenario import SweepPlan
 from tamebpf_testbed.sweep import run_once
 from tests.integration.testbed_fixtures import (
     in_background,
     iperf3_json,
+    killed_on_exit,
     leftovers,
     retry,
     running_testbed,
@@ -56,9 +57,13 @@ def test_up_describes_itself_and_down_twice_leaves_nothing() -> None:
         assert again.config == tb.config, f"attach gave {again.config}, expected {tb.config}"
         routes = tb.exec("sender", ["ip", "route", "get", "192.0.2.1"], check=False)
         assert "via" not in routes, f"the sender has a route out of the testbed: {routes!r}"
-        rules = tb.exec("router", ["iptables", "-t", "mangle", "-S", "FORWARD"])
-        assert rules.count("NFQUEUE") == 2 and "bypass" not in rules, \
-            f"expected two NFQUEUE rules without --queue-bypass, got {rules!r}"
+        assert set(tb.pids) == {"link", "back"} and not tb.dead_delay_lines(), tb.pids
+        for tool in ("iptables", "ip6tables"):
+            rules = tb.exec("router", [tool, "-t", "mangle", "-S", "FORWARD"])
+            assert rules.count("NFQUEUE") == 4 and rules.count("--length 129:65535") == 2 \
+                and "bypass" not in rules, \
+                f"expected four NFQUEUE rules (two for large packets from the receiver) " \
+                f"without --queue-bypass, got {rules!r}"
         filters = tb.exec("router", ["tc", "filter", "show", "dev", "rcv0"])
         assert not filters.strip(), f"expected no tc filters (no BPF) at rcv0, got {filters!r}"
     finally:
@@ -74,14 +79,16 @@ def test_cli_up_exec_status_down() -> None:
     script = str(REPO / "scripts" / "testbed")
     try:
         up = subprocess.run([script, "up", name, "--rate", "20", "--rtt", "10", "--queue",
-                             "30", "--cross-rtt", "30"], capture_output=True, text=True,
-                            check=False, timeout=60)
+                             "30", "--cross-rtt", "30", "--rate-back", "40"],
+                            capture_output=True, text=True, check=False, timeout=60)
         assert up.returncode == 0, f"testbed up failed: {up.stderr}"
         d = json.loads(up.stdout)
         for key in ("sender", "cross", "router", "receiver"):
             assert d["namespaces"][key] == f"{name}-{d['namespaces'][key].split('-')[1]}"
         for key in ("sender", "cross", "receiver"):
             assert isinstance(d["addresses"][key], str), d["addresses"]
+        assert d["goodput_back_mbit"] == round(40 * MSS_TS / FRAME, 3), d
+        assert set(d["pids"]) == {"link", "back"}, d["pids"]
         ex = subprocess.run([script, "exec", name, "receiver", "--", "ip", "-o", "-4", "addr"],
                             capture_output=True, text=True, check=False, timeout=30)
         assert d["addresses"]["receiver"] in ex.stdout, \
@@ -89,6 +96,14 @@ def test_cli_up_exec_status_down() -> None:
         st = subprocess.run([script, "status", name], capture_output=True, text=True,
                             check=False, timeout=30)
         assert st.returncode == 0 and json.loads(st.stdout)["dead_delay_lines"] == [], st.stdout
+        # status covers the back link too: a dead one is a dead testbed.
+        os.kill(d["pids"]["back"], signal.SIGKILL)
+        iperf.wait_for(lambda: "back" in Testbed.attach(name).dead_delay_lines(), 5.0,
+                       "the killed back link to show as dead")
+        st = subprocess.run([script, "status", name], capture_output=True, text=True,
+                            check=False, timeout=30)
+        assert st.returncode == 1 and json.loads(st.stdout)["dead_delay_lines"] == ["back"], \
+            f"expected status 1 naming the back link, got {st.returncode}: {st.stdout}"
     finally:
         for _ in range(2):
             down = subprocess.run([script, "down", name], capture_output=True, text=True,
@@ -98,27 +113,46 @@ def test_cli_up_exec_status_down() -> None:
     assert not problems, f"after down, expected nothing left, got {problems}"
 
 
+def assert_idle_rtt(tb: Testbed, src: str, dst: str, family: int, want: float,
+                    size: int | None = None) -> None:
+    """src's pings to dst (size: payload bytes) come back after want ms, to
+    within rtt_tolerance, and none early."""
+    path = f"{src} -> {dst} IPv{family}"
+    tb.ping(src, dst, count=2, interval=0.05, family=family)  # neighbour discovery
+    tol = rtt_tolerance(want)
+    # The delay line's bias is +0.2..0.3 ms (docs/testbed.md); a burst of
+    # VM noise during one 0.6-s sample can add as much again, so one sample
+    # outside the bar is measured again, and two must agree.
+    meds = []
+    for _ in range(2):
+        r = tb.ping(src, dst, count=30, interval=0.02, family=family, size=size)
+        assert r["received"] == 30, f"{path}: lost pings: {r}"
+        meds.append(statistics.median(r["rtt_ms"]))
+        if abs(meds[-1] - want) <= tol:
+            break
+    assert abs(meds[-1] - want) <= tol, \
+        f"{path}: median RTT {meds} ms outside {want:.3f} +- {tol} ms"
+    assert min(r["rtt_ms"]) >= want - tol, \
+        f"{path}: a packet came back early: {min(r['rtt_ms'])} ms"
+
+
 @pytest.mark.parametrize("rtt,cross_rtt", [(50.0, 20.0), (10.0, None)])
 def test_ping_rtt_idle(rtt: float, cross_rtt: float | None) -> None:
-    with running_testbed(rate_mbit=100, rtt_ms=rtt, queue_pkts=100, cross_rtt_ms=cross_rtt) as tb:
-        for role, want in (("sender", rtt), ("cross", cross_rtt or rtt)):
+    """Both ways: the hosts ping the receiver, and the receiver pings them
+    with a payload large enough to cross the back link (which adds the
+    frame's time on each link, 0.08 ms at 100 Mbit/s)."""
+    rate = 100.0
+    with running_testbed(rate_mbit=rate, rtt_ms=rtt, queue_pkts=100, cross_rtt_ms=cross_rtt) as tb:
+        for src, dst, size, want in (("sender", "receiver", None, rtt),
+                                     ("cross", "receiver", None, cross_rtt or rtt),
+                                     ("receiver", "sender", BIG_PING, rtt),
+                                     ("receiver", "cross", BIG_PING, cross_rtt or rtt)):
             for family in (4, 6):
-                tb.ping(role, count=2, interval=0.05, family=family)  # neighbour discovery
-                tol = rtt_tolerance(want)
-                # The delay line's bias is +0.2..0.3 ms (docs/testbed.md); a burst of
-                # VM noise during one 0.6-s sample can add as much again, so one
-                # sample outside the bar is measured again, and two must agree.
-                meds = []
-                for _ in range(2):
-                    r = tb.ping(role, count=30, interval=0.02, family=family)
-                    assert r["received"] == 30, f"{role} IPv{family}: lost pings: {r}"
-                    meds.append(statistics.median(r["rtt_ms"]))
-                    if abs(meds[-1] - want) <= tol:
-                        break
-                assert abs(meds[-1] - want) <= tol, \
-                    f"{role} IPv{family}: median RTT {meds} ms outside {want} +- {tol} ms"
-                assert min(r["rtt_ms"]) >= want - tol, \
-                    f"{role} IPv{family}: a packet came back early: {min(r['rtt_ms'])} ms"
+                assert_idle_rtt(tb, src, dst, family,
+                                want + (2 * frame_ms(size, family, rate) if size else 0), size)
+        back = tb.link_stats("back")
+        assert back["packets"] >= 4 * 30, \
+            f"expected the receiver's large pings through the back link, got {back}"
 
 
 def test_udp_rate() -> None:
@@ -160,6 +194,81 @@ def test_tcp_rate_one_cubic_flow() -> None:
         # second; a real shaping error fails both attempts.
         ok, msgs = retry(3, attempt)
         assert ok, msgs
+
+
+def test_tcp_rate_download_gets_the_back_rate() -> None:
+    """A download (iperf3 -R: the receiver sends) crosses the back link at
+    its own rate, here above the forward link's, which carries its ACKs."""
+    rate, rate_back = 20.0, 50.0
+    # 400 frames: 97 ms at 50 Mbit/s, a queue that outlasts CUBIC's back-off
+    # and the host's stalls, as the forward check's does.
+    with running_testbed(rate_mbit=rate, rtt_ms=20, queue_pkts=400,
+                         rate_back_mbit=rate_back) as tb:
+        def attempt() -> tuple[bool, str]:
+            d = iperf3_json(tb, iperf.client_argv(tb.addresses["receiver"], iperf.PORT_MAIN,
+                                                  1, 6, "cubic", omit=2, reverse=True))
+            got = d["end"]["sum_received"]["bits_per_second"] / 1e6
+            want = tb.config.goodput_back_mbit
+            cc = d["end"].get("sender_tcp_congestion")
+            return abs(got - want) <= 0.04 * want, \
+                f"download goodput {got:.2f} Mbit/s ({cc}), expected {want:.2f} +- 4%"
+        ok, msgs = retry(3, attempt)
+        print(msgs[-1])
+        assert ok, msgs
+        back = tb.link_stats("back")
+        assert back["released"] > 10000 and back["tail_drops"] < back["released"] / 100, \
+            f"expected the download's data through the back link, got {back}"
+
+
+SHARE_WINDOW_S = 4.0
+
+
+def assert_flows_share(tb: Testbed, flows: dict[str, int], want: float,
+                       reverse: bool = False) -> None:
+    """One CUBIC flow from each role in flows to its port on the receiver
+    (reverse: downloads from it) at once. Over a window after all have left
+    slow start, their goodputs (the data senders' acked bytes) sum to want
+    within 5%, and each gets at least a fifth of it."""
+    rcv = tb.addresses["receiver"]
+    servers = [iperf.start_server(tb, port) for port in flows.values()]
+    clients = {role: tb.popen(role, iperf.client_argv(rcv, port, 1, 30, "cubic",
+                                                      json_out=False, reverse=reverse),
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE)
+               for role, port in flows.items()}
+    # A download's data sender is the receiver's iperf3 server.
+    sender = {role: ("receiver", port, True) if reverse else (role, port, False)
+              for role, port in flows.items()}
+    with killed_on_exit(*clients.values(), *servers):
+        for role, port in flows.items():
+            iperf.wait_flows(tb, role, port, 1, clients[role])
+        iperf.wait_for(lambda: all(iperf.left_slow_start(tb, r, p, 1, served=s)
+                                   for r, p, s in sender.values()),
+                       30.0, f"the flows of {', '.join(flows)} past slow start")
+
+        def attempt() -> tuple[bool, str]:
+            a = {role: iperf.acked_bytes(tb, *sender[role]) for role in flows}
+            time.sleep(SHARE_WINDOW_S)
+            got = {role: iperf.mbit_between(a[role], iperf.acked_bytes(tb, *sender[role]))
+                   for role in flows}
+            total = sum(got.values())
+            ok = abs(total - want) <= 0.05 * want and min(got.values()) >= want / 5
+            each = ", ".join(f"{role} {mbit:.2f}" for role, mbit in got.items())
+            return ok, f"{each} Mbit/s, sum {total:.2f}: expected {want:.2f} +- 5%, " \
+                f"each at least {want / 5:.2f}"
+        ok, msgs = retry(2, attempt)
+    print(msgs[-1])
+    assert ok, msgs
+
+
+def test_cross_traffic_downloads_share_the_back_bottleneck() -> None:
+    """Cross traffic can flow either way: our download and one to the
+    cross host (iperf3 -R from it) share the back link."""
+    with running_testbed(rate_mbit=50, rtt_ms=20, queue_pkts=100, rate_back_mbit=20) as tb:
+        assert_flows_share(tb, {"sender": iperf.PORT_MAIN, "cross": iperf.PORT_CROSS},
+                           tb.config.goodput_back_mbit, reverse=True)
+        fwd = tb.link_stats()
+        assert fwd["tail_drops"] == 0, f"the downloads' ACKs met a full forward link: {fwd}"
 
 
 def test_link_keeps_its_rate_through_its_own_stalls() -> None:
@@ -218,18 +327,26 @@ def test_server_idle_follows_a_test() -> None:
                     proc.wait(10)
 
 
-def _ping_under_udp_load(tb: Testbed, load_mbit: float) -> list[float]:
+def _ping_under_udp_load(tb: Testbed, load_mbit: float, back: bool = False) -> list[float]:
+    """RTTs of pings behind a UDP overload: from the cross host, the
+    sender's pings; back: from the receiver to the sender (iperf3 -R), the
+    receiver's pings to the sender, large enough to join it on the back link."""
     server = iperf.start_server(tb, iperf.PORT_MAIN)
-    load = in_background(tb, "cross", iperf.client_argv(
+    load = in_background(tb, "sender" if back else "cross", iperf.client_argv(
         tb.addresses["receiver"], iperf.PORT_MAIN, 1, 8, "cubic", udp_mbit=load_mbit,
-        json_out=False))
+        json_out=False, reverse=back))
+    direction = "back" if back else "forward"
     try:
-        iperf.wait_for(lambda: tb.link_stats()["backlog"] >= tb.config.queue_pkts // 2, 5.0,
-                       "the bottleneck queue to fill")
+        iperf.wait_for(lambda: tb.link_stats(direction)["backlog"] >= tb.config.queue_pkts // 2,
+                       5.0, f"the {direction} link's queue to fill")
         # The overload drops pings; after the last, ping waits twice the
         # longest RTT it saw, or 0.5 s if none came through (over 3 times the
         # RTT through either test's full queue).
-        r = tb.ping("sender", count=60, interval=0.05, timeout=0.5)
+        if back:
+            r = tb.ping("receiver", "sender", count=60, interval=0.05, timeout=0.5,
+                        size=BIG_PING)
+        else:
+            r = tb.ping("sender", count=60, interval=0.05, timeout=0.5)
     finally:
         load.terminate()
         load.wait(10)
@@ -239,10 +356,15 @@ def _ping_under_udp_load(tb: Testbed, load_mbit: float) -> list[float]:
     return rtts
 
 
-def test_queue_limit_ping_under_load_sees_full_queue() -> None:
+@pytest.mark.parametrize("back", [False, True], ids=["forward", "back"])
+def test_queue_limit_ping_under_load_sees_full_queue(back: bool) -> None:
+    """Forward: the sender's ping behind the cross host's overload. Back: the
+    receiver's behind its own overload toward the sender, on a back link
+    slower than the forward one."""
     rate, rtt, queue = 10.0, 20.0, 50
-    with running_testbed(rate_mbit=rate, rtt_ms=rtt, queue_pkts=queue) as tb:
-        rtts = _ping_under_udp_load(tb, rate * 1.5)
+    kw = {"rate_mbit": 50.0, "rate_back_mbit": rate} if back else {"rate_mbit": rate}
+    with running_testbed(rtt_ms=rtt, queue_pkts=queue, **kw) as tb:
+        rtts = _ping_under_udp_load(tb, rate * 1.5, back)
         # Overloaded, the queue is always full and a ping gets in only when it
         # beats the UDP flood to a freed slot: many are dropped, by design.
         assert len(rtts) >= 5, f"expected >= 5 of 60 pings through a full queue, got {len(rtts)}"
@@ -251,8 +373,11 @@ def test_queue_limit_ping_under_load_sees_full_queue() -> None:
         med = statistics.median(rtts)
         assert abs(med - want) <= 0.05 * want, \
             f"ping under load {med:.1f} ms, expected a full queue: {want:.1f} ms +- 5%"
-        stats = tb.link_stats()
+        stats = tb.link_stats("back" if back else "forward")
         assert stats["tail_drops"] > 0, f"expected tail drops at the full queue, got {stats}"
+        if back:
+            fwd = tb.link_stats()
+            assert fwd["tail_drops"] == 0, f"the forward link dropped: {fwd}"
 
 
 def test_red_keeps_queue_below_limit() -> None:

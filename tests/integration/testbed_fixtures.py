@@ -64,8 +64,8 @@ def leftovers(name: str, pids: list[int]) -> list[str]:
     # Our rules live in the router namespace; none may have reached the root's.
     rules = subprocess.run(["nft", "list", "ruleset"], capture_output=True, text=True,
                            check=False).stdout
-    found += [f"root-namespace rule mentioning {w}" for w in (name, "rcv0", "snd0", "crs0")
-              if w in rules]
+    found += [f"root-namespace rule mentioning {w}"
+              for w in (name, *config.ROUTER_IF.values()) if w in rules]
     return found
 
 

@@ -1,6 +1,6 @@
 """CLI behind scripts/testbed and scripts/sweep.
 
-    python -m tamebpf_testbed up NAME --rate MBIT --rtt MS --queue PKTS [...]
+    python -m tamebpf_testbed up NAME --rate MBIT --rtt MS --queue PKTS [--rate-back MBIT] [...]
     python -m tamebpf_testbed down NAME
     python -m tamebpf_testbed exec NAME ROLE -- CMD...
     python -m tamebpf_testbed status NAME
@@ -28,6 +28,8 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--rate", type=float, required=True, help="bottleneck rate, Mbit/s")
     up.add_argument("--rtt", type=float, required=True, help="base RTT, ms")
     up.add_argument("--queue", type=int, required=True, help="bottleneck queue, packets")
+    up.add_argument("--rate-back", type=float, default=None, metavar="MBIT",
+                    help="receiver-to-sender rate, Mbit/s (default: --rate)")
     up.add_argument("--aqm", choices=C.AQMS, default="droptail")
     up.add_argument("--loss", type=float, default=0.0, help="random loss, percent")
     up.add_argument("--cross-rtt", type=float, default=None, help="cross traffic RTT, ms")
@@ -62,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.cmd == "up":
             tb = Testbed.up(args.name, args.rate, args.rtt, args.queue, aqm=args.aqm,
                             loss_pct=args.loss, cross_rtt_ms=args.cross_rtt, cc=args.cc,
-                            seed=args.seed)
+                            seed=args.seed, rate_back_mbit=args.rate_back)
             print(json.dumps(tb.describe()))
         elif args.cmd == "down":
             teardown(args.name)

@@ -32,6 +32,13 @@ from tamebpf_testbed.testbed import Testbed
 # time here) leaves the link idle. A fixed 400 frames lasted 485 ms at 10
 # Mbit/s but only 24 ms at 200, which is where stalls cost 3-6% of the rate.
 RATE_RTT_MS, RATE_QUEUE_MS = 40.0, 100.0
+BIG_PING = 1000  # payload bytes: over the 128 the back link lets through untouched
+
+
+def frame_ms(ping_payload: int, family: int, rate_mbit: float) -> float:
+    """How long a ping of ping_payload bytes takes on a link of rate_mbit."""
+    ip_bytes = ping_payload + 8 + (20 if family == 4 else 40)
+    return (ip_bytes + 14) * 8 / (rate_mbit * 1e3)  # the link counts the Ethernet header
 
 
 def rate_queue_frames(rate_mbit: float) -> int:

@@ -1,9 +1,9 @@
 """What a testbed is: its configuration, names and address plan (pure, no I/O).
 
-Topology (the bottleneck is the router's link toward the receiver)::
+Topology (the bottleneck is the router's link to and from the receiver)::
 
     sender  (NAME-snd) --snd0-+
-                              +-- router (NAME-rtr) --rcv0--> receiver (NAME-rcv)
+                              +-- router (NAME-rtr) --rcv0-- receiver (NAME-rcv)
     cross   (NAME-crs) --crs0-+
 """
 
@@ -79,10 +79,14 @@ class TestbedConfig:
     cc: str = "cubic"
     seed: int = 1
     red: RedParams | None = field(default=None)
+    rate_back_mbit: float | None = None  # receiver -> senders; None: rate_mbit
 
     def __post_init__(self) -> None:
         if not 0 < self.rate_mbit <= 10000:
             raise UsageError(f"rate {self.rate_mbit} Mbit/s out of range", "use 0 < rate <= 10000")
+        if self.rate_back_mbit is not None and not 0 < self.rate_back_mbit <= 10000:
+            raise UsageError(f"back rate {self.rate_back_mbit} Mbit/s out of range",
+                             "use 0 < rate <= 10000")
         if not 0 <= self.rtt_ms <= 10000:
             raise UsageError(f"rtt {self.rtt_ms} ms out of range", "use 0..10000 ms")
         if self.cross_rtt_ms is not None and not 0 <= self.cross_rtt_ms <= 10000:
@@ -103,9 +107,18 @@ class TestbedConfig:
         return self.rtt_ms if self.cross_rtt_ms is None else self.cross_rtt_ms
 
     @property
+    def effective_rate_back_mbit(self) -> float:
+        return self.rate_mbit if self.rate_back_mbit is None else self.rate_back_mbit
+
+    @property
     def goodput_mbit(self) -> float:
         """TCP goodput one full-size-segment flow can reach: R x 1448/1514."""
         return self.rate_mbit * MSS_TS / FRAME
+
+    @property
+    def goodput_back_mbit(self) -> float:
+        """The same for a download (receiver -> sender): R_back x 1448/1514."""
+        return self.effective_rate_back_mbit * MSS_TS / FRAME
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -29,7 +29,9 @@ def program_path() -> Path:
     return path
 
 
-LINK = "link"  # the one instance: label in Testbed.pids and in its log's name
+LINK = "link"  # the forward link: label in Testbed.pids and in its log's name
+BACK = "back"  # the back link (receiver -> senders and cross)
+DIRECTIONS = {"forward": LINK, "back": BACK}
 
 
 @dataclass(frozen=True)
@@ -40,19 +42,35 @@ class LineSpec:
     argv: list[str]
 
 
-def link_spec(cfg: C.TestbedConfig) -> LineSpec:
-    """The bottleneck link: both sources' queues share its rate and FIFO, and
-    each then waits its own RTT (all of it on the data path)."""
-    argv = ["--queue", f"{shaping.Q_SENDER}:{round(cfg.rtt_ms * 1000)}",
-            "--queue", f"{shaping.Q_CROSS}:{round(cfg.effective_cross_rtt_ms * 1000)}",
-            "--rate-bps", str(cfg.rate_mbit * 1e6), "--limit", str(cfg.queue_pkts),
-            "--seed", str(cfg.seed)]
+def _bottleneck(rate_mbit: float, cfg: C.TestbedConfig, seed: int) -> list[str]:
+    argv = ["--rate-bps", str(rate_mbit * 1e6), "--limit", str(cfg.queue_pkts),
+            "--seed", str(seed)]
     if cfg.loss_pct > 0:
         argv += ["--loss", repr(cfg.loss_pct)]
     if cfg.aqm == "red" and cfg.red is not None:
         r = cfg.red
         argv += ["--red", f"{r.min_th},{r.max_th},{r.max_p},{r.w_q}"]
-    return LineSpec(LINK, argv)
+    return argv
+
+
+def link_spec(cfg: C.TestbedConfig) -> LineSpec:
+    """The forward link: every source's queue shares its rate and FIFO, and
+    each then waits its own RTT (all of it on this path)."""
+    rtt = {"sender": cfg.rtt_ms, "cross": cfg.effective_cross_rtt_ms}
+    argv = []
+    for host in shaping.SOURCES:
+        argv += ["--queue", f"{shaping.FORWARD_QUEUE[host]}:{round(rtt[host] * 1000)}"]
+    return LineSpec(LINK, argv + _bottleneck(cfg.rate_mbit, cfg, cfg.seed))
+
+
+def back_spec(cfg: C.TestbedConfig) -> LineSpec:
+    """The back link: the same queue, AQM and loss at the back rate, no
+    delay (a download's RTT is on its ACKs' forward path), another seed
+    (its drops are not the forward link's)."""
+    argv = []
+    for host in shaping.SOURCES:
+        argv += ["--queue", f"{shaping.BACK_QUEUE[host]}:0"]
+    return LineSpec(BACK, argv + _bottleneck(cfg.effective_rate_back_mbit, cfg, cfg.seed + 1))
 
 
 def start(ns: str, spec: LineSpec, log: Path, timeout: float = 5.0) -> int:

@@ -34,9 +34,13 @@ def _listening(tb: Testbed, port: int) -> bool:
 
 def client_argv(dst: str, port: int, streams: int, seconds: float, cc: str, *,
                 window_kb: int | None = None, omit: int = 0, json_out: bool = True,
-                udp_mbit: float | None = None) -> list[str]:
+                udp_mbit: float | None = None, reverse: bool = False) -> list[str]:
+    """reverse: the server sends (-R), a download through the back link; -C
+    then sets the server's congestion control."""
     argv = ["iperf3", "-c", dst, "-p", str(port), "-P", str(streams), "-t", f"{seconds:g}",
             "-C", cc, "--connect-timeout", "5000"]
+    if reverse:
+        argv.append("-R")
     if window_kb:
         argv += ["-w", f"{window_kb}K"]
     if omit:
@@ -87,11 +91,22 @@ def wait_past_slow_start(tb: Testbed, role: str, port: int, flows: int,
     with the queue full (on these testbeds a few tenths of a second after
     the connections are up, where a fixed sleep of seconds was waited)."""
     wait_flows(tb, role, port, flows, proc)
+    wait_for(lambda: left_slow_start(tb, role, port, flows), 30.0,
+             f"{flows} flows from {role} past slow start")
 
-    def past() -> bool:
-        out = tb.exec(role, ["ss", "-tinH", "state", "established", f"dport = :{port}"])
-        return len(_SSTHRESH.findall(out)) >= flows
-    wait_for(past, 30.0, f"{flows} flows from {role} past slow start")
+
+def _ends(port: int, served: bool) -> str:
+    """ss's filter for role's connections to port, or (served) those it
+    serves on port: a download's data sender is the iperf3 server."""
+    return f"{'sport' if served else 'dport'} = :{port}"
+
+
+def left_slow_start(tb: Testbed, role: str, port: int, flows: int,
+                    served: bool = False) -> bool:
+    """At least `flows` of role's connections to (served: on) port have
+    left slow start."""
+    out = tb.exec(role, ["ss", "-tinH", "state", "established", _ends(port, served)])
+    return len(_SSTHRESH.findall(out)) >= flows
 
 
 def established(tb: Testbed, role: str, port: int) -> int:
@@ -99,8 +114,10 @@ def established(tb: Testbed, role: str, port: int) -> int:
     return len([ln for ln in out.splitlines() if ln.strip()])
 
 
-def acked_bytes(tb: Testbed, role: str, port: int) -> tuple[int, float]:
-    """Bytes acknowledged so far on all role's connections to port, and when.
+def acked_bytes(tb: Testbed, role: str, port: int,
+                served: bool = False) -> tuple[int, float]:
+    """Bytes acknowledged so far on all role's connections to port (served:
+    those it serves on port, a download's), and when.
 
     Read from the sender's sockets (tcp_info bytes_acked) at times we choose,
     so the cross traffic's throughput with and without our streams covers
@@ -108,7 +125,7 @@ def acked_bytes(tb: Testbed, role: str, port: int) -> tuple[int, float]:
     it carries a few hundred bytes.
     """
     t0 = time.monotonic()
-    out = tb.exec(role, ["ss", "-tinH", "state", "established", f"dport = :{port}"])
+    out = tb.exec(role, ["ss", "-tinH", "state", "established", _ends(port, served)])
     t1 = time.monotonic()
     return sum(int(m) for m in _ACKED.findall(out)), (t0 + t1) / 2
 

@@ -1,10 +1,11 @@
-"""The NFQUEUE rules that hand the data direction to the emulated link.
+"""The NFQUEUE rules that hand both directions to the emulated links.
 
-The bottleneck (rate and queue) and the delays live in one userspace
-process, `tamebpf-delayline` (delay.py), on a virtual clock: a qdisc's token
-bucket loses link time for good whenever the host wakes its timer late,
-which this VM does by up to milliseconds after hours of uptime
-(docs/testbed.md, "The link").
+The bottleneck (rate and queue) and the delays live in userspace processes,
+`tamebpf-delayline` (delay.py), on a virtual clock: a qdisc's token bucket
+loses link time for good whenever the host wakes its timer late, which this
+VM does by up to milliseconds after hours of uptime (docs/testbed.md, "The
+link"). One process is the forward link (toward the receiver), one the back
+link (from it).
 """
 
 from __future__ import annotations
@@ -12,31 +13,45 @@ from __future__ import annotations
 from tamebpf_testbed import config as C
 from tamebpf_testbed.sh import ns_run
 
-# Queue numbers in the router namespace (NFQUEUE numbers are per namespace):
-# one per source, because each has its own one-way delay; both share the link.
-Q_SENDER = 1  # sender -> receiver: the sender's RTT
-Q_CROSS = 2  # cross -> receiver: the cross traffic's RTT
+SOURCES = ("sender", "cross")  # the hosts whose traffic crosses the bottleneck
+# Queue numbers in the router namespace (NFQUEUE numbers are per namespace),
+# one per source and direction: each source has its own one-way delay on the
+# forward link; all of a direction's queues share its link.
+FORWARD_QUEUE = {"sender": 1, "cross": 2}  # host -> receiver
+BACK_QUEUE = {"sender": 3, "cross": 4}  # receiver -> host
+# Packets from the receiver up to this size (IP header included) skip the
+# back link: pure ACKs, SACK blocks and all (at most 80 bytes in IPv4, 100
+# in IPv6). The forward link's delay already gives an upload's ACKs their
+# RTT, and a userspace release would bunch them, while tamebpf's upload
+# estimators read their spacing.
+ACK_MAX_BYTES = 128
 
 
 def queue_rules() -> list[list[str]]:
-    """iptables arguments (mangle FORWARD) sending data packets to the link.
+    """iptables arguments (mangle FORWARD) sending packets to the links.
 
-    All delay sits on the data path, after the bottleneck: for TCP that is
-    the same as a link delay, and it leaves one userspace crossing per data
-    packet (ACKs pass untouched). Never --queue-bypass: without a listener
-    packets must be dropped, not let through unshaped.
+    Forward: everything from a source to the receiver. All delay sits on
+    this path, after the bottleneck: for TCP that is the same as a link
+    delay, and it gives a download's ACKs their RTT too. Back: what the
+    receiver sends a source, except the small packets (ACK_MAX_BYTES).
+    Never --queue-bypass: without a listener packets must be dropped, not
+    let through unshaped.
     """
-    rcv, snd, crs = (C.ROUTER_IF[h] for h in ("receiver", "sender", "cross"))
-    return [
-        ["-i", snd, "-o", rcv, "-j", "NFQUEUE", "--queue-num", str(Q_SENDER)],
-        ["-i", crs, "-o", rcv, "-j", "NFQUEUE", "--queue-num", str(Q_CROSS)],
-    ]
+    rcv = C.ROUTER_IF["receiver"]
+    rules = []
+    for host in SOURCES:
+        rules.append(["-i", C.ROUTER_IF[host], "-o", rcv,
+                      "-j", "NFQUEUE", "--queue-num", str(FORWARD_QUEUE[host])])
+    for host in SOURCES:
+        rules.append(["-i", rcv, "-o", C.ROUTER_IF[host],
+                      "-m", "length", "--length", f"{ACK_MAX_BYTES + 1}:65535",
+                      "-j", "NFQUEUE", "--queue-num", str(BACK_QUEUE[host])])
+    return rules
 
 
 def install_rules(ns: str) -> None:
-    """Both rules in one transaction per family (-restore --noflush appends
+    """All rules in one transaction per family (-restore --noflush appends
     them): one process each, not one per rule, for every testbed brought up."""
     table = "".join(f"-A FORWARD {' '.join(rule)}\n" for rule in queue_rules())
     for tool in ("iptables-restore", "ip6tables-restore"):
         ns_run(ns, [tool, "-w", "--noflush"], stdin=f"*mangle\n{table}COMMIT\n")
-

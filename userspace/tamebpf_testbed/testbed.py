@@ -49,10 +49,11 @@ class Testbed:
     @classmethod
     def up(cls, name: str, rate_mbit: float, rtt_ms: float, queue_pkts: int, *,
            aqm: str = "droptail", loss_pct: float = 0.0, cross_rtt_ms: float | None = None,
-           cc: str = "cubic", seed: int = 1, red: C.RedParams | None = None) -> Testbed:
+           cc: str = "cubic", seed: int = 1, red: C.RedParams | None = None,
+           rate_back_mbit: float | None = None) -> Testbed:
         cfg = C.TestbedConfig(rate_mbit=rate_mbit, rtt_ms=rtt_ms, queue_pkts=queue_pkts,
                               aqm=aqm, loss_pct=loss_pct, cross_rtt_ms=cross_rtt_ms, cc=cc,
-                              seed=seed, red=red)
+                              seed=seed, red=red, rate_back_mbit=rate_back_mbit)
         return cls.up_config(name, cfg)
 
     @classmethod
@@ -71,11 +72,11 @@ class Testbed:
         try:
             topology.build(name, cfg)
             rtr = tb.namespaces["router"]
-            # The link first, then the rules that feed it: no packet ever
+            # The links first, then the rules that feed them: no packet ever
             # meets a rule without a listener.
-            spec = delay.link_spec(cfg)
-            tb.pids[spec.label] = delay.start(rtr, spec, tb.log(spec.label))
-            tb._save()
+            for spec in (delay.link_spec(cfg), delay.back_spec(cfg)):
+                tb.pids[spec.label] = delay.start(rtr, spec, tb.log(spec.label))
+                tb._save()
             shaping.install_rules(rtr)
         except BaseException:
             tb.down()
@@ -119,14 +120,17 @@ class Testbed:
         return subprocess.Popen(self.argv(role, argv), **kw)
 
     def ping(self, role: str = "sender", dst: str = "receiver", count: int = 10,
-             interval: float = 0.1, family: int = 4, timeout: float = 2.0) -> dict[str, Any]:
+             interval: float = 0.1, family: int = 4, timeout: float = 2.0,
+             size: int | None = None) -> dict[str, Any]:
         """ICMP echo from role to host dst, count of them every interval s
         (ping's -c, -i; below 0.2 s it needs root); ping_result's record.
         After the last, ping waits twice the longest RTT it saw for late
-        replies, or timeout s when none came (-W)."""
+        replies, or timeout s when none came (-W). size: payload bytes (-s;
+        ping's default 56 makes packets the back link lets through untouched)."""
         addr = (self.addresses if family == 4 else self.addresses6)[dst]
         argv = ["env", "LC_ALL=C", "ping", f"-{family}", "-n", "-c", str(count),
-                "-i", f"{interval:.3f}", "-W", f"{timeout:.3f}", addr]
+                "-i", f"{interval:.3f}", "-W", f"{timeout:.3f}",
+                *(["-s", str(size)] if size is not None else []), addr]
         # Exit status 1: not every reply came, which is a result (a lossy or
         # dead path); 2 is an error.
         out = run(self.argv(role, argv), ok=(0, 1), timeout=count * interval + timeout + 30)
@@ -170,10 +174,15 @@ class Testbed:
         """Where delay-line instance `label` writes its errors and statistics."""
         return state_dir(self.name) / f"delay-{label}.log"
 
-    def link_stats(self) -> dict[str, float]:
-        """The bottleneck link's counters so far: packets, tail_drops,
-        red_drops, lost, backlog (packets in its FIFO now), late_mean_us, ..."""
-        return delay.stats(self.pids[delay.LINK], self.log(delay.LINK))
+    def link_stats(self, direction: str = "forward") -> dict[str, float]:
+        """A link's counters so far: packets, tail_drops, red_drops, lost,
+        backlog (packets in its FIFO now), late_mean_us, ...; direction
+        "forward" (toward the receiver) or "back" (from it)."""
+        if direction not in delay.DIRECTIONS:
+            raise TamebpfError(f"unknown direction {direction!r}",
+                               f"use one of {', '.join(delay.DIRECTIONS)}")
+        label = delay.DIRECTIONS[direction]
+        return delay.stats(self.pids[label], self.log(label))
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -184,6 +193,7 @@ class Testbed:
             "config": self.config.to_json(),
             "pids": dict(self.pids),
             "goodput_mbit": round(self.config.goodput_mbit, 3),
+            "goodput_back_mbit": round(self.config.goodput_back_mbit, 3),
             "state_dir": str(state_dir(self.name)),
         }
 

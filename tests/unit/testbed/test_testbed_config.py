@@ -10,7 +10,7 @@ import pytest
 from tamebpf.common.errors import UsageError
 from tamebpf_testbed import config as C
 from tamebpf_testbed.compare import compare
-from tamebpf_testbed.delay import link_spec
+from tamebpf_testbed.delay import back_spec, link_spec
 from tamebpf_testbed.scenario import load
 from tamebpf_testbed.shaping import queue_rules
 from tamebpf_testbed.sweep import Run, summarise
@@ -37,7 +37,7 @@ def test_paper_scenarios_use_the_papers_queue_and_rtts() -> None:
 
 @pytest.mark.parametrize("kw", [
     {"rate_mbit": 0}, {"rtt_ms": -1}, {"queue_pkts": 0}, {"aqm": "codel"}, {"cc": "vegas"},
-    {"loss_pct": 100},
+    {"loss_pct": 100}, {"rate_back_mbit": 0},
 ])
 def test_bad_configuration_is_refused(kw: dict[str, object]) -> None:
     base: dict[str, object] = {"rate_mbit": 10, "rtt_ms": 10, "queue_pkts": 10}
@@ -73,14 +73,42 @@ def test_one_link_shapes_both_sources_and_carries_loss_and_red() -> None:
     assert _arg(link_spec(lossy).argv, "--seed") == "9"
     assert _arg(link_spec(lossy).argv, "--loss") == "1"
     rules = queue_rules()
-    assert len(rules) == 2 and all("bypass" not in " ".join(r) for r in rules), rules
+    assert len(rules) == 4 and all("bypass" not in " ".join(r) for r in rules), rules
+
+
+def _queues(argv: list[str]) -> list[str]:
+    return [argv[i + 1] for i, a in enumerate(argv) if a == "--queue"]
+
+
+def test_the_back_link_is_the_forward_one_at_its_own_rate_without_delay() -> None:
+    same = C.TestbedConfig(rate_mbit=20, rtt_ms=30, queue_pkts=25, aqm="red", loss_pct=1,
+                           seed=9)
+    other = C.TestbedConfig(rate_mbit=20, rtt_ms=30, queue_pkts=25, rate_back_mbit=50)
+    argv = back_spec(same).argv
+    assert _queues(argv) == ["3:0", "4:0"], argv
+    assert float(_arg(argv, "--rate-bps")) == 20e6 and _arg(argv, "--limit") == "25", argv
+    assert _arg(argv, "--red") == _arg(link_spec(same).argv, "--red"), argv
+    assert _arg(argv, "--loss") == "1" and _arg(argv, "--seed") == "10", argv
+    assert float(_arg(back_spec(other).argv, "--rate-bps")) == 50e6
+    assert float(_arg(link_spec(other).argv, "--rate-bps")) == 20e6
+    assert round(other.goodput_back_mbit, 3) == 47.82 and same.goodput_back_mbit == \
+        same.goodput_mbit
+    # The back rules skip the receiver's pure ACKs (at most 100 bytes in IPv6).
+    back = [r for r in queue_rules() if r[1] == "rcv0"]
+    assert [r[r.index("--length") + 1] for r in back] == ["129:65535"] * 2, back
+
+
+def test_a_state_file_from_before_the_back_link_still_loads() -> None:
+    old = {"rate_mbit": 10, "rtt_ms": 10, "queue_pkts": 10, "aqm": "droptail",
+           "loss_pct": 0.0, "cross_rtt_ms": None, "cc": "cubic", "seed": 1, "red": None}
+    cfg = C.TestbedConfig.from_json(old)
+    assert cfg.effective_rate_back_mbit == 10, cfg
 
 
 def test_cross_rtt_gets_its_own_delay() -> None:
     cfg = C.TestbedConfig(rate_mbit=10, rtt_ms=100, queue_pkts=10, cross_rtt_ms=10)
     argv = link_spec(cfg).argv
-    queues = [argv[i + 1] for i, a in enumerate(argv) if a == "--queue"]
-    assert queues == ["1:100000", "2:10000"], queues
+    assert _queues(argv) == ["1:100000", "2:10000"], argv
 
 
 def _run(n: int, mbit: float, rep: int = 0) -> Run:
