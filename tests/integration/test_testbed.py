@@ -79,20 +79,21 @@ def test_cli_up_exec_status_down() -> None:
     script = str(REPO / "scripts" / "testbed")
     try:
         up = subprocess.run([script, "up", name, "--rate", "20", "--rtt", "10", "--queue",
-                             "30", "--cross-rtt", "30", "--rate-back", "40"],
+                             "30", "--cross-rtt", "30", "--rate-back", "40", "--senders", "2"],
                             capture_output=True, text=True, check=False, timeout=60)
         assert up.returncode == 0, f"testbed up failed: {up.stderr}"
         d = json.loads(up.stdout)
-        for key in ("sender", "cross", "router", "receiver"):
+        for key in ("sender", "cross", "router", "receiver", "sender2"):
             assert d["namespaces"][key] == f"{name}-{d['namespaces'][key].split('-')[1]}"
-        for key in ("sender", "cross", "receiver"):
+        for key in ("sender", "cross", "receiver", "sender2"):
             assert isinstance(d["addresses"][key], str), d["addresses"]
         assert d["goodput_back_mbit"] == round(40 * MSS_TS / FRAME, 3), d
         assert set(d["pids"]) == {"link", "back"}, d["pids"]
-        ex = subprocess.run([script, "exec", name, "receiver", "--", "ip", "-o", "-4", "addr"],
-                            capture_output=True, text=True, check=False, timeout=30)
-        assert d["addresses"]["receiver"] in ex.stdout, \
-            f"expected {d['addresses']['receiver']} in receiver's addresses, got {ex.stdout!r}"
+        for role in ("receiver", "sender2"):
+            ex = subprocess.run([script, "exec", name, role, "--", "ip", "-o", "-4", "addr"],
+                                capture_output=True, text=True, check=False, timeout=30)
+            assert d["addresses"][role] in ex.stdout, \
+                f"expected {d['addresses'][role]} in {role}'s addresses, got {ex.stdout!r}"
         st = subprocess.run([script, "status", name], capture_output=True, text=True,
                             check=False, timeout=30)
         assert st.returncode == 0 and json.loads(st.stdout)["dead_delay_lines"] == [], st.stdout
@@ -259,6 +260,18 @@ def assert_flows_share(tb: Testbed, flows: dict[str, int], want: float,
         ok, msgs = retry(2, attempt)
     print(msgs[-1])
     assert ok, msgs
+
+
+def test_two_senders_share_the_bottleneck() -> None:
+    """With senders=2, sender2 is a second host behind the same link: the
+    sender's RTT, and two uploads at once share the link's rate."""
+    rtt = 20.0
+    with running_testbed(rate_mbit=50, rtt_ms=rtt, queue_pkts=200, senders=2) as tb:
+        for family in (4, 6):
+            assert_idle_rtt(tb, "sender2", "receiver", family, rtt)
+        assert_flows_share(tb, {"sender": iperf.PORT_MAIN, "sender2": iperf.PORT_CROSS},
+                           tb.config.goodput_mbit)
+        assert tb.tx_packets("sender2") > 1000, "sender2 sent almost nothing"
 
 
 def test_cross_traffic_downloads_share_the_back_bottleneck() -> None:

@@ -42,7 +42,7 @@ def running_testbed(**kw: Any) -> Iterator[Testbed]:
 def leftovers(name: str, pids: list[int]) -> list[str]:
     """What of testbed name still exists (namespaces, processes, state)."""
     found = []
-    nss = set(config.namespaces(name).values())
+    nss = set(config.namespaces(name, config.MAX_SENDERS).values())
     listed = subprocess.run(["ip", "-o", "netns", "list"], capture_output=True, text=True,
                             check=True).stdout
     found += [f"namespace {ns}" for ns in sorted(nss) if ns in listed.split()]

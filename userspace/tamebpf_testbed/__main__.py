@@ -1,6 +1,7 @@
 """CLI behind scripts/testbed and scripts/sweep.
 
-    python -m tamebpf_testbed up NAME --rate MBIT --rtt MS --queue PKTS [--rate-back MBIT] [...]
+    python -m tamebpf_testbed up NAME --rate MBIT --rtt MS --queue PKTS [--rate-back MBIT]
+                                 [--senders 2] [...]
     python -m tamebpf_testbed down NAME
     python -m tamebpf_testbed exec NAME ROLE -- CMD...
     python -m tamebpf_testbed status NAME
@@ -30,6 +31,8 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--queue", type=int, required=True, help="bottleneck queue, packets")
     up.add_argument("--rate-back", type=float, default=None, metavar="MBIT",
                     help="receiver-to-sender rate, Mbit/s (default: --rate)")
+    up.add_argument("--senders", type=int, default=1, choices=range(1, C.MAX_SENDERS + 1),
+                    help="sender namespaces behind the bottleneck (2 adds sender2)")
     up.add_argument("--aqm", choices=C.AQMS, default="droptail")
     up.add_argument("--loss", type=float, default=0.0, help="random loss, percent")
     up.add_argument("--cross-rtt", type=float, default=None, help="cross traffic RTT, ms")
@@ -64,7 +67,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.cmd == "up":
             tb = Testbed.up(args.name, args.rate, args.rtt, args.queue, aqm=args.aqm,
                             loss_pct=args.loss, cross_rtt_ms=args.cross_rtt, cc=args.cc,
-                            seed=args.seed, rate_back_mbit=args.rate_back)
+                            seed=args.seed, rate_back_mbit=args.rate_back,
+                            senders=args.senders)
             print(json.dumps(tb.describe()))
         elif args.cmd == "down":
             teardown(args.name)

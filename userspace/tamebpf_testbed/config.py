@@ -3,8 +3,10 @@
 Topology (the bottleneck is the router's link to and from the receiver)::
 
     sender  (NAME-snd) --snd0-+
-                              +-- router (NAME-rtr) --rcv0-- receiver (NAME-rcv)
+    sender2 (NAME-sn2) --sn20-+-- router (NAME-rtr) --rcv0-- receiver (NAME-rcv)
     cross   (NAME-crs) --crs0-+
+
+sender2 exists only with senders=2.
 """
 
 from __future__ import annotations
@@ -15,9 +17,12 @@ from typing import Any
 
 from tamebpf.common.errors import UsageError
 
-ROLES = ("sender", "cross", "router", "receiver")
-HOSTS = ("sender", "cross", "receiver")
-SUFFIX = {"sender": "snd", "cross": "crs", "router": "rtr", "receiver": "rcv"}
+# Every role a testbed can have; sender2 only where senders=2 (roles()).
+ROLES = ("sender", "cross", "router", "receiver", "sender2")
+HOSTS = tuple(r for r in ROLES if r != "router")
+SUFFIX = {"sender": "snd", "cross": "crs", "router": "rtr", "receiver": "rcv",
+          "sender2": "sn2"}
+MAX_SENDERS = 2
 AQMS = ("droptail", "red")
 CCS = ("reno", "cubic", "bbr")
 # Short so that NAME-xxx stays readable; interfaces live inside the namespaces
@@ -30,22 +35,26 @@ IPV4 = {
     "sender": "198.18.1.2",
     "cross": "198.18.2.2",
     "receiver": "198.18.3.2",
+    "sender2": "198.18.4.2",
     "router.sender": "198.18.1.1",
     "router.cross": "198.18.2.1",
     "router.receiver": "198.18.3.1",
+    "router.sender2": "198.18.4.1",
 }
 IPV6 = {
     "sender": "fd74:6d65:6270:1::2",
     "cross": "fd74:6d65:6270:2::2",
     "receiver": "fd74:6d65:6270:3::2",
+    "sender2": "fd74:6d65:6270:4::2",
     "router.sender": "fd74:6d65:6270:1::1",
     "router.cross": "fd74:6d65:6270:2::1",
     "router.receiver": "fd74:6d65:6270:3::1",
+    "router.sender2": "fd74:6d65:6270:4::1",
 }
 PREFIX4, PREFIX6 = 24, 64
 TESTBED_NET4, TESTBED_NET6 = "198.18.0.0/15", "fd74:6d65:6270::/48"
 # Interface names: in the router one per neighbour, in each host "eth0".
-ROUTER_IF = {"sender": "snd0", "cross": "crs0", "receiver": "rcv0"}
+ROUTER_IF = {"sender": "snd0", "cross": "crs0", "receiver": "rcv0", "sender2": "sn20"}
 HOST_IF = "eth0"
 MTU = 1500
 FRAME = MTU + 14  # what the link counts per full-size packet (layer 2, as a qdisc)
@@ -80,6 +89,7 @@ class TestbedConfig:
     seed: int = 1
     red: RedParams | None = field(default=None)
     rate_back_mbit: float | None = None  # receiver -> senders; None: rate_mbit
+    senders: int = 1
 
     def __post_init__(self) -> None:
         if not 0 < self.rate_mbit <= 10000:
@@ -99,6 +109,8 @@ class TestbedConfig:
             raise UsageError(f"loss {self.loss_pct}% out of range", "use 0 <= loss < 100")
         if self.cc not in CCS:
             raise UsageError(f"unknown congestion control {self.cc!r}", f"use {', '.join(CCS)}")
+        if not 1 <= self.senders <= MAX_SENDERS:
+            raise UsageError(f"{self.senders} senders", f"use 1..{MAX_SENDERS}")
         if self.aqm == "red" and self.red is None:
             object.__setattr__(self, "red", RedParams.for_queue(self.queue_pkts))
 
@@ -139,10 +151,22 @@ def check_name(name: str) -> str:
     return name
 
 
-def namespaces(name: str) -> dict[str, str]:
-    return {role: f"{name}-{SUFFIX[role]}" for role in ROLES}
+def roles(senders: int = 1) -> tuple[str, ...]:
+    """The roles of a testbed with `senders` senders."""
+    return ROLES[:4] + ("sender2",)[:senders - 1]
 
 
-def addresses(family: int = 4) -> dict[str, str]:
+def hosts(senders: int = 1) -> tuple[str, ...]:
+    """Its end hosts: every role but the router."""
+    return tuple(r for r in roles(senders) if r != "router")
+
+
+def namespaces(name: str, senders: int = 1) -> dict[str, str]:
+    """role -> namespace; senders=MAX_SENDERS names every one a testbed of
+    this name can have (what teardown looks for)."""
+    return {role: f"{name}-{SUFFIX[role]}" for role in roles(senders)}
+
+
+def addresses(family: int = 4, senders: int = 1) -> dict[str, str]:
     table = IPV4 if family == 4 else IPV6
-    return {h: table[h] for h in HOSTS}
+    return {h: table[h] for h in hosts(senders)}

@@ -56,9 +56,9 @@ def _bottleneck(rate_mbit: float, cfg: C.TestbedConfig, seed: int) -> list[str]:
 def link_spec(cfg: C.TestbedConfig) -> LineSpec:
     """The forward link: every source's queue shares its rate and FIFO, and
     each then waits its own RTT (all of it on this path)."""
-    rtt = {"sender": cfg.rtt_ms, "cross": cfg.effective_cross_rtt_ms}
+    rtt = {"sender": cfg.rtt_ms, "sender2": cfg.rtt_ms, "cross": cfg.effective_cross_rtt_ms}
     argv = []
-    for host in shaping.SOURCES:
+    for host in shaping.sources(cfg.senders):
         argv += ["--queue", f"{shaping.FORWARD_QUEUE[host]}:{round(rtt[host] * 1000)}"]
     return LineSpec(LINK, argv + _bottleneck(cfg.rate_mbit, cfg, cfg.seed))
 
@@ -68,7 +68,7 @@ def back_spec(cfg: C.TestbedConfig) -> LineSpec:
     delay (a download's RTT is on its ACKs' forward path), another seed
     (its drops are not the forward link's)."""
     argv = []
-    for host in shaping.SOURCES:
+    for host in shaping.sources(cfg.senders):
         argv += ["--queue", f"{shaping.BACK_QUEUE[host]}:0"]
     return LineSpec(BACK, argv + _bottleneck(cfg.effective_rate_back_mbit, cfg, cfg.seed + 1))
 

@@ -13,12 +13,11 @@ from __future__ import annotations
 from tamebpf_testbed import config as C
 from tamebpf_testbed.sh import ns_run
 
-SOURCES = ("sender", "cross")  # the hosts whose traffic crosses the bottleneck
 # Queue numbers in the router namespace (NFQUEUE numbers are per namespace),
 # one per source and direction: each source has its own one-way delay on the
 # forward link; all of a direction's queues share its link.
-FORWARD_QUEUE = {"sender": 1, "cross": 2}  # host -> receiver
-BACK_QUEUE = {"sender": 3, "cross": 4}  # receiver -> host
+FORWARD_QUEUE = {"sender": 1, "cross": 2, "sender2": 5}  # host -> receiver
+BACK_QUEUE = {"sender": 3, "cross": 4, "sender2": 6}  # receiver -> host
 # Packets from the receiver up to this size (IP header included) skip the
 # back link: pure ACKs, SACK blocks and all (at most 80 bytes in IPv4, 100
 # in IPv6). The forward link's delay already gives an upload's ACKs their
@@ -27,7 +26,12 @@ BACK_QUEUE = {"sender": 3, "cross": 4}  # receiver -> host
 ACK_MAX_BYTES = 128
 
 
-def queue_rules() -> list[list[str]]:
+def sources(senders: int = 1) -> tuple[str, ...]:
+    """The hosts whose traffic crosses the bottleneck, in queue order."""
+    return ("sender", "cross", "sender2")[:senders + 1]
+
+
+def queue_rules(senders: int = 1) -> list[list[str]]:
     """iptables arguments (mangle FORWARD) sending packets to the links.
 
     Forward: everything from a source to the receiver. All delay sits on
@@ -39,19 +43,19 @@ def queue_rules() -> list[list[str]]:
     """
     rcv = C.ROUTER_IF["receiver"]
     rules = []
-    for host in SOURCES:
+    for host in sources(senders):
         rules.append(["-i", C.ROUTER_IF[host], "-o", rcv,
                       "-j", "NFQUEUE", "--queue-num", str(FORWARD_QUEUE[host])])
-    for host in SOURCES:
+    for host in sources(senders):
         rules.append(["-i", rcv, "-o", C.ROUTER_IF[host],
                       "-m", "length", "--length", f"{ACK_MAX_BYTES + 1}:65535",
                       "-j", "NFQUEUE", "--queue-num", str(BACK_QUEUE[host])])
     return rules
 
 
-def install_rules(ns: str) -> None:
+def install_rules(ns: str, senders: int = 1) -> None:
     """All rules in one transaction per family (-restore --noflush appends
     them): one process each, not one per rule, for every testbed brought up."""
-    table = "".join(f"-A FORWARD {' '.join(rule)}\n" for rule in queue_rules())
+    table = "".join(f"-A FORWARD {' '.join(rule)}\n" for rule in queue_rules(senders))
     for tool in ("iptables-restore", "ip6tables-restore"):
         ns_run(ns, [tool, "-w", "--noflush"], stdin=f"*mangle\n{table}COMMIT\n")

@@ -40,9 +40,9 @@ class Testbed:
     def __init__(self, name: str, cfg: C.TestbedConfig, pids: dict[str, int]) -> None:
         self.name = name
         self.config = cfg
-        self.namespaces = C.namespaces(name)
-        self.addresses = C.addresses(4)
-        self.addresses6 = C.addresses(6)
+        self.namespaces = C.namespaces(name, cfg.senders)
+        self.addresses = C.addresses(4, cfg.senders)
+        self.addresses6 = C.addresses(6, cfg.senders)
         self.pids = pids  # delay-line label -> pid
 
     # -- life cycle ---------------------------------------------------------
@@ -50,10 +50,11 @@ class Testbed:
     def up(cls, name: str, rate_mbit: float, rtt_ms: float, queue_pkts: int, *,
            aqm: str = "droptail", loss_pct: float = 0.0, cross_rtt_ms: float | None = None,
            cc: str = "cubic", seed: int = 1, red: C.RedParams | None = None,
-           rate_back_mbit: float | None = None) -> Testbed:
+           rate_back_mbit: float | None = None, senders: int = 1) -> Testbed:
         cfg = C.TestbedConfig(rate_mbit=rate_mbit, rtt_ms=rtt_ms, queue_pkts=queue_pkts,
                               aqm=aqm, loss_pct=loss_pct, cross_rtt_ms=cross_rtt_ms, cc=cc,
-                              seed=seed, red=red, rate_back_mbit=rate_back_mbit)
+                              seed=seed, red=red, rate_back_mbit=rate_back_mbit,
+                              senders=senders)
         return cls.up_config(name, cfg)
 
     @classmethod
@@ -61,7 +62,8 @@ class Testbed:
         C.check_name(name)
         if os.geteuid() != 0:
             raise TamebpfError("the testbed needs root", "run as root (sudo)")
-        taken = set(C.namespaces(name).values()) & topology.existing_namespaces()
+        taken = (set(C.namespaces(name, C.MAX_SENDERS).values())
+                 & topology.existing_namespaces())
         if taken or state_dir(name).exists():
             raise TamebpfError(f"testbed {name} exists already",
                                f"scripts/testbed down {name}, or pick another name")
@@ -77,7 +79,7 @@ class Testbed:
             for spec in (delay.link_spec(cfg), delay.back_spec(cfg)):
                 tb.pids[spec.label] = delay.start(rtr, spec, tb.log(spec.label))
                 tb._save()
-            shaping.install_rules(rtr)
+            shaping.install_rules(rtr, cfg.senders)
         except BaseException:
             tb.down()
             raise
@@ -106,8 +108,9 @@ class Testbed:
 
     # -- running things -------------------------------------------------------
     def argv(self, role: str, argv: Sequence[str]) -> list[str]:
-        if role not in C.ROLES:
-            raise TamebpfError(f"unknown role {role!r}", f"use one of {', '.join(C.ROLES)}")
+        if role not in self.namespaces:
+            raise TamebpfError(f"testbed {self.name} has no role {role!r}",
+                               f"use one of {', '.join(self.namespaces)}")
         return in_ns(self.namespaces[role], argv)
 
     def exec(self, role: str, argv: Sequence[str], *, check: bool = True,
@@ -234,7 +237,7 @@ def teardown(name: str) -> None:
         pids = [int(p) for p in st.get("pids", {}).values()]
     except (OSError, ValueError):
         pass
-    ours = set(C.namespaces(name).values()) & topology.existing_namespaces()
+    ours = set(C.namespaces(name, C.MAX_SENDERS).values()) & topology.existing_namespaces()
     # Whatever runs inside our namespaces (iperf3 servers, clients, pings).
     inside = topology.pids_inside(ours)
     _kill_all([p for p in inside if p not in pids])

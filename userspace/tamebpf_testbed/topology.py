@@ -64,25 +64,27 @@ def _link_up(ifname: str, addr4: str, addr6: str) -> list[str]:
 
 
 def build(name: str, cfg: C.TestbedConfig) -> dict[str, str]:
-    """Creates the four namespaces and links them; returns role -> namespace.
+    """Creates the namespaces (four, five with a second sender) and links
+    them; returns role -> namespace.
 
     The `ip` commands go in batches (one process per namespace and step):
     every test that uses a testbed waits for them."""
-    nss = C.namespaces(name)
+    nss = C.namespaces(name, cfg.senders)
+    hosts = C.hosts(cfg.senders)
     rtr = nss["router"]
     ip_batch(None, [f"netns add {ns}" for ns in nss.values()])
     # Each veth is created inside the router namespace, its peer moved
     # straight into the host's: nothing ever appears in the root namespace.
     ip_batch(rtr, ["link set lo up", *(
         f"link add {C.ROUTER_IF[h]} type veth peer name {C.HOST_IF} netns {nss[h]}"
-        for h in C.HOSTS)])
-    for host in C.HOSTS:
+        for h in hosts)])
+    for host in hosts:
         _offloads_off(rtr, C.ROUTER_IF[host])
         _offloads_off(nss[host], C.HOST_IF)
     _sysctls(rtr, {"net.ipv4.ip_forward": "1", "net.ipv6.conf.all.forwarding": "1"})
-    ip_batch(rtr, [cmd for h in C.HOSTS for cmd in _link_up(
+    ip_batch(rtr, [cmd for h in hosts for cmd in _link_up(
         C.ROUTER_IF[h], C.IPV4[f"router.{h}"], C.IPV6[f"router.{h}"])])
-    for host in C.HOSTS:
+    for host in hosts:
         # Only the testbed's own prefixes are routed: no default route, no way out.
         ip_batch(nss[host], [
             "link set lo up", *_link_up(C.HOST_IF, C.IPV4[host], C.IPV6[host]),

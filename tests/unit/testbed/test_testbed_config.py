@@ -37,7 +37,7 @@ def test_paper_scenarios_use_the_papers_queue_and_rtts() -> None:
 
 @pytest.mark.parametrize("kw", [
     {"rate_mbit": 0}, {"rtt_ms": -1}, {"queue_pkts": 0}, {"aqm": "codel"}, {"cc": "vegas"},
-    {"loss_pct": 100}, {"rate_back_mbit": 0},
+    {"loss_pct": 100}, {"rate_back_mbit": 0}, {"senders": 0}, {"senders": 3},
 ])
 def test_bad_configuration_is_refused(kw: dict[str, object]) -> None:
     base: dict[str, object] = {"rate_mbit": 10, "rtt_ms": 10, "queue_pkts": 10}
@@ -98,11 +98,28 @@ def test_the_back_link_is_the_forward_one_at_its_own_rate_without_delay() -> Non
     assert [r[r.index("--length") + 1] for r in back] == ["129:65535"] * 2, back
 
 
+def test_one_sender_is_todays_testbed_and_two_add_sender2() -> None:
+    one = C.TestbedConfig(rate_mbit=10, rtt_ms=40, queue_pkts=10, cross_rtt_ms=10)
+    two = C.TestbedConfig(rate_mbit=10, rtt_ms=40, queue_pkts=10, cross_rtt_ms=10, senders=2)
+    assert list(C.namespaces("tbh1", one.senders)) == ["sender", "cross", "router", "receiver"]
+    assert C.namespaces("tbh1", two.senders)["sender2"] == "tbh1-sn2"
+    assert "sender2" not in C.addresses(4, one.senders)
+    assert C.addresses(4, 2)["sender2"] == "198.18.4.2"
+    assert C.addresses(6, 2)["sender2"] == "fd74:6d65:6270:4::2"
+    assert _queues(link_spec(one).argv) == ["1:40000", "2:10000"]
+    assert _queues(link_spec(two).argv) == ["1:40000", "2:10000", "5:40000"]
+    assert _queues(back_spec(two).argv) == ["3:0", "4:0", "6:0"]
+    rules = [" ".join(r) for r in queue_rules(2)]
+    assert "-i sn20 -o rcv0 -j NFQUEUE --queue-num 5" in rules, rules
+    assert any(r.startswith("-i rcv0 -o sn20 ") and r.endswith("--queue-num 6")
+               for r in rules), rules
+
+
 def test_a_state_file_from_before_the_back_link_still_loads() -> None:
     old = {"rate_mbit": 10, "rtt_ms": 10, "queue_pkts": 10, "aqm": "droptail",
            "loss_pct": 0.0, "cross_rtt_ms": None, "cc": "cubic", "seed": 1, "red": None}
     cfg = C.TestbedConfig.from_json(old)
-    assert cfg.effective_rate_back_mbit == 10, cfg
+    assert cfg.senders == 1 and cfg.effective_rate_back_mbit == 10, cfg
 
 
 def test_cross_rtt_gets_its_own_delay() -> None:
