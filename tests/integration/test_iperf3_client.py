@@ -2,7 +2,9 @@
 
 The server must accept our parameters, streams and results exactly as it
 accepts iperf3's own client: its JSON report names our stream count and the
-bytes it received, and that count is what the client returns.
+bytes it received, and that count is what the client returns. In reverse
+mode (as iperf3 -R) it sends, with the congestion control we asked for, and
+reports what it sent and retransmitted.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import Iterator
 import pytest
 
 from tamebpf.advise import iperf3_client
-from tamebpf.advise.iperf3_client import Iperf3Client, Iperf3Error
+from tamebpf.advise.iperf3_client import Iperf3Client, Iperf3Error, make_cookie
 from tamebpf_testbed.iperf import wait_for
 
 HOST = "127.0.0.1"
@@ -222,3 +224,82 @@ def test_stopping_a_stage_early_ends_that_stage_only() -> None:
 def test_stages_need_rising_stream_counts() -> None:
     with pytest.raises(ValueError, match="rising"):
         iperf3_client.run_stages(HOST, 1, [(4, 1.0), (2, 1.0)])
+
+
+def server_data_congestion(port: int) -> list[str]:
+    """The congestion control of each of the server's data connections: its
+    established sockets on `port` that received only our 37-byte cookie
+    (the control connection also received the parameters)."""
+    out = subprocess.run(["ss", "-tinH", "state", "established", f"( sport = :{port} )"],
+                         capture_output=True, text=True, check=True).stdout
+    names = []
+    for line in out.splitlines():
+        fields = line.split()
+        if line.startswith(("\t", " ")) and f"bytes_received:{len(make_cookie())}" in fields:
+            names.append(fields[0])
+    return names
+
+
+@pytest.mark.parametrize("streams", [1, 4])
+def test_reverse_streams_bring_the_servers_data_to_us(streams: int) -> None:
+    """The server sends on every stream with the congestion control asked
+    for; we count what came within a few % of what it says it sent, and
+    take its retransmissions from its results."""
+    with server("-1", "-J") as (port, proc):
+        client = Iperf3Client(HOST, port, streams, 1.0, "reno", reverse=True)
+        try:
+            client.connect()
+            seen = server_data_congestion(port)
+            client.receive_until(client.started + 1.0)
+            res = client.finish()
+        finally:
+            client.close()
+        out, _ = proc.communicate(timeout=10)
+    report = json.loads(out)
+    assert "error" not in report, report.get("error")
+    start, end = report["start"]["test_start"], report["end"]
+    assert (start["reverse"], start["num_streams"]) == (1, streams), start
+    assert seen == ["reno"] * streams, f"server's data sockets ran {seen}, not reno"
+    assert res.reverse and res.server_congestion == "reno", res
+    sent = int(end["sum_sent"]["bytes"])
+    assert res.sent_bytes == sent, f"server sent {sent}, we report {res.sent_bytes}"
+    assert res.received_bytes is not None and 0.95 * sent <= res.received_bytes <= sent, (
+        f"received {res.received_bytes} B, not within 5 % below the {sent} B sent")
+    assert res.sender_retransmits == int(end["sum_sent"]["retransmits"]), res
+    assert 0.95 <= res.seconds <= 1.3, res.seconds
+    assert res.received_mbps and res.received_mbps > 0
+    cookies = res.data_cookies
+    assert len(cookies) == streams and len(set(cookies)) == streams and all(cookies), cookies
+
+
+def test_reverse_server_names_the_congestion_control_it_fell_back_to() -> None:
+    """A server without the one asked for warns and sends with its default;
+    its results say which that was."""
+    with server("-1") as (port, _):
+        client = Iperf3Client(HOST, port, 1, 0.2, "no-such-cc", reverse=True)
+        try:
+            client.connect()
+            client.receive_until(client.started + 0.2)
+            res = client.finish()
+        finally:
+            client.close()
+    assert res.server_congestion not in (None, "no-such-cc"), res
+    assert res.received_bytes and res.received_bytes > 0, res
+
+
+def test_reverse_server_gone_mid_test_raises_instead_of_hanging() -> None:
+    with server() as (port, proc):
+        client = Iperf3Client(HOST, port, 2, 5.0, timeout_s=2.0, reverse=True)
+        try:
+            client.connect()
+            client.receive_until(time.monotonic() + 0.1)
+            assert sum(client.received) > 0, "no data came before the kill"
+            proc.kill()
+            proc.wait()
+            t0 = time.monotonic()
+            with pytest.raises(Iperf3Error):
+                client.receive_until(time.monotonic() + 3.0)
+                client.finish()
+            assert time.monotonic() - t0 < 5.0
+        finally:
+            client.close()

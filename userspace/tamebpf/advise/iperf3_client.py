@@ -1,4 +1,5 @@
-"""A minimal iperf3 client: n TCP streams to an `iperf3 -s` server, we send.
+"""A minimal iperf3 client: n TCP streams to an `iperf3 -s` server, we send
+(or, in reverse mode, as `iperf3 -c HOST -R`, the server sends and we receive).
 
 Why not run the iperf3 binary: its client connects the streams one after
 another (n round trips before any data moves) and, at the end, waits for the
@@ -12,7 +13,9 @@ the kernel's.
 The wire protocol (iperf3 3.x, TCP only): a 37-byte cookie opens every
 connection; the server drives the control connection with one-byte states;
 parameters and results are JSON, each preceded by its length (4 bytes,
-network order).
+network order). Reverse mode changes only the parameters ("reverse": true)
+and which side writes on the data connections; the states and the result
+exchange are the same, each side reporting its own per-stream count.
 """
 
 from __future__ import annotations
@@ -64,8 +67,20 @@ class ServerBusy(Iperf3Error):
 
 @dataclass(frozen=True)
 class Iperf3Result:
-    sent_bytes: int  # written into our sockets
-    received_bytes: int | None  # the server's own count (None: it sent no results)
+    """One test. Each byte count is its
+    side's own: the sender's of what it wrote into its sockets, the
+    receiver's of what it read. Upload (the default) we send and the server
+    receives; reverse the server sends and we receive."""
+
+    # Upload: ours. Reverse: the server's (None: it sent no results); above
+    # received_bytes by what was in flight and in buffers at TEST_END, so a
+    # cross-check, not the measurement.
+    sent_bytes: int | None
+    # Upload: the server's (None: it sent no results), the figure iperf3 -c
+    # prints as "receiver". Reverse: ours, read from TEST_RUNNING to
+    # TEST_END as `seconds` runs (iperf3 -R also counts what arrives until
+    # the server answers TEST_END: about a round trip's worth of data more).
+    received_bytes: int | None
     seconds: float  # from TEST_RUNNING to TEST_END
     # Socket cookies of the data connections (what the BPF side keys flows
     # by), so the probe measures exactly these and never the control one.
@@ -74,6 +89,16 @@ class Iperf3Result:
     # until TEST_RUNNING, and TEST_END until the server's results.
     setup_s: float = 0.0
     finish_s: float = 0.0
+    reverse: bool = False
+    # Reverse: the server's retransmissions, summed over its streams (None:
+    # it reported none). Upload: None (the kernel counts ours).
+    sender_retransmits: int | None = None
+    # The congestion control the server's data sockets used, as its results
+    # say (None: they do not). In reverse mode the sender's, so worth
+    # checking: a server that lacks the one asked for warns and goes on with
+    # its default, and one asked for none uses its default or, as iperf3
+    # 3.12 does, the last one any client asked for.
+    server_congestion: str | None = None
 
     @property
     def received_mbps(self) -> float | None:
@@ -129,23 +154,29 @@ def _recv_json(sock: socket.socket, deadline: float) -> dict[str, Any]:
 
 
 class Iperf3Client:
-    """One test: `connect()`, `send_until()` (repeatable), `finish()`."""
+    """One test: `connect()`, `send_until()` (repeatable), `finish()`; in
+    reverse mode `receive_until()` instead of `send_until()`."""
 
     def __init__(self, host: str, port: int, streams: int, seconds: float,
                  congestion: str | None = None, timeout_s: float = 3.0,
-                 pipelined: bool = True) -> None:
+                 pipelined: bool = True, reverse: bool = False) -> None:
         # pipelined=False waits for every server state before the next step,
         # as iperf3 does: the baseline that the pipelined probes' time is
         # compared with.
         self.pipelined = pipelined
+        self.reverse = reverse
         self.host, self.port, self.streams = host, port, streams
         self.seconds, self.congestion, self.timeout_s = seconds, congestion, timeout_s
         self.cookie = make_cookie()
         self.control: socket.socket | None = None
         self.data: list[socket.socket] = []
         self.sent = [0] * streams
+        self.received = [0] * streams
         self.connecting = self.started = 0.0
-        self.block = memoryview(os.urandom(BLOCK))
+        if reverse:
+            self.buffer = memoryview(bytearray(BLOCK))
+        else:
+            self.block = memoryview(os.urandom(BLOCK))
 
     # -- set-up ----------------------------------------------------------------
     def _address(self) -> tuple[int, Any]:
@@ -221,6 +252,8 @@ class Iperf3Client:
                                   "client_version": "tamebpf"}
         if self.congestion:
             params["congestion"] = self.congestion
+        if self.reverse:
+            params["reverse"] = True
         try:
             self._set_up(family, addr, params, deadline)
         except OSError as err:  # a reset or a failed path, mid set-up
@@ -274,8 +307,11 @@ class Iperf3Client:
             # state (BBR's) across the switch. Setting it before connect gives
             # unpaced flows that lose in slow start at half the window on a
             # small queue (docs/advise.md), so the probes would not behave like
-            # the iperf3 transfers they stand for.
-            self._set_congestion(s)
+            # the iperf3 transfers they stand for. In reverse mode the server
+            # sets it on its sending sockets (from the parameters); ours only
+            # acknowledge, so theirs is the one that acts.
+            if not self.reverse:
+                self._set_congestion(s)
             s.setblocking(False)
 
     # -- the test --------------------------------------------------------------
@@ -306,6 +342,40 @@ class Iperf3Client:
                 except OSError as err:
                     raise Iperf3Error(f"the path failed during the test: {err.strerror}") from None
 
+    def receive_until(self, until: float, stop: Callable[[], bool] | None = None) -> None:
+        """Reverse mode: read every data connection as fast as the server
+        fills it until the monotonic time `until`, or until `stop()` says the
+        probe knows enough."""
+        assert self.control is not None and self.reverse
+        index = {s.fileno(): i for i, s in enumerate(self.data)}
+        while True:
+            left = until - time.monotonic()
+            if left <= 0 or (stop is not None and stop()):
+                return
+            r, _, _ = select.select([self.control, *self.data], [], [], min(left, 0.05))
+            if self.control in r:  # the server speaks during a test only to stop it
+                self._state(time.monotonic() + self.timeout_s)
+                raise Iperf3Error("the server ended the test early")
+            for s in r:
+                if not self._read(index[s.fileno()]):
+                    raise Iperf3Error("the server closed a data connection during the test")
+
+    def _read(self, i: int) -> bool:
+        """What data connection i holds, up to MULTISEND buffers (as many
+        reads per wake-up as send_until writes); False at its end."""
+        s = self.data[i]
+        try:
+            for _ in range(MULTISEND):
+                n = s.recv_into(self.buffer)
+                if n == 0:
+                    return False
+                self.received[i] += n
+        except BlockingIOError:
+            pass
+        except OSError as err:
+            raise Iperf3Error(f"the path failed during the test: {err.strerror}") from None
+        return True
+
     def finish(self) -> Iperf3Result:
         """TEST_END, then the result exchange: ours first, then the server's.
         Not pipelined: an iperf3 3.12 server sent with TEST_END and our
@@ -322,30 +392,55 @@ class Iperf3Client:
         # our streams it gave which id is unknown, so the per-stream counts it
         # prints as the sender's may be swapped; the sums are right.
         ids = [1] + list(range(3, self.streams + 2))
+        ours = self.received if self.reverse else self.sent
         self.control.sendall(_json_message({
             "cpu_util_total": 0.0, "cpu_util_user": 0.0, "cpu_util_system": 0.0,
-            "sender_has_retransmits": 0,
+            # -1 from a receiver, as iperf3's own says it has none to report.
+            "sender_has_retransmits": -1 if self.reverse else 0,
             "streams": [{"id": sid, "bytes": b, "retransmits": -1, "jitter": 0, "errors": 0,
                          "packets": 0, "start_time": 0, "end_time": seconds}
-                        for sid, b in zip(ids, self.sent, strict=True)]}))
-        received: int | None = None
+                        for sid, b in zip(ids, ours, strict=True)]}))
+        theirs: dict[str, Any] | None = None
+        counted: int | None = None
         try:
             theirs = _recv_json(self.control, deadline)
-            received = sum(int(s.get("bytes", 0)) for s in theirs.get("streams", []))
+            counted = sum(int(s.get("bytes", 0)) for s in theirs.get("streams", []))
             self._expect(DISPLAY_RESULTS, deadline)
             self.control.sendall(struct.pack("b", IPERF_DONE))
         except Iperf3Error:
-            received = None  # a server that rejects our results still ran the test
-        return Iperf3Result(sum(self.sent), received, seconds,
-                            tuple(socket_cookie(s) for s in self.data),
-                            setup_s=self.started - self.connecting,
-                            finish_s=time.monotonic() - ending)
+            counted = None  # a server that rejects our results still ran the test
+        cookies = tuple(socket_cookie(s) for s in self.data)
+        setup_s, finish_s = self.started - self.connecting, time.monotonic() - ending
+        if not self.reverse:
+            return Iperf3Result(sum(self.sent), counted, seconds, cookies, setup_s, finish_s,
+                                server_congestion=_congestion_used(theirs))
+        return Iperf3Result(counted, sum(self.received), seconds, cookies, setup_s, finish_s,
+                            reverse=True,
+                            sender_retransmits=None if counted is None else _retransmits(theirs),
+                            server_congestion=_congestion_used(theirs))
 
     def close(self) -> None:
         for s in self.data:
             s.close()
         if self.control is not None:
             self.control.close()
+
+
+def _congestion_used(results: dict[str, Any] | None) -> str | None:
+    cc = None if results is None else results.get("congestion_used")
+    return cc if isinstance(cc, str) else None
+
+
+def _retransmits(results: dict[str, Any] | None) -> int | None:
+    """The sender's retransmissions from its results, summed over its
+    streams; None unless it has them for every stream (iperf3 writes -1
+    where it has none)."""
+    if results is None or results.get("sender_has_retransmits") != 1:
+        return None
+    counts = [s.get("retransmits") for s in results.get("streams", [])]
+    if not counts or not all(isinstance(c, int | float) and c >= 0 for c in counts):
+        return None
+    return sum(int(c) for c in counts)
 
 
 # How long a busy server is asked again before giving up. The busy one is
@@ -403,3 +498,4 @@ def run_stages(host: str, port: int, stages: Sequence[tuple[int, float]],
         finally:
             client.close()
         time.sleep(BUSY_RETRY_S)
+
