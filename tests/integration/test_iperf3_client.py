@@ -127,10 +127,14 @@ def test_server_gone_mid_test_raises_instead_of_hanging() -> None:
             client.close()
 
 
-def test_nothing_listening_names_host_and_port() -> None:
+@pytest.mark.parametrize("reverse", [False, True], ids=["upload", "reverse"])
+def test_nothing_listening_names_host_and_port(reverse: bool) -> None:
     port = free_port()
+    t0 = time.monotonic()
     with pytest.raises(Iperf3Error, match=f"{HOST}:{port}"):
-        iperf3_client.run(HOST, port, 1, 0.2)
+        iperf3_client.run(HOST, port, 1, 0.2, reverse=reverse)
+    waited = time.monotonic() - t0
+    assert waited < 1.0, f"a refused connection took {waited:.2f} s to report, not < 1"
 
 
 def test_unknown_congestion_control_is_named() -> None:
@@ -226,6 +230,27 @@ def test_stages_need_rising_stream_counts() -> None:
         iperf3_client.run_stages(HOST, 1, [(4, 1.0), (2, 1.0)])
 
 
+def _reports(out: bytes) -> list[dict]:
+    """The JSON report of each test a server (no -1) ran; not the one it
+    prints when it is stopped."""
+    text, reports, at = out.decode(), [], 0
+    decoder = json.JSONDecoder()
+    while text[at:].strip():
+        at += len(text[at:]) - len(text[at:].lstrip())
+        report, at = decoder.raw_decode(text, at)
+        if "test_start" in report.get("start", {}):
+            assert "error" not in report, report["error"]
+            reports.append(report)
+    return reports
+
+
+def connected(port: int) -> bool:
+    """Whether the server still holds a connection it has not closed."""
+    states = ["state", "established", "state", "close-wait", "state", "last-ack"]
+    return bool(subprocess.run(["ss", "-tnH", *states, f"( sport = :{port} )"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+
+
 def server_data_congestion(port: int) -> list[str]:
     """The congestion control of each of the server's data connections: its
     established sockets on `port` that received only our 37-byte cookie
@@ -270,6 +295,62 @@ def test_reverse_streams_bring_the_servers_data_to_us(streams: int) -> None:
     assert res.received_mbps and res.received_mbps > 0
     cookies = res.data_cookies
     assert len(cookies) == streams and len(set(cookies)) == streams and all(cookies), cookies
+
+
+def test_reverse_stages_are_tests_of_their_own() -> None:
+    """1 stream, then 4: two tests, one after the other, each its own
+    streams, cookies and counts; the second starts soon after the first."""
+    stages: list[tuple[int, float, tuple[int, ...]]] = []
+    seen: list[list[str]] = []
+
+    def begins(k: int, t: float, cookies: tuple[int, ...]) -> None:
+        stages.append((k, t, cookies))
+        seen.append(server_data_congestion(port))
+
+    with server("-J") as (port, proc):
+        res = iperf3_client.run_stages(HOST, port, [(1, 0.4), (4, 0.4)], "cubic",
+                                       reverse=True, on_stage=begins)
+        # It writes a test's report before it closes the control connection.
+        wait_for(lambda: not connected(port), 5.0, "the server to close our last test")
+        proc.terminate()
+        out, _ = proc.communicate(timeout=10)
+    reports = _reports(out)
+    assert [(r["start"]["test_start"]["num_streams"], r["start"]["test_start"]["reverse"])
+            for r in reports] == [(1, 1), (4, 1)], "the server ran other tests than ours"
+    assert [(k, len(c)) for k, _, c in stages] == [(0, 1), (1, 4)], stages
+    assert seen == [["cubic"], ["cubic"] * 4], f"server's data sockets ran {seen}"
+    first, second = stages[0][2], stages[1][2]
+    assert not set(first) & set(second), "the second test reused a stream of the first"
+    assert res.data_cookies == first + second
+    assert [r.data_cookies for r in res.stages] == [first, second]
+    for r, report in zip(res.stages, reports, strict=True):
+        assert r.sent_bytes == int(report["end"]["sum_sent"]["bytes"]), (r, report["end"])
+        assert r.received_bytes and r.received_bytes > 0, r
+    assert res.received_bytes == res.stages[1].received_bytes
+    assert res.setup_s == res.stages[0].setup_s and res.finish_s == res.stages[1].finish_s
+    gap = stages[1][1] - stages[0][1] - 0.4
+    assert 0 <= gap < 0.3, f"the second test began {gap:.3f} s after the first's 0.4 s"
+
+
+def test_reverse_stages_ask_a_restarting_server_again() -> None:
+    """The server listens anew after each test; a test that comes just then
+    is refused or reset, and asked again, not failed."""
+    with server() as (port, _):
+        for _ in range(10):
+            res = iperf3_client.run_stages(HOST, port, [(1, 0.02)] * 4, reverse=True)
+            assert len(res.stages) == 4 and all(r.received_bytes for r in res.stages), res
+
+
+def test_stopping_a_reverse_stage_early_ends_that_stage_only() -> None:
+    stages: list[float] = []
+    with server() as (port, _):
+        res = iperf3_client.run_stages(
+            HOST, port, [(1, 5.0), (2, 0.5)], "reno", reverse=True,
+            stop=lambda k: k == 0, on_stage=lambda k, t, cookies: stages.append(t))
+    assert len(stages) == 2
+    assert stages[1] - stages[0] < 0.3, "stage 0 was asked to stop at once"
+    assert res.stages[0].seconds < 0.1, f"stage 0 ran {res.stages[0].seconds:.2f} s"
+    assert 0.45 <= res.seconds <= 1.2, f"stage 1 should still run its 0.5 s: {res.seconds}"
 
 
 def test_reverse_server_names_the_congestion_control_it_fell_back_to() -> None:

@@ -20,6 +20,7 @@ exchange are the same, each side reporting its own per-stream count.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import functools
 import json
@@ -65,9 +66,15 @@ class ServerBusy(Iperf3Error):
     """The server is running another test (it answered ACCESS_DENIED)."""
 
 
+class NotListening(Iperf3Error):
+    """The control connection was refused, or reset before the server took
+    it: nothing listens there, or an iperf3 server is between two tests (it
+    closes its listening socket after each test and opens a new one)."""
+
+
 @dataclass(frozen=True)
 class Iperf3Result:
-    """One test. Each byte count is its
+    """One test, or the stages of one run_stages. Each byte count is its
     side's own: the sender's of what it wrote into its sockets, the
     receiver's of what it read. Upload (the default) we send and the server
     receives; reverse the server sends and we receive."""
@@ -99,6 +106,9 @@ class Iperf3Result:
     # its default, and one asked for none uses its default or, as iperf3
     # 3.12 does, the last one any client asked for.
     server_congestion: str | None = None
+    # run_stages in reverse mode: each stage's own test, in order (the
+    # fields above then combine them; see run_stages). Otherwise empty.
+    stages: tuple[Iperf3Result, ...] = ()
 
     @property
     def received_mbps(self) -> float | None:
@@ -173,6 +183,7 @@ class Iperf3Client:
         self.sent = [0] * streams
         self.received = [0] * streams
         self.connecting = self.started = 0.0
+        self.taken = False  # the server answered PARAM_EXCHANGE
         if reverse:
             self.buffer = memoryview(bytearray(BLOCK))
         else:
@@ -243,8 +254,9 @@ class Iperf3Client:
         try:
             self.control.connect(addr)
         except OSError as err:
-            raise Iperf3Error(f"{NO_SERVER} {self.host}:{self.port}: "
-                              f"{err.strerror or err}") from None
+            failed = NotListening if isinstance(err, ConnectionRefusedError) else Iperf3Error
+            raise failed(f"{NO_SERVER} {self.host}:{self.port}: "
+                         f"{err.strerror or err}") from None
         # "time" is whole seconds on the wire; the server only uses it for
         # a watchdog, we end the test ourselves.
         params: dict[str, Any] = {"tcp": True, "omit": 0, "time": math.ceil(self.seconds),
@@ -257,8 +269,10 @@ class Iperf3Client:
         try:
             self._set_up(family, addr, params, deadline)
         except OSError as err:  # a reset or a failed path, mid set-up
-            raise Iperf3Error(f"the connection to {self.host}:{self.port} failed during "
-                              f"the set-up: {err.strerror or err}") from None
+            lost = isinstance(err, ConnectionResetError | BrokenPipeError) and not self.taken
+            raise (NotListening if lost else Iperf3Error)(
+                f"the connection to {self.host}:{self.port} failed during "
+                f"the set-up: {err.strerror or err}") from None
         self.started = time.monotonic()
 
     def _set_up(self, family: int, addr: Any, params: dict[str, Any], deadline: float) -> None:
@@ -267,11 +281,13 @@ class Iperf3Client:
         if self.pipelined:
             self.control.sendall(self.cookie + _json_message(params))
             self._expect(PARAM_EXCHANGE, deadline)
+            self.taken = True
             self._start_streams(family, addr)
             self._expect(CREATE_STREAMS, deadline)
         else:
             self.control.sendall(self.cookie)
             self._expect(PARAM_EXCHANGE, deadline)
+            self.taken = True
             self.control.sendall(_json_message(params))
             self._expect(CREATE_STREAMS, deadline)
             self._start_streams(family, addr)
@@ -419,9 +435,33 @@ class Iperf3Client:
                             sender_retransmits=None if counted is None else _retransmits(theirs),
                             server_congestion=_congestion_used(theirs))
 
-    def close(self) -> None:
+    def close_data(self) -> None:
+        """Close the data connections. In reverse mode what the server still
+        had unsent is reset, not delivered to a connection nobody reads."""
         for s in self.data:
             s.close()
+
+    def wait_closed(self, timeout_s: float) -> bool:
+        """After finish(): whether the server closed the control connection
+        within `timeout_s`. It does so as it ends the test, just before it
+        listens for the next one."""
+        assert self.control is not None
+        deadline = time.monotonic() + timeout_s
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.control.settimeout(left)
+                if not self.control.recv(4096):
+                    return True
+        except ConnectionResetError:
+            return True
+        except OSError:
+            return False
+
+    def close(self) -> None:
+        self.close_data()
         if self.control is not None:
             self.control.close()
 
@@ -452,13 +492,21 @@ BUSY_WAIT_S = 3.0
 BUSY_RETRY_S = 0.25
 
 
+# An iperf3 server closes its listening socket after each test and opens a
+# new one within a millisecond or so; a test that comes just then is refused
+# or reset. Reverse stages, each a test right after the last, ask again this
+# often for this long; a server that is not there is reported that much later.
+RESTART_RETRY_S = 0.01
+RESTART_WAIT_S = 0.2
+
+
 def run(host: str, port: int, streams: int, seconds: float, congestion: str | None = None,
         timeout_s: float = 3.0, pipelined: bool = True,
         busy_wait_s: float = BUSY_WAIT_S,
-        stop: Callable[[], bool] | None = None) -> Iperf3Result:
+        stop: Callable[[], bool] | None = None, reverse: bool = False) -> Iperf3Result:
     """One test of at most `seconds`, ended early when `stop()` is true."""
     return run_stages(host, port, [(streams, seconds)], congestion, timeout_s, pipelined,
-                      busy_wait_s, lambda stage: stop is not None and stop())
+                      busy_wait_s, lambda stage: stop is not None and stop(), reverse=reverse)
 
 
 # Called as each stage begins: (stage index from 0, monotonic time, socket
@@ -470,14 +518,21 @@ def run_stages(host: str, port: int, stages: Sequence[tuple[int, float]],
                congestion: str | None = None, timeout_s: float = 3.0,
                pipelined: bool = True, busy_wait_s: float = BUSY_WAIT_S,
                stop: Callable[[int], bool] | None = None,
-               on_stage: StageStart | None = None) -> Iperf3Result:
+               on_stage: StageStart | None = None, reverse: bool = False) -> Iperf3Result:
     """One test in stages of (streams, seconds), stream counts rising: all
     the streams connect at the start, and stage k sends on the first n_k of
     them. Two probes of 1 and 10 streams so cost one set-up and one result
-    exchange instead of two each. `stop(k)` true ends stage k early."""
+    exchange instead of two each. `stop(k)` true ends stage k early.
+
+    reverse=True: the server sends, on every stream of a test at once, so
+    each stage is a test of its own (_reverse_stages says what the result
+    then holds)."""
     counts = [n for n, _ in stages]
     if not stages or counts != sorted(counts) or counts[0] < 1:
         raise ValueError(f"stages need rising stream counts from 1 up, got {counts}")
+    if reverse:
+        return _reverse_stages(host, port, stages, congestion, timeout_s, pipelined,
+                               busy_wait_s, stop, on_stage)
     total_s = sum(s for _, s in stages)
     give_up = time.monotonic() + busy_wait_s
     while True:
@@ -499,3 +554,62 @@ def run_stages(host: str, port: int, stages: Sequence[tuple[int, float]],
             client.close()
         time.sleep(BUSY_RETRY_S)
 
+
+def _reverse_stages(host: str, port: int, stages: Sequence[tuple[int, float]],
+                    congestion: str | None, timeout_s: float, pipelined: bool,
+                    busy_wait_s: float, stop: Callable[[int], bool] | None,
+                    on_stage: StageStart | None) -> Iperf3Result:
+    """run_stages in reverse mode: stage k a test of n_k streams, one after
+    another. The result is the last test's (its counts, seconds and
+    received_mbps are the last stage's alone, where in upload mode they
+    cover all stages), with data_cookies of every stage, setup_s of the
+    first and each stage's own result in `stages`. The set-up of every
+    later test falls in the stage before it: on_stage(k + 1) comes when
+    test k + 1 runs."""
+    results: list[Iperf3Result] = []
+    for k, (n, seconds) in enumerate(stages):
+        results.append(_reverse_test(
+            host, port, n, seconds, congestion, timeout_s, pipelined, busy_wait_s,
+            None if stop is None else functools.partial(stop, k),
+            None if on_stage is None else functools.partial(on_stage, k),
+            another_follows=k < len(stages) - 1))
+    return dataclasses.replace(
+        results[-1], data_cookies=tuple(c for r in results for c in r.data_cookies),
+        setup_s=results[0].setup_s, stages=tuple(results))
+
+
+def _reverse_test(host: str, port: int, streams: int, seconds: float,
+                  congestion: str | None, timeout_s: float, pipelined: bool,
+                  busy_wait_s: float, stop: Callable[[], bool] | None,
+                  begins: Callable[[float, tuple[int, ...]], None] | None,
+                  another_follows: bool) -> Iperf3Result:
+    """One stage of _reverse_stages, asked again while the server is busy
+    or, briefly, while it is opening its listening socket anew."""
+    first = time.monotonic()
+    give_up = first + busy_wait_s
+    while True:
+        client = Iperf3Client(host, port, streams, seconds, congestion, timeout_s, pipelined,
+                              reverse=True)
+        try:
+            client.connect()
+            if begins is not None:
+                begins(client.started, tuple(socket_cookie(s) for s in client.data))
+            client.receive_until(client.started + seconds, stop)
+            result = client.finish()
+            if another_follows:
+                # The next test connects once the server has closed this one:
+                # sooner, the server would refuse it as busy.
+                client.close_data()
+                client.wait_closed(timeout_s)
+            return result
+        except ServerBusy:
+            retry_s = BUSY_RETRY_S
+            if time.monotonic() + retry_s > give_up:
+                raise
+        except NotListening:
+            retry_s = RESTART_RETRY_S
+            if time.monotonic() + retry_s > min(give_up, first + RESTART_WAIT_S):
+                raise
+        finally:
+            client.close()
+        time.sleep(retry_s)
