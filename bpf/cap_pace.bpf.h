@@ -71,38 +71,43 @@ static __always_inline int scout(struct bpf_sock_ops *skops, struct tb_cap_sock 
 	return 1;
 }
 
-/* The receiver's RTT (rcv_rtt_est, microseconds; the handshake's before
- * any data came). */
-static __always_inline __u64 receiver_rtt_us(struct bpf_sock_ops *skops)
-{
-	struct bpf_sock *sk = skops->sk;
-	struct tcp_sock *tp;
-	__u32 rtt = 0;
-
-	if (sk) {
-		tp = bpf_skc_to_tcp_sock(sk);
-		if (tp)
-			rtt = tp->rcv_rtt_est.rtt_us >> 3;
-	}
-	return rtt ? rtt : skops->srtt_us >> 3;
-}
-
-/* The receive window that holds a stream to `rate` bytes/s. */
+/* The receive window that holds a stream to `rate` bytes/s: share x the
+ * RTT the receiver measures (the handshake's before any data came), at
+ * least CLAMP_MIN_SEGS segments. Set again whenever the socket's clamp is
+ * not it: receive buffer autotuning raises the clamp with the buffer (it
+ * makes "the window clamp follow along"), so a value of ours is not
+ * remembered as set. */
 static __always_inline int clamp(struct bpf_sock_ops *skops, struct tb_cap_sock *st,
 				 __u64 rate)
 {
-	__u64 window = rate * receiver_rtt_us(skops) / 1000000;
+	struct bpf_sock *sk = skops->sk;
+	struct tcp_sock *tp = sk ? bpf_skc_to_tcp_sock(sk) : NULL;
+	__u64 rtt_us = tp ? tp->rcv_rtt_est.rtt_us >> 3 : 0;
 	__u64 least = (__u64)CLAMP_MIN_SEGS * skops->mss_cache;
+	__u64 window;
 	__u32 val;
 
+	if (!rtt_us)
+		rtt_us = skops->srtt_us >> 3;
+	window = rate * rtt_us / 1000000;
 	if (window < least)
 		window = least;
 	val = window > CLAMP_MAX ? CLAMP_MAX : (__u32)window;
-	if (val == st->clamped)
+	if (tp && tp->window_clamp == val)
 		return 1;
 	if (!bpf_setsockopt(skops, SOL_TCP, TCP_WINDOW_CLAMP, &val, sizeof(val)))
 		st->clamped = val;
 	return 1;
+}
+
+/* The receiver's RTT in microseconds, for how often to recompute. */
+static __always_inline __u64 receiver_rtt_us(struct bpf_sock_ops *skops)
+{
+	struct bpf_sock *sk = skops->sk;
+	struct tcp_sock *tp = sk ? bpf_skc_to_tcp_sock(sk) : NULL;
+	__u32 rtt = tp ? tp->rcv_rtt_est.rtt_us >> 3 : 0;
+
+	return rtt ? rtt : skops->srtt_us >> 3;
 }
 
 /* Returns 0 when the socket is charged to no pace cap, else the directions
@@ -117,6 +122,7 @@ static __always_inline __u32 pace(struct bpf_sock_ops *skops, int opening, int r
 	struct bpf_sock *sk = skops->sk;
 	__u64 id, now, rate, scout_cookie = 0, follow_rate = 0;
 	__u32 active, rate32, dirs, i;
+	bool counted;
 
 	if (!sk)
 		return 0;
@@ -166,14 +172,22 @@ static __always_inline __u32 pace(struct bpf_sock_ops *skops, int opening, int r
 		c->epoch_checkins = 0;
 		c->epoch_start_ns = now;
 	}
+	/* Checked in to this epoch or the one before: a stream in the count. */
+	counted = st->epoch && c->epoch_start_ns - st->epoch < 2 * PACE_EPOCH_NS;
 	if (!opening && st->epoch != c->epoch_start_ns) {
 		st->epoch = c->epoch_start_ns;
 		c->epoch_checkins++;
 	}
 	active = c->epoch_checkins > c->prev_checkins ?
 		c->epoch_checkins : c->prev_checkins;
-	/* opening: one more than those sending (the first alone gets it all) */
-	if (opening || !active)
+	if (!counted && c->count > active)
+		/* A stream new to the count (just opened, or busy again after
+		 * a pause) takes the share of every live stream until the
+		 * epochs count it: streams starting together would otherwise
+		 * each take the share of the few counted so far, for an RTT. */
+		active = c->count;
+	else if (opening || !active)
+		/* one more than those sending (the first alone gets it all) */
 		active++;
 	rate = (follow_rate ? follow_rate : c->rate_bytes_per_s) / active;
 	bpf_spin_unlock(&c->lock);
