@@ -75,7 +75,8 @@ class AdviceMemory:
     def _shared(self, target: Target, settings: Settings, max_age_s: float, quick: bool,
                 link_mbps: float | None, url: str, timeout: float) -> Recalled | None:
         try:
-            key = path_key(target.host, target.netns, probe_congestion(target)[0])
+            key = path_key(target.host, target.netns, probe_congestion(target)[0],
+                           target.direction)
         except TamebpfError:
             return None
         now = time.time()
@@ -111,7 +112,8 @@ class AdviceMemory:
     def _own(self, target: Target, settings: Settings, max_age_s: float, quick: bool,
              link_mbps: float | None) -> Recalled | None:
         try:
-            key = path_key(target.host, target.netns, probe_congestion(target)[0])
+            key = path_key(target.host, target.netns, probe_congestion(target)[0],
+                           target.direction)
         except TamebpfError as err:
             log.debug("path memory not asked: %s", err)
             return None  # the probes will say what is wrong, as without memory
@@ -148,7 +150,8 @@ class AdviceMemory:
     def remember(self, result: AdviseResult, congestion: str, kind: ProbeKind) -> None:
         """Store a probed advice (a refusal is not stored)."""
         try:
-            key = path_key(result.target.host, result.target.netns, congestion)
+            key = path_key(result.target.host, result.target.netns, congestion,
+                           result.target.direction)
         except TamebpfError as err:
             log.warning("the advice was not remembered: %s", err)
             return

@@ -1,5 +1,10 @@
 """The probes: n parallel TCP streams to an iperf3 server, measured in the
-kernel while they run, each stage ended by its stop rule.
+kernel while they run, each stage ended by its stop rule. For downloads
+(Target.direction "receive") the server sends, as `iperf3 -R`, and the
+streams are measured as they receive: goodput from the bytes received, the
+RTT the receiver measures, and the sender's losses from the holes in what
+arrives (the receive log of kernel/acktrain.py), whose data segments'
+spacing gives the capacity as the ACKs' does for uploads.
 
 The probes are the stages of one iperf3 test (iperf3_client.run_stages),
 sent by a forked child in a cgroup of its own (kernel/probe.py), so the
@@ -21,7 +26,8 @@ from typing import Any
 
 from tamebpf.advise import iperf3_client
 from tamebpf.common.errors import TamebpfError
-from tamebpf.common.records import AckLog, Progress
+from tamebpf.common.logs import log
+from tamebpf.common.records import AckLog, Progress, RxCounts
 from tamebpf.common.units import mbps_over
 from tamebpf.estimate.acktrain import pair_rates
 from tamebpf.estimate.record import TIME_LIMIT, ProbeResult, Target
@@ -31,6 +37,7 @@ from tamebpf.kernel.flows import Flow, FlowReader
 from tamebpf.kernel.netns import default_congestion_control
 from tamebpf.kernel.probe import Child, Say, Work, probe_cgroup, spawn
 from tamebpf.kernel.synrto import SynRto
+from tamebpf.paths.entry import REMOTE_CC
 
 SAMPLE_INTERVAL_S = 0.1
 # Set-up and result exchange, each: on a congested path a SYN or a control
@@ -53,6 +60,7 @@ StopRule = Callable[[Steady, Callable[[], list[float]]], "bool | str | None"]
 
 
 def _point(f: Flow, t: float) -> FlowPoint:
+    """An uploading stream's sample: what the kernel knows as the sender."""
     return FlowPoint(
         t=t,
         bytes_acked=f.bytes_acked,
@@ -66,6 +74,28 @@ def _point(f: Flow, t: float) -> FlowPoint:
         ipv6=f.family == "ipv6",
         delivered_bytes=f.delivered * f.mss,
         cong_events=f.cong_events,
+    )
+
+
+def _received_point(f: Flow, t: float, rx: RxCounts | None, cc: str | None) -> FlowPoint:
+    """A downloading stream's sample, as the receiver sees it: the bytes and
+    data segments received, the sender's retransmissions as the segments
+    that filled holes, its loss events as the holes that opened, and the
+    receiver's RTT. The sender is taken to be in slow start until its first
+    loss event (its ssthresh is not seen from here)."""
+    fills, episodes = (rx.fills, rx.episodes) if rx is not None else (0, 0)
+    return FlowPoint(
+        t=t,
+        bytes_acked=f.bytes_received,
+        data_segs_out=f.data_segs_in,
+        total_retrans=fills,
+        srtt_us=f.rcv_rtt_us or f.srtt_us,
+        slow_start=episodes == 0,
+        rwnd_limited=False,
+        congestion_control=cc,
+        mss=f.mss,
+        ipv6=f.family == "ipv6",
+        cong_events=episodes,
     )
 
 
@@ -130,7 +160,13 @@ class _Stage:
 
 
 def probe_congestion(target: Target) -> tuple[str, str]:
-    """(the congestion control the probes will run, where that comes from)."""
+    """(the congestion control the probes will run, where that comes from).
+    A download's is the server's: its own default ("remote": not known
+    here) unless --congestion asks it for one."""
+    if target.direction == "receive":
+        if target.congestion != "system":
+            return target.congestion, "--congestion, asked of the server"
+        return REMOTE_CC, "the server's default; --congestion to ask for one"
     if target.congestion != "system":
         return target.congestion, "--congestion"
     where = f"network namespace {target.netns}" if target.netns else "this host"
@@ -171,12 +207,14 @@ def _traffic(target: Target, stages: Sequence[tuple[int, float]]) -> Work:
         try:
             r = iperf3_client.run_stages(target.host, target.port, stages, cc,
                                          CONNECT_TIMEOUT_MS / 1000, stop=stop,
-                                         on_stage=stage_begins)
+                                         on_stage=stage_begins,
+                                         reverse=target.direction == "receive")
         except iperf3_client.Iperf3Error as err:
             return {"error": str(err)}
         return {"received_mbps": r.received_mbps, "seconds": r.seconds,
                 "data_cookies": list(r.data_cookies), "setup_s": r.setup_s,
-                "finish_s": r.finish_s}
+                "finish_s": r.finish_s, "server_congestion": r.server_congestion,
+                "sender_retransmits": [s.sender_retransmits for s in r.stages]}
 
     return work
 
@@ -216,15 +254,22 @@ class _Stops:
         return self.why.get(k, TIME_LIMIT) if self.rules[k] is not None else None
 
 
-def _sample(reader: FlowReader, series: dict[int, list[FlowPoint]]) -> None:
+def _sample(reader: FlowReader, series: dict[int, list[FlowPoint]],
+            ack_train: AckTrain, target: Target) -> None:
     """One snapshot of the probe's flows onto their series."""
     flows = reader.snapshot()
     # One time per snapshot: the steady window compares flows at the
     # same instants (their read times differ by microseconds).
     t = min((f.read_monotonic_ns for f in flows if not f.closed),
             default=time.monotonic_ns()) / 1e9
+    if target.direction != "receive":
+        for f in flows:
+            series.setdefault(f.cookie, []).append(_point(f, t))
+        return
+    rx = ack_train.rx()
+    cc = None if target.congestion == "system" else target.congestion
     for f in flows:
-        series.setdefault(f.cookie, []).append(_point(f, t))
+        series.setdefault(f.cookie, []).append(_received_point(f, t, rx.get(f.cookie), cc))
 
 
 def run_probe(target: Target, streams: int, seconds: float, index: int = 1, total: int = 1,
@@ -260,20 +305,26 @@ def run_probes(target: Target, stages: Sequence[tuple[int, float]],
         reader = stack.enter_context(FlowReader(
             cgroup=cg, netns=[target.netns] if target.netns else [], command="advise"))
         syn_rto = stack.enter_context(SynRto(cg, srtt_us, FIRST_SYN_RTO_US))
-        # Every ACK of the probe's connections, for the capacity estimate.
-        ack_train = stack.enter_context(AckTrain(cg))
+        # Every ACK of the probe's connections (a download's: every data
+        # segment), for the capacity estimate.
+        ack_train = stack.enter_context(AckTrain(cg, receive=target.direction == "receive"))
         stops = _Stops(rules, _AckRates(ack_train))
         t_start = time.monotonic()
         child = spawn(_traffic(target, stages), cg, target.netns)
         try:
-            deadline = t_start + sum(d for _, d in stages) + 2 * CONNECT_TIMEOUT_MS / 1000 + 2
-            _sample_until_done(run, child, reader, stops, (t_start, deadline), target)
+            # A download's stages are tests of their own, each set up and ended.
+            tests = len(stages) if target.direction == "receive" else 1
+            deadline = (t_start + sum(d for _, d in stages)
+                        + tests * 2 * CONNECT_TIMEOUT_MS / 1000 + 2)
+            _sample_until_done(run, child, reader, stops, (t_start, deadline), target,
+                               ack_train)
         finally:
             child.close(kill=not run.finished)  # interrupted or timed out: stop the traffic now
         learned_srtt_us = syn_rto.state().srtt_us
         acks = ack_train.read()
     t_end = time.monotonic()
     _check_report(run.report, target)
+    _check_congestion(run.report, target)
     return _results(target, plan, run.series, run.report, acks, learned_srtt_us,
                     (t_start, t_end), stops)
 
@@ -327,7 +378,8 @@ class _Run:
 
 
 def _sample_until_done(run: _Run, child: Child, reader: FlowReader, stops: _Stops,
-                       times: tuple[float, float], target: Target) -> None:
+                       times: tuple[float, float], target: Target,
+                       ack_train: AckTrain) -> None:
     """Sample the probe's flows every SAMPLE_INTERVAL_S, show progress, and
     end each stage its stop rule says has measured enough, until the child
     reports; past `times`' deadline the probe failed."""
@@ -339,7 +391,7 @@ def _sample_until_done(run: _Run, child: Child, reader: FlowReader, stops: _Stop
         for msg in child.lines():
             run.take(msg)
         now = time.monotonic()
-        _sample(reader, run.series)
+        _sample(reader, run.series, ack_train, target)
         run.show(now, t_start, stops)
         if not run.finished and stops.now(run.current, run.stage, run.series, now):
             child.ask_stop(run.current)  # it ends the stage as if its time were up
@@ -361,6 +413,17 @@ def _check_report(report: dict[str, Any], target: Target) -> None:
         raise failed(
             f"iperf3 probe to {target.host}:{target.port} failed: {error}",
             probe_failure_hint(error, target))
+
+
+def _check_congestion(report: dict[str, Any], target: Target) -> None:
+    """A download's server may run another congestion control than asked
+    (one its kernel lacks, or an iperf3 that ignores the ask): say so, as
+    the advice is then for what it ran."""
+    ran = report.get("server_congestion")
+    if target.direction == "receive" and target.congestion != "system" and ran \
+            and ran != target.congestion:
+        log.warning("the server at %s:%d sent with %s, not the %s asked: the advice is for %s",
+                    target.host, target.port, ran, target.congestion, ran)
 
 
 def _results(target: Target, plan: Sequence[_Stage], series: dict[int, list[FlowPoint]],
@@ -387,5 +450,12 @@ def _results(target: Target, plan: Sequence[_Stage], series: dict[int, list[Flow
             report.get("finish_s") if last else 0.0,
             tuple(pair_rates(acks.only(stage.cookies).between(stage.begin_ns, None),
                              measured.mss or 0)),
-            stops.stopped(k)))
+            stops.stopped(k),
+            _sender_retransmits(report, k)))
     return results
+
+
+def _sender_retransmits(report: dict[str, Any], k: int) -> int | None:
+    """Stage k's sender retransmissions as a download's server reported them."""
+    counts = report.get("sender_retransmits") or []
+    return counts[k] if k < len(counts) else None

@@ -167,7 +167,8 @@ def run(args: argparse.Namespace) -> int:
     if args.netns is not None:
         check_netns(args.netns)  # a bad name is exit 2, as for flows and watch
     resolve(host, "HOST[:PORT]", port)
-    target = Target(host, port, args.netns, args.congestion)
+    target = Target(host, port, args.netns, args.congestion,
+                    "receive" if args.reverse else "send")
     memory = AdviceMemory(args.state_dir)
     probe_options = (args.fresh or args.plot or args.duration is not None
                      or args.max_probe_time is not None or (n1, n2) != DEFAULT_PROBES
@@ -221,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
             write_plot(result, plot)
         if args.format:
             sys.stdout.write(tool_flags(args.format, result.prediction.advice.num_flows,
-                                        concurrency))
+                                        concurrency, args.reverse))
         elif args.json:
             dump_json(to_json(result), sys.stdout)
         else:
@@ -234,7 +235,8 @@ def _from_memory(args: argparse.Namespace, recalled: Recalled, target: Target,
     """The advice path memory holds (advise/memory.py): nothing is sent."""
     now = time.time()
     if args.format:
-        sys.stdout.write(tool_flags(args.format, recalled.advice.num_flows, concurrency))
+        sys.stdout.write(tool_flags(args.format, recalled.advice.num_flows, concurrency,
+                                    args.reverse))
     elif args.json:
         dump_json(recalled_json(recalled, target, now), sys.stdout)
     else:

@@ -76,6 +76,9 @@ def build(target: Target, probes: Sequence[ProbeResult], settings: Settings,
     measured = [Probe(p.streams, p.steady.goodput_mbps) for p in probes]
     rates = [r for p in probes for r in p.ack_pair_mbps]
     estimate = estimate_capacity(rates, max(m.throughput for m in measured)) if rates else None
+    if estimate is not None and target.direction == "receive":
+        # A download's pairs are its data segments as they arrived.
+        estimate = replace(estimate, method="data-spacing")
     free: Prediction | None = None
     if len(measured) > 1:
         free = predict(fit_throughput(measured, model), settings)

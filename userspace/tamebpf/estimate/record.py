@@ -49,6 +49,10 @@ class Target:
     port: int = IPERF3_PORT
     netns: str | None = None  # run the probe from this network namespace
     congestion: str = "system"  # reno | cubic | bbr | system (the host's default)
+    # "send": uploads to the host (the probes send); "receive": downloads
+    # from it (the server sends, as iperf3 -R; congestion then is the
+    # server's, "system" its own default)
+    direction: str = "send"
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,10 @@ class ProbeResult:
     # link", ...), "time limit" when it ran to its limit, None for a probe of
     # fixed length (--duration, --quick).
     stopped: str | None = None
+    # A download's: the retransmissions its sender (the iperf3 server)
+    # reports, a cross-check of the holes counted here (None: uploads, or
+    # not reported).
+    sender_retransmits: int | None = None
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ EPILOG = f"""\
 examples:
   sudo tamebpf advise dtn.example.org --max-impact 5%
   sudo tamebpf advise dtn.example.org:5202 --max-impact 10% --json
+  sudo tamebpf advise dtn.example.org --max-impact 5% --reverse        advice for downloads
   sudo tamebpf advise dtn.example.org --max-impact 5% --format globus-url-copy --concurrency 4
   N=$(sudo tamebpf advise dtn.example.org --max-impact 5% --format shell) || N=4
 
@@ -91,6 +92,9 @@ def register(sub: Any) -> None:
     p.add_argument("--congestion", choices=CONGESTION, default="system",
                    help="congestion control of the probes (default: the host's)")
     p.add_argument("--netns", metavar="NAME", help="probe from this network namespace")
+    p.add_argument("--reverse", action="store_true",
+                   help="advice for downloads from HOST: the probes receive, as iperf3 -R "
+                   "(the server sends; --congestion then asks it for one)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--format", choices=FORMATS, metavar="TOOL",
                    help="print only the advised stream count as flags for a transfer tool: "

@@ -11,7 +11,7 @@ from typing import Any
 
 from tamebpf.common.errors import TamebpfError, UsageError
 from tamebpf.common.values import shown
-from tamebpf.paths.entry import PathKey
+from tamebpf.paths.entry import REMOTE_CC, PathKey
 
 RESOLVE_S = 10.0  # a name server that has not answered by then is not going to
 # The resolver's answers that mean "no such name", not "could not ask".
@@ -79,5 +79,9 @@ def netns_id(name: str | None) -> str:
     return "host" if ours == init else f"inode:{ours}"
 
 
-def path_key(host: str, netns: str | None, congestion: str) -> PathKey:
+def path_key(host: str, netns: str | None, congestion: str, direction: str = "send") -> PathKey:
+    """A download's path is kept under REMOTE_CC, whatever its probes asked
+    the server to run: transfers that teach it cannot tell."""
+    if direction == "receive":
+        return PathKey(host_prefix(host), netns_id(netns), REMOTE_CC, "receive")
     return PathKey(host_prefix(host), netns_id(netns), congestion)

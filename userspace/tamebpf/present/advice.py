@@ -18,6 +18,7 @@ def _measurement(p: ProbeResult) -> dict[str, Any]:
         "streams": p.streams,
         "goodput_mbps": s.goodput_mbps,
         "iperf3_mbps": p.iperf3_mbps,
+        "sender_retransmits": p.sender_retransmits,
         "loss_rate": s.loss_rate,
         "srtt_ms": s.srtt_ms,
         "congestion_control": ",".join(s.congestion_control) or None,
@@ -77,6 +78,7 @@ def to_json(result: AdviseResult) -> dict[str, Any]:
     out["confidence"] = _confidence_json(result)
     out["refused"] = None if result.refused is None else refusal_text(result.refused)
     out["congestion"] = result.congestion
+    out["direction"] = result.target.direction
     out["share"] = None if result.share is None else _share_json(result)
     if out.get("advice") is not None and result.streams_range is not None:
         out["advice"]["streams_range"] = list(result.streams_range)
@@ -106,7 +108,8 @@ def _share_json(result: AdviseResult) -> dict[str, Any]:
 
 
 def _target_json(t: Target) -> dict[str, Any]:
-    return {"host": t.host, "port": t.port, "netns": t.netns, "congestion": t.congestion}
+    return {"host": t.host, "port": t.port, "netns": t.netns, "congestion": t.congestion,
+            "direction": t.direction}
 
 
 def _advised_range(result: AdviseResult) -> ImpactRange | None:
@@ -143,13 +146,14 @@ def _opt(x: float | None, fmt: str) -> str:
 
 def _estimate_lines(result: AdviseResult) -> list[str]:
     e = result.capacity_estimate
+    pairs = "data segment" if result.target.direction == "receive" else "ACK"
     if e is None:
-        return ["capacity estimate: none (no ACKs were logged)"]
+        return [f"capacity estimate: none (no {pairs}s were logged)"]
     if e.goodput_mbps is None or e.low_mbps is None or e.high_mbps is None:
         return [f"capacity estimate: none ({e.reason})"]
     line = (f"capacity estimate ({e.method}): {e.goodput_mbps:.2f} Mbit/s of TCP goodput, "
             f"90% {e.low_mbps:.2f}-{e.high_mbps:.2f}, from {e.pairs} of "
-            f"{e.considered} ACK pairs")
+            f"{e.considered} {pairs} pairs")
     if not e.trusted:
         line += f"; not trusted: {e.reason}"
     elif result.capacity is not None and result.capacity.link_mbps is not None:
@@ -179,7 +183,8 @@ def _stopped(p: ProbeResult) -> str:
 
 def render(result: AdviseResult) -> str:
     t = result.target
-    lines = [f"advice for {t.host}:{t.port}"
+    what = "advice for downloads from" if t.direction == "receive" else "advice for"
+    lines = [f"{what} {t.host}:{t.port}"
              + (f" (from netns {t.netns})" if t.netns else ""), "",
              "probe  streams  kernel Mbit/s   loss    srtt ms  cc     seconds  epochs  trend  "
              "ended",
@@ -208,7 +213,9 @@ def render(result: AdviseResult) -> str:
         given = result.capacity is not None and result.capacity.link_mbps is not None
         lines.append(f"one probe: with the capacity ({'given' if given else 'estimated, trusted'})"
                      " it fixes the fit; a second probe runs only without one")
-    if result.congestion:
+    if result.congestion and t.direction == "receive":
+        lines.append(f"advice for downloads, the server sending with {result.congestion}")
+    elif result.congestion:
         lines.append(f"advice for senders running {result.congestion}")
     if result.refused:
         return "\n".join(lines) + "\n\n" + render_refusal(refusal_text(result.refused))

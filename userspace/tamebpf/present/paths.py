@@ -127,7 +127,7 @@ def recalled_json(r: Recalled, target: Target, now: float) -> dict[str, Any]:
         "refused": None,
         "measurements": [],
         "target": {"host": target.host, "port": target.port, "netns": target.netns,
-                   "congestion": target.congestion},
+                   "congestion": target.congestion, "direction": target.direction},
     }
 
 
@@ -143,7 +143,8 @@ def render_recalled(r: Recalled, target: Target, now: float) -> str:
     # Every label is printed escaped: another node's (--paths-from) or a
     # row's text must not move the cursor or forge a line.
     node = "" if r.node is None else f" of node {printable(r.node)} (--paths-from)"
-    lines = [f"advice for {printable(target.host)}:{target.port}"
+    what = "advice for downloads from" if target.direction == "receive" else "advice for"
+    lines = [f"{what} {printable(target.host)}:{target.port}"
              + (f" (from netns {printable(target.netns)})" if target.netns else ""),
              f"from memory{node}: {_how(e, r.transfers)} {age_text(e.age_s(now))} ago, "
              f"path {printable(e.key.dest)} netns {printable(e.key.netns)}; nothing was "

@@ -31,6 +31,9 @@ class ToolFlags:
     # True where the transfers at once share the tool's {n} streams to one
     # server (xrdcp) rather than opening {n} each.
     shared_streams: bool = False
+    # The flags of its download form (advise --reverse) where they differ;
+    # None: the same flags set the streams of a download.
+    download: str | None = None
 
 
 TOOLS: dict[str, ToolFlags] = {
@@ -59,10 +62,12 @@ TOOLS: dict[str, ToolFlags] = {
     "xrdcp": ToolFlags("--streams {n}", max_streams=15,
                        concurrent="--parallel {k} --streams {n}", shared_streams=True),
     # FDT's documentation (fdt.cern.ch, client options): "-P <number>: number
-    # of parallel streams to use".
-    "fdt": ToolFlags("-P {n}"),
-    # iperf3(1): "-P, --parallel n: number of parallel client streams to run".
-    "iperf3": ToolFlags("-P {n}"),
+    # of parallel streams to use"; "-pull: pull mode (the client receives)".
+    "fdt": ToolFlags("-P {n}", download="-pull -P {n}"),
+    # iperf3(1): "-P, --parallel n: number of parallel client streams to run";
+    # "-R, --reverse: reverse the direction of a test, so that the server
+    # sends data to the client".
+    "iperf3": ToolFlags("-P {n}", download="-R -P {n}"),
     "shell": ToolFlags("{n}"),
 }
 
@@ -102,9 +107,13 @@ def concurrency_refusal(tool: str) -> str | None:
             f"--concurrency works with {', '.join(takers)}")
 
 
-def tool_flags(tool: str, streams: int, concurrency: int | None = None) -> str:
+def tool_flags(tool: str, streams: int, concurrency: int | None = None,
+               download: bool = False) -> str:
     """The flags (one line, newline-terminated) that make TOOL use STREAMS
-    streams in all; with CONCURRENCY, for that many transfers at once.
+    streams in all; with CONCURRENCY, for that many transfers at once;
+    with DOWNLOAD, in the tool's download form. (globus-url-copy, rclone
+    and xrdcp name the direction by their source and destination, not by a
+    flag: the same flags set a download's streams.)
 
     A deprecated tool name, a count above what the tool accepts and the
     streams per transfer rounded down are said on the "tamebpf" logger
@@ -115,7 +124,8 @@ def tool_flags(tool: str, streams: int, concurrency: int | None = None) -> str:
         raise ValueError(f"stream count {streams} must be at least 1")
     spec = TOOLS[tool]
     if concurrency is None:
-        return spec.template.format(n=clamped(tool, streams)) + "\n"
+        template = spec.download if download and spec.download else spec.template
+        return template.format(n=clamped(tool, streams)) + "\n"
     if spec.concurrent is None:
         raise ValueError(concurrency_refusal(tool))
     if concurrency < 1:
