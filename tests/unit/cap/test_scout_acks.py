@@ -58,7 +58,7 @@ class Opener:
         self.spaced, self.fails, self.late = spaced, fails, late
         self.windows: list[Window] = []
 
-    def __call__(self, cookies: Sequence[int], netns: str | None) -> Window:
+    def __call__(self, cookies: Sequence[int], netns: str | None, receive: bool) -> Window:
         if self.fails:
             raise TamebpfError("no BPF here")
         self.windows.append(Window(cookies, netns, self.spaced, self.late))
@@ -170,11 +170,11 @@ def test_the_transfers_measured_capacity_is_stored_when_the_scouts_window_gave_n
     scout's window opened, as in a run); the window gives no trusted one:
     the measured capacity is stored, on the scout's reading since it was
     unpaced, with where it came from."""
-    measured: dict[str, MeasuredCapacity] = {}
+    measured: dict[tuple[str, str], MeasuredCapacity] = {}
     acks = ScoutAcks(PathStore(str(tmp_path)), "tb-snd", open_window=Opener(spaced=False),
                      measured=measured)
     acks.begin(SPEC, 1, streams(10.0), 10.0)
-    measured["198.18.3.2"] = MEASURED
+    measured[("198.18.3.2", "send")] = MEASURED
     got = acks.step(SPEC, 1, streams(10.0 + WINDOW_S), 10.0 + WINDOW_S, needed=True)
     assert got is not None and got.source == "passive", "the measured capacity was dropped"
     assert (got.capacity_mbps, got.capacity_low_mbps, got.capacity_high_mbps) == (21.0, 20.5, 21.5)
@@ -193,7 +193,7 @@ def test_no_window_opens_on_a_scout_whose_capacity_was_measured(tmp_path: Path) 
     opener = Opener()
     elsewhere = replace(SPEC, host="198.18.3.9", path=replace(KEY, dest="198.18.3.9/32"))
     acks = ScoutAcks(PathStore(str(tmp_path)), "tb-snd", open_window=opener,
-                     measured={"198.18.3.2": MEASURED})
+                     measured={("198.18.3.2", "send"): MEASURED})
     acks.begin(SPEC, 1, streams(10.0), 10.0)
     assert opener.windows == [] and not acks.spent(KEY, 10.0)
     assert acks.step(SPEC, 1, streams(12.0), 12.0, needed=False) is None
@@ -210,7 +210,7 @@ def test_the_follower_follows_from_the_transfers_measured_capacity(tmp_path: Pat
     window gives no trusted capacity: once the run's first seconds measured
     one, the follower stores it and its next decision has a target (before
     this, the cap never moved: issue 45's fresh draw)."""
-    measured: dict[str, MeasuredCapacity] = {}
+    measured: dict[tuple[str, str], MeasuredCapacity] = {}
     store, book, kernel = PathStore(str(tmp_path)), FollowBook(str(tmp_path)), Kernel()
     book.put(SPEC)
     follower = Follower(book, store, kernel, scout_acks=ScoutAcks(
@@ -218,7 +218,7 @@ def test_the_follower_follows_from_the_transfers_measured_capacity(tmp_path: Pat
     t = 0.0
     while t <= SETTLE_S + 2 * FOLLOW_WINDOW_S:
         if t >= 5.0:
-            measured["198.18.3.2"] = MEASURED  # the first seconds' log is read at 5 s
+            measured[("198.18.3.2", "send")] = MEASURED  # the first seconds' log is read at 5 s
         follower.step(list(streams(t).values()), [cap(8.0)], now=t, now_wall=time.time())
         t += 2.0
     entry = store.newest(KEY, with_capacity=True)

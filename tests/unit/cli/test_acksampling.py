@@ -30,21 +30,30 @@ DEST = "10.0.0.2"
 
 
 def group(cc: str = "cubic", paced: float | None = None, cgroup: str = "/test",
-          observed: bool = True) -> Group:
+          observed: bool = True, direction: str = "send") -> Group:
+    """A group of 4 streams moving 36 Mbit/s; a receiving one's congestion
+    control is unknown (its senders')."""
     obs = (Observation(4, 36.0, 0.001, 0.02, 5),) if observed else ()
-    return Group(GroupKey(cgroup, DEST), "iperf3", cgroup, DEST, 4, 4, 36e6, 0.001,
-                 20000.0, cc, Counters(), 0, None, None, 1.0, observed=obs, paced_bps=paced)
+    return Group(GroupKey(cgroup, DEST, direction), "iperf3", cgroup, DEST, 4, 4, 36e6,
+                 0.001, 20000.0, None if direction == "receive" else cc, Counters(), 0,
+                 None, None, 1.0, observed=obs, paced_bps=paced)
 
 
-def flows(at_s: float) -> list[Flow]:
-    """Four streams that together moved 36 Mbit/s since time 0."""
+def flows(at_s: float, direction: str = "send") -> list[Flow]:
+    """Four streams that together moved (received) 36 Mbit/s since time 0;
+    receiving, with this host's own bbr, which their data does not run."""
+    moved = int(36e6 / 8 / 4 * at_s)
+    if direction == "receive":
+        return [make_flow(c, cgroup="/test", mss=MSS, bytes_received=moved, bytes_acked=1,
+                          congestion_control="bbr", read_monotonic_ns=int(at_s * 1e9))
+                for c in (1, 2, 3, 4)]
     return [make_flow(c, cgroup="/test", mss=MSS,
-                      bytes_acked=int(36e6 / 8 / 4 * at_s), read_monotonic_ns=int(at_s * 1e9))
+                      bytes_acked=moved, read_monotonic_ns=int(at_s * 1e9))
             for c in (1, 2, 3, 4)]
 
 
 def key_of(f: Flow) -> GroupKey:
-    return GroupKey(f.cgroup, f.remote_addr)
+    return GroupKey(f.cgroup, f.remote_addr, f.direction)
 
 
 class FakeWindow:
@@ -67,10 +76,12 @@ class Opener:
     def __init__(self, mbps: float = LINK, pairs: int = 200) -> None:
         self.mbps, self.pairs = mbps, pairs
         self.opened: list[tuple[list[int], str | None]] = []
+        self.receiving: list[bool] = []  # each window's: whether it logged data
         self.windows: list[FakeWindow] = []
 
-    def __call__(self, cookies: Sequence[int], netns: str | None) -> FakeWindow:
+    def __call__(self, cookies: Sequence[int], netns: str | None, receive: bool) -> FakeWindow:
         self.opened.append((list(cookies), netns))
+        self.receiving.append(receive)
         self.windows.append(FakeWindow(cookies, self.mbps, self.pairs))
         return self.windows[-1]
 
@@ -80,10 +91,11 @@ def sampler(opener: Opener, per_hour: int = 3) -> AckSampler:
 
 
 def sample(s: AckSampler, groups: list[Group], now: float = 100.0,
-           newest: dict[PathKey, PathEntry] | None = None) -> CapacityEstimate | None:
+           newest: dict[PathKey, PathEntry] | None = None,
+           direction: str = "send") -> CapacityEstimate | None:
     """One sample (`newest`: path memory's newest entries; none by default):
     the flows read when the window opens, then when it closes."""
-    reads = iter([flows(10.0), flows(15.0)])
+    reads = iter([flows(10.0, direction), flows(15.0, direction)])
     return s.sample(groups, newest or {}, lambda: next(reads), key_of, lambda _s: False, now)
 
 
@@ -94,10 +106,33 @@ def test_a_loss_based_group_without_a_capacity_gets_one_window_and_a_capacity() 
     assert opener.opened == [([1, 2, 3, 4], "tb-snd")], opener.opened
     assert all(w.closed for w in opener.windows), "the window was left open"
     assert e is not None and e.trusted, e
-    got = s.measured(100.0)[DEST]
+    got = s.measured(100.0)[(DEST, "send")]
     assert got.mbps == pytest.approx(LINK, rel=0.02)
     assert s.measured(100.0 + 3601) == {}, "an hour-old capacity is not the path's now"
     assert s.counts() == {"capacity": 1, "none": 0}
+
+
+def test_a_download_is_sampled_by_its_data_and_learned_as_one(tmp_path: Path) -> None:
+    """A receiving group: its window logs data, its capacity is kept apart
+    from an upload's to the same address, and path memory learns the
+    download's path from it."""
+    opener = Opener()
+    s = sampler(opener)
+    down = group(direction="receive")
+    e = sample(s, [down], direction="receive")
+    assert opener.receiving == [True], "a download's window logs its data segments"
+    assert e is not None and e.trusted, e
+    assert set(s.measured(100.0)) == {(DEST, "receive")}
+    got = s.measured(100.0)[(DEST, "receive")]
+    assert got.mbps == pytest.approx(LINK, rel=0.02) and got.method.startswith("data-spacing")
+    learner = PathLearner(PathStore(str(tmp_path)), "tb-snd", Settings(max_impact=0.10))
+    learner.observe([down], time.time(), s.measured(100.0))
+    (entry,) = learner.newest([down]).values()
+    assert (entry.key.direction, entry.key.congestion) == ("receive", "remote"), entry.key
+    assert entry.capacity_method == "data-spacing (transfer)", entry
+    # An upload to the same address still has no capacity: it gets its own window.
+    sample(s, [group()], now=200.0)
+    assert opener.receiving == [True, False]
 
 
 @pytest.mark.parametrize(("g", "why"), [
@@ -180,7 +215,7 @@ def test_a_window_cut_short_estimates_nothing_and_closes() -> None:
 
 def test_a_window_that_cannot_open_stops_sampling() -> None:
 
-    def refuse(cookies: Sequence[int], netns: str | None) -> FakeWindow:
+    def refuse(cookies: Sequence[int], netns: str | None, receive: bool) -> FakeWindow:
         raise TamebpfError("cannot load the ACK log BPF programs: Operation not permitted")
 
     s = AckSampler("tb-snd", None, open_window=refuse)

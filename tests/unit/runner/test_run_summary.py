@@ -32,12 +32,23 @@ def test_the_line_says_bytes_goodput_streams_impact_and_what_was_learned() -> No
 
 def test_a_download_nothing_learned_and_a_moved_target() -> None:
     s = summary(destinations=(Destination("10.0.0.9", 0, 3_000, 2),), learned=(),
-                not_learned="CMD sent no steady TCP data", cap_end_mbps=50.0)
+                not_learned="CMD moved no steady TCP data", cap_end_mbps=50.0)
     line = render(s)
     assert "3.00 kB from 10.0.0.9" in line and "estimated impact" not in line, line
     assert "paced from 100.0 Mbit/s (--rate) to 50.0" in line, line
-    assert line.endswith("nothing learned (CMD sent no steady TCP data)"), line
+    assert line.endswith("nothing learned (CMD moved no steady TCP data)"), line
     assert "not learning (--no-learn)" in render(summary(learning=False, learned=()))
+
+
+def test_a_learned_download_is_named_as_one() -> None:
+    learned = Learned("10.0.0.9", "remote", 3, 41.2, 47.5, "data-spacing (transfer)",
+                      "receive")
+    line = render(summary(destinations=(Destination("10.0.0.9", 1_000, 90_000_000, 3),),
+                          learned=(learned,)))
+    assert "90.00 MB from 10.0.0.9" in line, line
+    assert "learned: downloads from 10.0.0.9 advise 3 streams at 41.2 Mbit/s, capacity " \
+        "47.5 Mbit/s (data-spacing (transfer))" in line, line
+    assert summary(learned=(learned,)).to_json()["learned"][0]["direction"] == "receive"
 
 
 def test_json_has_goodput_per_destination() -> None:

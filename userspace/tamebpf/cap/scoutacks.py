@@ -57,7 +57,7 @@ from tamebpf.kernel.acktrain import (
 )
 from tamebpf.model import Settings
 from tamebpf.paths.entry import FitData, PathEntry, PathKey
-from tamebpf.paths.passive import MeasuredCapacity
+from tamebpf.paths.passive import Measured, MeasuredCapacity
 from tamebpf.paths.store import PathStore
 from tamebpf.paths.valid import refusal
 
@@ -94,12 +94,12 @@ class ScoutAcks:
     def __init__(self, store: PathStore, netns: str | None = None,
                  open_window: OpenWindow = AckWindow, window_s: float = WINDOW_S,
                  per_hour: int = WINDOWS_PER_HOUR,
-                 measured: Mapping[str, MeasuredCapacity] | None = None) -> None:
+                 measured: Measured | None = None) -> None:
         self.store, self.netns = store, netns
         self.open_window, self.window_s = open_window, window_s
         self.per_path: WindowsPerHour[PathKey] = WindowsPerHour(per_hour)
-        # The capacities the transfer's own first seconds measured, by
-        # address, read as they come (run's Session.measured; export: none).
+        # The capacities the transfer's own first seconds measured, read
+        # as they come (run's Session.measured; export: none).
         self.measured = measured
         # Per cap, with `measured`: its newest scout and the cap's streams as
         # the scout was unpaced (a measured capacity's reading starts there).
@@ -123,7 +123,7 @@ class ScoutAcks:
                 or scout not in flows or spec.path.congestion not in LOSS_BASED):
             return
         try:
-            window = self.open_window([scout], self.netns)
+            window = self.open_window([scout], self.netns, False)
         except TamebpfError as err:
             self.broken = str(err)
             log.warning("follow: no capacity from the scouts' ACKs: %s", err,
@@ -165,7 +165,7 @@ class ScoutAcks:
         """The capacity the transfer measured for the cap's destination."""
         if self.measured is None:
             return None
-        return self.measured.get(spec.host or spec.path.dest.split("/")[0])
+        return self.measured.get((spec.host or spec.path.dest.split("/")[0], "send"))
 
     def spent(self, path: PathKey, now: float) -> bool:
         """Whether this path's scout was sampled (or could not be) and no

@@ -30,6 +30,10 @@ sampled, nor advise's probe cgroups or `tamebpf run`'s (run samples its
 own). Nothing runs per packet between windows: the ACK hook is attached
 only while one is open. At most one window at a time (one thread opens
 them), and at most WINDOWS_PER_HOUR per path.
+
+A group that downloads is sampled by its data segments' arrivals, as
+advise --reverse reads a download's capacity; its senders are taken to be
+loss-based, as path memory takes them (paths/passive.learn).
 """
 
 from __future__ import annotations
@@ -47,8 +51,8 @@ from tamebpf.groups.group import Group, GroupKey
 from tamebpf.groups.passive_fit import LOSS_BASED
 from tamebpf.kernel.acktrain import HOUR_S, WINDOWS_PER_HOUR, AckWindow, OpenWindow, WindowsPerHour
 from tamebpf.kernel.run_cgroups import PREFIX as RUN_CGROUP
-from tamebpf.paths.entry import PathEntry, PathKey
-from tamebpf.paths.passive import PROBE_CGROUP, MeasuredCapacity, group_key
+from tamebpf.paths.entry import REMOTE_CC, PathEntry, PathKey
+from tamebpf.paths.passive import PROBE_CGROUP, RECEIVED_METHOD, MeasuredCapacity, group_key
 
 WINDOW_S = 5.0  # about 4,000 ACKs at 20 Mbit/s: enough pairs for the trust rule
 # A capacity measured this long ago is not the path's now (advise's --max-age).
@@ -62,6 +66,11 @@ class Candidate:
     key: PathKey
     group: Group
     flows: tuple[Flow, ...]
+
+
+def _loss_based(key: PathKey) -> bool:
+    """Whether the path's senders are loss-based (a download's are taken to be)."""
+    return key.congestion in LOSS_BASED or key.congestion == REMOTE_CC
 
 
 def _ours(cgroup: str | None) -> bool:
@@ -79,7 +88,7 @@ class AckSampler:
         self.netns_key, self.netns = netns_key, netns
         self.open_window, self.window_s = open_window, window_s
         self.per_path: WindowsPerHour[PathKey] = WindowsPerHour(per_hour)
-        self._measured: dict[str, tuple[float, MeasuredCapacity]] = {}
+        self._measured: dict[tuple[str, str], tuple[float, MeasuredCapacity]] = {}
         self.windows = 0  # opened
         self.trusted = 0  # gave a capacity
         self.broken: str | None = None  # why sampling stopped (the BPF side failed)
@@ -88,12 +97,12 @@ class AckSampler:
         """Windows that gave a capacity, and those that did not (or were cut short)."""
         return {"capacity": self.trusted, "none": self.windows - self.trusted}
 
-    def measured(self, now: float) -> dict[str, MeasuredCapacity]:
+    def measured(self, now: float) -> dict[tuple[str, str], MeasuredCapacity]:
         """The capacities windows measured within MEASURED_MAX_AGE_S, by
-        address (`now`, here and below: time.monotonic())."""
-        self._measured = {addr: (when, m) for addr, (when, m) in self._measured.items()
+        (address, direction) (`now`, here and below: time.monotonic())."""
+        self._measured = {k: (when, m) for k, (when, m) in self._measured.items()
                           if now - when < MEASURED_MAX_AGE_S}
-        return {addr: m for addr, (_, m) in self._measured.items()}
+        return {k: m for k, (_, m) in self._measured.items()}
 
     def wanted(self, groups: Sequence[Group], newest: Mapping[PathKey, PathEntry],
                now: float) -> list[tuple[PathKey, Group]]:
@@ -107,9 +116,9 @@ class AckSampler:
         found: list[tuple[int, float, PathKey, Group]] = []
         for g in groups:
             key = group_key(g, self.netns_key)
-            if (key is None or not g.observed or key.congestion not in LOSS_BASED
+            if (key is None or not g.observed or not _loss_based(key)
                     or g.paced_bps is not None or _ours(g.cgroup)
-                    or g.remote_addr in fresh or not self.per_path.allows(key, now)):
+                    or (g.remote_addr, g.direction) in fresh or not self.per_path.allows(key, now)):
                 continue
             known = newest.get(key)
             if known is not None and (known.changed or known.capacity_mbps is not None):
@@ -128,9 +137,10 @@ class AckSampler:
             return None
         flows = flows_now()
         for key, g in wanted:
+            # A receiver's own congestion control is not its data's.
             mine = tuple(f for f in flows if key_of(f) == g.key and f.state == "ESTABLISHED"
-                         and not f.closed and f.congestion_control in LOSS_BASED
-                         and not _ours(f.cgroup))
+                         and not f.closed and not _ours(f.cgroup)
+                         and (g.direction == "receive" or f.congestion_control in LOSS_BASED))
             if mine:
                 return Candidate(key, g, mine)
         return None
@@ -149,16 +159,17 @@ class AckSampler:
         self.per_path.opened(c.key, now)
         cookies = [f.cookie for f in c.flows]
         try:
-            window = self.open_window(cookies, self.netns)
+            window = self.open_window(cookies, self.netns, c.group.direction == "receive")
         except TamebpfError as err:
             self.broken = str(err)
             log.warning("export: no capacity from the transfers' ACKs: %s", err,
                         extra={"event": "ack_window_error"})
             return None
         self.windows += 1
-        log.info("export: sampling the ACKs of %d connections to %s for %g s (its path has "
-                 "no capacity in memory)", len(cookies), c.group.remote_addr, self.window_s,
-                 extra={"event": "ack_window", "dest": c.group.remote_addr})
+        what = "data" if c.group.direction == "receive" else "ACKs"
+        log.info("export: sampling the %s of %d connections to %s for %g s (its path has "
+                 "no capacity in memory)", what, len(cookies), c.group.remote_addr,
+                 self.window_s, extra={"event": "ack_window", "dest": c.group.remote_addr})
         try:
             stopped = wait(self.window_s)
             acks = window.read()
@@ -169,8 +180,11 @@ class AckSampler:
         e = self._estimate(c, acks, flows_now())
         if e.trusted and e.goodput_mbps is not None:
             self.trusted += 1
-            self._measured[c.group.remote_addr] = (
-                now, MeasuredCapacity(e.goodput_mbps, e.low_mbps, e.high_mbps))
+            got = MeasuredCapacity(e.goodput_mbps, e.low_mbps, e.high_mbps)
+            if c.group.direction == "receive":
+                got = MeasuredCapacity(e.goodput_mbps, e.low_mbps, e.high_mbps,
+                                       RECEIVED_METHOD)
+            self._measured[(c.group.remote_addr, c.group.direction)] = (now, got)
             log.info("export: capacity %.1f Mbit/s from the ACKs to %s", e.goodput_mbps,
                      c.group.remote_addr, extra={"event": "ack_capacity",
                                                  "dest": c.group.remote_addr})
@@ -187,7 +201,10 @@ class AckSampler:
         if not both:
             return CapacityEstimate(None, None, None, 0, 0, False,
                                     "the connections closed during the window")
-        acked = sum(b.bytes_acked - a.bytes_acked for a, b in both)
+        if c.group.direction == "receive":
+            acked = sum(b.bytes_received - a.bytes_received for a, b in both)
+        else:
+            acked = sum(b.bytes_acked - a.bytes_acked for a, b in both)
         seconds = max(b.read_monotonic_ns - a.read_monotonic_ns for a, b in both) / 1e9
         mine = acks.only([f.cookie for f in c.flows])
         rates = pair_rates(mine, max(f.mss for f in c.flows))

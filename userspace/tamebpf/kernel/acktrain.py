@@ -99,8 +99,9 @@ class AckLogHandle(Protocol):
     def close(self) -> None: ...
 
 
-# What opens a window: cookies, the network namespace (None: ours) -> its log.
-OpenWindow = Callable[[Sequence[int], "str | None"], AckLogHandle]
+# What opens a window: cookies, the network namespace (None: ours), whether
+# they receive (their data, not their ACKs, is logged) -> its log.
+OpenWindow = Callable[[Sequence[int], "str | None", bool], AckLogHandle]
 
 
 HOUR_S = 3600.0

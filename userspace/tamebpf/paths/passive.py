@@ -63,12 +63,21 @@ UNBOUND_SHARE = 0.8
 @dataclass(frozen=True)
 class MeasuredCapacity:
     """The bottleneck's capacity (TCP goodput, Mbit/s) that a transfer's own
-    ACK spacing gave (a trusted estimate: estimate/acktrain.py)."""
+    ACK spacing gave (a trusted estimate: estimate/acktrain.py); a
+    download's, its data segments' spacing (method RECEIVED_METHOD)."""
 
     mbps: float
     low_mbps: float | None
     high_mbps: float | None
     method: str = "ack-spacing (transfer)"
+
+
+RECEIVED_METHOD = "data-spacing (transfer)"
+
+
+# The capacities transfers measured, by (destination address, direction):
+# a path can be faster one way than the other.
+Measured = Mapping[tuple[str, str], MeasuredCapacity]
 
 
 @dataclass(frozen=True)
@@ -287,9 +296,9 @@ class PathLearner:
         return {e.key: e for e in self.store.latest()}
 
     def observe(self, groups: list[Group], now: float,
-                measured: Mapping[str, MeasuredCapacity] | None = None,
+                measured: Measured | None = None,
                 newest: Mapping[PathKey, PathEntry] | None = None) -> None:
-        """`measured`: capacities the transfers' own ACKs gave, by address;
+        """`measured`: capacities the transfers' own ACKs gave;
         `newest`: self.newest(groups) when the caller read it for this
         reading already (export's sampler uses the same read)."""
         seen = [g for g in groups if g.observed]
@@ -307,8 +316,8 @@ class PathLearner:
             fresh = fresh_windows(g.observed, g.interval_s, self._pooled.get(g.key, {}))
             relearn = known is not None and known.changed and not self.store.probed(key)
             got = learn(g, self.netns, now, self.settings, known,
-                        (measured or {}).get(g.remote_addr), [w for w, _ in fresh.values()],
-                        relearn)
+                        (measured or {}).get((g.remote_addr, g.direction)),
+                        [w for w, _ in fresh.values()], relearn)
             if got is None:
                 continue
             if got.changed is not None:

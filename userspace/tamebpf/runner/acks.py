@@ -19,6 +19,9 @@ above the path (`--rate`). The following cap takes the capacity from
 here when path memory has none and its scout's ACKs (the one stream it
 does not pace) gave none; when the cap held the streams, only the scout
 can give it (cap/scoutacks.py).
+
+CMD may download: the data its connections receive is logged beside the
+ACKs they get, and the destination's direction says which log is read.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from collections.abc import Sequence
 from tamebpf.estimate.acktrain import CapacityEstimate, highest_band, pair_rates
 from tamebpf.estimate.reach import peak_acked_mbps, reach_refused
 from tamebpf.kernel.acktrain import AckTrain
-from tamebpf.paths.passive import MeasuredCapacity
+from tamebpf.paths.passive import RECEIVED_METHOD, MeasuredCapacity
 
 WINDOW_S = 5.0  # the ACKs of the transfer's first seconds
 # A destination not known by then (CMD started slowly): wait this much longer at most.
@@ -36,50 +39,61 @@ WAIT_FOR_DEST_S = 10.0
 
 
 class FirstAcks:
-    """The ACK log of the run's first WINDOW_S, read once."""
+    """The ACK and data logs of the run's first WINDOW_S, one read once."""
 
     def __init__(self, cgroup: str, now: float) -> None:
-        self.train: AckTrain | None = AckTrain(cgroup)
+        self.trains: dict[str, AckTrain] = {}
+        try:
+            self.trains["send"] = AckTrain(cgroup)
+            self.trains["receive"] = AckTrain(cgroup, receive=True)
+        except BaseException:
+            self.close()
+            raise
         self.opened = now
         self.estimate: CapacityEstimate | None = None
 
     @property
     def pending(self) -> bool:
-        """Whether the log is attached still, not read."""
-        return self.train is not None
+        """Whether the logs are attached still, not read."""
+        return bool(self.trains)
 
     def due(self, now: float, have_dest: bool) -> bool:
         """Whether to read now (or give up: no destination in time)."""
-        if self.train is None:
+        if not self.trains:
             return False
         waited = now - self.opened
         return waited >= WINDOW_S and (have_dest or waited >= WINDOW_S + WAIT_FOR_DEST_S)
 
-    def read(self, cookies: Sequence[int], goodput_mbps: float, mss: int) -> CapacityEstimate:
-        """The estimate from the ACKs of these connections (the destination's)
-        above their goodput; the log is detached."""
-        assert self.train is not None
+    def read(self, cookies: Sequence[int], goodput_mbps: float, mss: int,
+             direction: str = "send") -> CapacityEstimate:
+        """The estimate from the ACKs (receiving: the data) of these
+        connections (the destination's) above their goodput; the logs are
+        detached."""
+        assert self.trains
         try:
-            log = self.train.read()
+            log = self.trains[direction].read()
         finally:
             self.close()
         mine = log.only(cookies) if cookies else log
         if cookies and not mine.flows:
+            what = "data segment" if direction == "receive" else "ACK"
             self.estimate = CapacityEstimate(None, None, None, 0, 0, False,
-                                             "no ACK logged for the destination's streams")
+                                             f"no {what} logged for the destination's streams")
         else:
             self.estimate = reach_refused(highest_band(pair_rates(mine, mss), goodput_mbps),
                                           peak_acked_mbps(mine))
         return self.estimate
 
     def close(self) -> None:
-        if self.train is not None:
-            self.train.close()
-            self.train = None
+        for train in self.trains.values():
+            train.close()
+        self.trains = {}
 
 
-def measured(e: CapacityEstimate | None) -> MeasuredCapacity | None:
+def measured(e: CapacityEstimate | None, direction: str = "send") -> MeasuredCapacity | None:
     """A trusted estimate as path memory takes it."""
     if e is None or not e.trusted or e.goodput_mbps is None:
         return None
+    if direction == "receive":
+        return MeasuredCapacity(e.goodput_mbps, e.low_mbps, e.high_mbps, RECEIVED_METHOD)
     return MeasuredCapacity(e.goodput_mbps, e.low_mbps, e.high_mbps)

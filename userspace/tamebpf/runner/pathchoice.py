@@ -43,8 +43,8 @@ class PathChoice:
         self.notes = notes  # the run's, said in its summary
 
     def choose(self, groups: Sequence[Group], caps: Sequence[Cap]) -> None:
-        """The first destination CMD sends to: its path sets the target and
-        is the one the cap follows."""
+        """The first destination CMD sends to (or receives from): its path
+        sets the target and is the one the cap follows."""
         sending = [g for g in groups if g.streams > 0 and g.goodput_bps]
         if not sending:
             return
@@ -63,6 +63,13 @@ class PathChoice:
                 self.target_mbps = self.start_mbps = advised
                 self.start_from = f"path memory's advice for {g.remote_addr}"
                 self.table.set_follow(cap.id, 0, pace_bytes_per_s(advised))
+        if key.direction == "receive":
+            # Following reads the path from one unpaced stream's ACKs; a
+            # download's streams are paced by their receive windows, and
+            # none is left open to read it.
+            self.notes.append("the cap stays at its target: it follows the paths of uploads, "
+                              "not of downloads")
+            return
         if key.congestion not in LOSS_BASED:
             # The scout is one unpaced stream: one BBR stream takes most of
             # a shared link (cap/plan.follow_path refuses the same).

@@ -13,9 +13,10 @@ from tamebpf.cap.spec import parse_dest
 from tamebpf.common.errors import TamebpfError
 from tamebpf.groups.passive_fit import LOSS_BASED
 from tamebpf.model import ModelInputError
-from tamebpf.paths.entry import PathEntry, PathKey
+from tamebpf.paths.entry import REMOTE_CC, PathEntry, PathKey
 from tamebpf.paths.passive import held_by_its_cap
 from tamebpf.paths.recall import recall_curve
+from tamebpf.runner.bytecount import Moved
 from tamebpf.runner.summary import Destination, Learned, Summary
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ def summary(run: Session, seconds: float, status: int) -> Summary:
         if not sent and not received:
             continue
         impact = advised = None
-        entry = entry_for(run, addr, m.congestion)
+        entry = entry_of(run, addr, m)
         if entry is not None and m.counted > 0:
             try:
                 curve, advice = recall_curve(entry, run.opts.settings)
@@ -41,12 +42,12 @@ def summary(run: Session, seconds: float, status: int) -> Summary:
         dests.append(Destination(addr, sent, received, m.counted, impact, advised))
     learned = []
     for addr, m in run.moved.items():
-        entry = entry_for(run, addr, m.congestion)
+        entry = entry_of(run, addr, m)
         if entry is not None and entry.source == "passive" and not entry.changed and \
                 entry.when >= run.started_wall and run.opts.learn:
             learned.append(Learned(addr, entry.key.congestion, entry.advised_streams,
                                    entry.advised_mbps, entry.capacity_mbps,
-                                   entry.capacity_method))
+                                   entry.capacity_method, entry.key.direction))
     choice = run.choice
     return Summary(
         command=os.path.basename(run.opts.argv[0]), exit_status=status, seconds=seconds,
@@ -70,11 +71,20 @@ def capacity_note(run: Session) -> str | None:
         f"{run.acks_why}{scout}"
 
 
-def entry_for(run: Session, addr: str, congestion: str | None) -> PathEntry | None:
+def entry_of(run: Session, addr: str, m: Moved) -> PathEntry | None:
+    """Path memory's entry for what CMD moved with addr: its downloads'
+    path when it received more than it sent."""
+    if sum(m.received.values()) > sum(m.sent.values()):
+        return entry_for(run, addr, REMOTE_CC, "receive")
+    return entry_for(run, addr, m.congestion)
+
+
+def entry_for(run: Session, addr: str, congestion: str | None,
+              direction: str = "send") -> PathEntry | None:
     if congestion is None:
         return None
     try:
-        key = PathKey(str(parse_dest(addr).network), run.netns, congestion)
+        key = PathKey(str(parse_dest(addr).network), run.netns, congestion, direction)
         return run.store.newest(key)
     except (TamebpfError, sqlite3.Error, OSError, ValueError):
         return None
@@ -83,8 +93,8 @@ def entry_for(run: Session, addr: str, congestion: str | None) -> PathEntry | No
 def why_not_learned(run: Session) -> str:
     path = run.choice.path
     if path is None:
-        return "CMD sent no steady TCP data"
-    if path.congestion not in LOSS_BASED:
+        return "CMD moved no steady TCP data"
+    if path.congestion not in LOSS_BASED and path.congestion != REMOTE_CC:
         return f"{path.congestion} is not loss-based: the model does not describe it"
     why = None if run.learner is None else \
         next(iter(run.learner.why_changed.values()), None)
@@ -94,8 +104,11 @@ def why_not_learned(run: Session) -> str:
     obs = [g for g in run.groups if g.observed]
     if not obs:
         return "no stream count held for 3 readings"
-    if any(held_by_its_cap(g, entry_for(run, g.remote_addr, path.congestion),
-                           run.measured.get(g.remote_addr)) for g in obs):
+    if any(held_by_its_cap(g, entry_for(run, g.remote_addr, path.congestion, path.direction),
+                           run.measured.get((g.remote_addr, g.direction))) for g in obs):
+        if path.direction == "receive":
+            return ("the pace cap held the download at its target, and the cap does not "
+                    "follow a download's path")
         if not run.book.specs():
             why = (f"neither path memory nor the run's ACKs gave {path.dest} a "
                    "capacity") if run.opts.learn else \
@@ -103,5 +116,6 @@ def why_not_learned(run: Session) -> str:
             return f"the pace cap held the transfer at its target, and {why} to follow from"
         return ("the pace cap held the transfer at its target; following reads the path "
                 f"after {SETTLE_S + WINDOW_S:g} s of a scout stream")
+    reverse = " --reverse" if path.direction == "receive" else ""
     return (f"one stream count, and path memory has no capacity for {path.dest} "
-            "('tamebpf advise' to it once stores one)")
+            f"('tamebpf advise{reverse}' to it once stores one)")

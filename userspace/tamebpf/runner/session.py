@@ -93,7 +93,7 @@ class Session:
         self.table = CapTable("run", verbose=opts.verbose)
         self.acks: FirstAcks | None = None
         # The capacity the first seconds' ACKs gave, by address (runner/acks.py).
-        self.measured: dict[str, MeasuredCapacity] = {}
+        self.measured: dict[tuple[str, str], MeasuredCapacity] = {}
         # What the follower takes a capacity from when path memory has none:
         # the scout's ACKs, else the first seconds' (cap/scoutacks.py).
         self.scout_acks = ScoutAcks(self.store, opts.netns, measured=self.measured) \
@@ -230,19 +230,21 @@ class Session:
             self.acks.close()
             return
         addr = self.choice.host or path.dest.split("/")[0]
-        mine = [f for f in flows if f.remote_addr == addr]
+        mine = [f for f in flows if f.remote_addr == addr and f.direction == path.direction]
         seconds = max(time.monotonic() - self.acks.opened, 1e-3)
-        goodput = mbps_over(sum(self.moved[addr].sent.values()) if addr in self.moved else 0,
-                            seconds)
+        moved = self.moved.get(addr)
+        carried = 0 if moved is None else sum(
+            (moved.received if path.direction == "receive" else moved.sent).values())
+        goodput = mbps_over(carried, seconds)
         e = self.acks.read([f.cookie for f in mine], goodput,
-                           max((f.mss for f in mine), default=0))
+                           max((f.mss for f in mine), default=0), path.direction)
         why = e.reason
         held = goodput >= UNBOUND_SHARE * self.choice.target_mbps
         if held:
             why = "the pace cap held the streams, so their ACKs are spaced at our own rate"
-        got = measured(e) if why is None else None
+        got = measured(e, path.direction) if why is None else None
         if got is not None:
-            self.measured[addr] = got
+            self.measured[(addr, path.direction)] = got
             log.info("run: capacity %.1f Mbit/s from the ACKs to %s", got.mbps, addr)
         else:
             self.acks_why = why

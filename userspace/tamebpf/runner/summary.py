@@ -32,6 +32,7 @@ class Learned:
     advised_mbps: float
     capacity_mbps: float | None = None  # the capacity it rests on
     capacity_method: str | None = None  # e.g. 'ack-spacing (transfer)': this run's ACKs
+    direction: str = "send"  # "receive": the path of downloads from dest
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,9 @@ def dest_text(d: Destination, seconds: float) -> str:
 
 
 def learned_text(x: Learned) -> str:
-    text = (f"{x.dest} ({x.congestion}) advise {count(x.advised_streams, 'stream')} at "
+    what = f"downloads from {x.dest}" if x.direction == "receive" else \
+        f"{x.dest} ({x.congestion})"
+    text = (f"{what} advise {count(x.advised_streams, 'stream')} at "
             f"{x.advised_mbps:.1f} Mbit/s")
     if x.capacity_mbps is not None:
         text += f", capacity {x.capacity_mbps:.1f} Mbit/s ({x.capacity_method or '-'})"
