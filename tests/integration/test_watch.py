@@ -300,3 +300,51 @@ def test_thousands_of_flows_do_not_hold_it_back() -> None:
         assert took < 4 + 4, f"4 refreshes of 1 s over {flows} flows took {took:.1f} s"
         iperf_rows = [r for r in records if r["comm"] == "iperf3" and r["streams"] == 2]
         assert iperf_rows, "the 2-stream iperf3 group is lost among thousands of idle flows"
+
+
+def test_a_process_that_sends_and_receives_to_one_host_is_two_groups() -> None:
+    """iperf3 uploading 2 streams and downloading 3 (-R) to the same address
+    at once: watch shows one group each way, with its direction, its own
+    streams and its own goodput (the bytes received for the download)."""
+    with cgroup() as servers, cgroup() as cg:
+        up_port, down_port = free_port(), free_port()
+        procs = [spawn(["iperf3", "-s", "-p", str(p)], cgroup_path=servers,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                 for p in (up_port, down_port)]
+        try:
+            for p in (up_port, down_port):
+                wait_for(lambda p=p: bool(sh("ss", "-tlnH", f"sport = :{p}").strip()), 5,
+                         f"iperf3 server on port {p}")
+            procs += [spawn(["iperf3", "-c", "127.0.0.1", "-p", str(port), "-P", str(n),
+                             "-t", "30", "-b", rate, *extra], cgroup_path=cg,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                      for port, n, rate, extra in ((up_port, 2, "30M", []),
+                                                   (down_port, 3, "20M", ["-R"]))]
+
+            def both() -> dict[str, dict[str, Any]]:
+                res = subprocess.run([*TAMEBPF, "watch", "--json", "--cgroup", cg,
+                                      "--interval", "0.5", "--iterations", "3"],
+                                     capture_output=True, text=True, timeout=30)
+                assert res.returncode == 0, res.stderr
+                last = [json.loads(x) for x in res.stdout.splitlines()][-4:]
+                return {r["direction"]: r for r in last if r["remote_addr"] == "127.0.0.1"
+                        and r["streams"] > 0}
+
+            got: dict[str, dict[str, Any]] = {}
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and not (
+                    got.get("send", {}).get("streams") == 2
+                    and got.get("receive", {}).get("streams") == 3):
+                got = both()
+            text = subprocess.run([*TAMEBPF, "watch", "--once", "--cgroup", cg],
+                                  capture_output=True, text=True, timeout=30).stdout
+        finally:
+            for proc in procs:
+                stop(proc)
+    assert set(got) == {"send", "receive"}, f"expected a group each way, got {got}"
+    send, recv = got["send"], got["receive"]
+    assert (send["streams"], recv["streams"]) == (2, 3), (send, recv)
+    assert 40 <= send["goodput_mbps"] <= 80, f"~60 Mbit/s sent (2 x 30M): {send}"
+    assert 40 <= recv["goodput_mbps"] <= 80, f"~60 Mbit/s received (3 x 20M): {recv}"
+    rows = [ln.split() for ln in text.splitlines() if re.match(r"^[ >]iperf3\s+127\.0\.0\.1", ln)]
+    assert sorted((r[2], r[3]) for r in rows) == [("recv", "3"), ("send", "2")], text
