@@ -76,6 +76,10 @@ def test_download_advice_says_so_in_text_and_json() -> None:
     assert out["capacity_estimate"]["method"] == "data-spacing", out["capacity_estimate"]
     assert out_up["capacity_estimate"]["method"] != "data-spacing"
     assert "data segment pairs" in render(down) and "ACK pairs" in render(up)
+    spread = build(DOWN, [with_acks(probe(1, 50.0), [10.0 + i / 10 for i in range(300)]),
+                          probes[1]], Settings(max_impact=0.05))
+    reason = spread.capacity_estimate.reason if spread.capacity_estimate else None
+    assert reason and "ACK" not in reason and "data" in reason, reason
     # the same model: the advice does not depend on which way the data went
     assert out["advice"] == out_up["advice"]
 

@@ -166,7 +166,7 @@ def probe_congestion(target: Target) -> tuple[str, str]:
     if target.direction == "receive":
         if target.congestion != "system":
             return target.congestion, "--congestion, asked of the server"
-        return REMOTE_CC, "the server's default; --congestion to ask for one"
+        return REMOTE_CC, "the server's own default; --congestion asks it for one"
     if target.congestion != "system":
         return target.congestion, "--congestion"
     where = f"network namespace {target.netns}" if target.netns else "this host"

@@ -78,7 +78,8 @@ def build(target: Target, probes: Sequence[ProbeResult], settings: Settings,
     estimate = estimate_capacity(rates, max(m.throughput for m in measured)) if rates else None
     if estimate is not None and target.direction == "receive":
         # A download's pairs are its data segments as they arrived.
-        estimate = replace(estimate, method="data-spacing")
+        estimate = replace(estimate, method="data-spacing", reason=None if estimate.reason
+                           is None else received_words(estimate.reason))
     free: Prediction | None = None
     if len(measured) > 1:
         free = predict(fit_throughput(measured, model), settings)
@@ -283,3 +284,10 @@ def _assumption_warnings(probes: Sequence[ProbeResult]) -> list[AdviceWarning]:
         out[start_up] = AdviceWarning(w.code, {**w.data,
                                          "then": "settle" if fixed else "longer"})
     return out
+
+
+def received_words(reason: str) -> str:
+    """An ACK estimate's reason, said of the data segments a download's
+    estimate read instead."""
+    return (reason.replace("ACK spacing", "data spacing").replace("ACK pairs", "data pairs")
+            .replace("the ACKs ran", "the data arrived"))

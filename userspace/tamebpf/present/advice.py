@@ -9,6 +9,7 @@ from tamebpf.common.words import count
 from tamebpf.estimate.advice import path_spread
 from tamebpf.estimate.record import AdviceRefusal, AdviceWarning, AdviseResult, ProbeResult, Target
 from tamebpf.model.confidence import Z_90, ImpactRange
+from tamebpf.paths.entry import REMOTE_CC
 from tamebpf.present.prediction import prediction_to_json, render_prediction_table
 
 
@@ -214,7 +215,10 @@ def render(result: AdviseResult) -> str:
         lines.append(f"one probe: with the capacity ({'given' if given else 'estimated, trusted'})"
                      " it fixes the fit; a second probe runs only without one")
     if result.congestion and t.direction == "receive":
-        lines.append(f"advice for downloads, the server sending with {result.congestion}")
+        cc = result.congestion.split(" ", 1)[0]
+        lines.append("advice for downloads, the server sending with "
+                     + ("its own default congestion control" if cc == REMOTE_CC
+                        else result.congestion))
     elif result.congestion:
         lines.append(f"advice for senders running {result.congestion}")
     if result.refused:
