@@ -5,6 +5,10 @@ user of the host rather than on each command line.
     [advise]
     paths_from = "http://prometheus.example:9090"   # advise --paths-from
 
+    [site]
+    prometheus = "http://prometheus.example:9090"   # --site: the site's Prometheus
+    node = "dtn1"                                   # --node: this node's name there
+
 A command-line option wins over the environment, which wins over this file.
 A missing file is no settings; an unreadable or malformed one is an error
 that names the file, the key and what to do.
@@ -20,7 +24,7 @@ from tamebpf.common.errors import UsageError
 
 CONFIG_PATH = "/etc/tamebpf/tamebpf.toml"
 CONFIG_ENV = "TAMEBPF_CONFIG"
-KNOWN = {"advise": {"paths_from"}}
+KNOWN = {"advise": {"paths_from"}, "site": {"prometheus", "node"}}
 
 
 def config_path() -> str:
