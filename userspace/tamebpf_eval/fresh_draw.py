@@ -94,6 +94,15 @@ DRAWS = {d.name: d for d in (
     # (docs/results/fresh11-decision-rules.md).
     Draw("fresh11", 561449279, "the default with its count and impact ranges, and --quick, "
          "by RTT class", rounds=3, long=9),
+    # Drawn on 2026-12-02 at 01:27:44 UTC, `int.from_bytes(os.urandom(4),
+    # "big") >> 1`, for issue 67's acceptance, before any of its cases ran
+    # or was shown (it replaces 2120070455, of which a failing test showed
+    # some cases): downloads beside uploads on the same paths, 3 truth
+    # rounds, half of the paths long
+    # (docs/results/downloads13-decision-rules.md).
+    Draw("downloads13", 2129741250, "the default for downloads beside uploads on the same paths, "
+         "by RTT class", ("default",), rounds=3, loss_based=12, bbr_cubic=0, bbr_bbr=0,
+         long=6, faster_forward=4, directions=("download", "upload"), bar=by_class.RANGE_BAR),
 )}
 RATES = (20, 30, 40, 60, 80, 100, 120, 150, 200)  # Mbit/s
 RTTS = (10, 20, 30, 45, 60, 80, 100, 120, 150)  # ms
