@@ -8,8 +8,9 @@ once and run through the whole case (the probes included), as the traffic of
 other users does on a real path. Each round measures the cross traffic alone,
 then every n in turn (the order alternates between rounds so that drift in
 the machine's load spreads over all n); a point is the median of its rounds.
-Goodput is read from the senders' tcp_info bytes_acked at the window's edges,
-so ours and the cross traffic's cover the same interval.
+Goodput is read from the senders' tcp_info bytes_acked at the window's edges
+(a download's at the receiver's iperf3 servers, which send), so ours and the
+cross traffic's cover the same interval.
 """
 
 from __future__ import annotations
@@ -42,10 +43,12 @@ class Truth:
     longer: Truth | None = None
 
 
-def start_cross(tb: Testbed, m: int, cc: str, warmup_s: float) -> subprocess.Popen[bytes]:
-    """m long-running cross flows, past their start-up when this returns."""
+def start_cross(tb: Testbed, m: int, cc: str, warmup_s: float,
+                reverse: bool = False) -> subprocess.Popen[bytes]:
+    """m long-running cross flows (reverse: downloads), past their start-up
+    when this returns."""
     argv = iperf.client_argv(tb.addresses["receiver"], iperf.PORT_CROSS, m, 3600, cc,
-                             json_out=False)
+                             json_out=False, reverse=reverse)
     proc = tb.popen("cross", argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                     stderr=subprocess.PIPE)
     iperf.wait_flows(tb, "cross", iperf.PORT_CROSS, m, proc)
@@ -53,24 +56,25 @@ def start_cross(tb: Testbed, m: int, cc: str, warmup_s: float) -> subprocess.Pop
     return proc
 
 
-def settle(tb: Testbed, m: int, alone_mbit: float | None) -> None:
+def settle(tb: Testbed, m: int, alone_mbit: float | None, reverse: bool = False) -> None:
     """Every point and probe starts from the same state: the previous test
-    over on the server, no cached ssthresh for the destination (Linux keeps
-    one per destination in tcp_metrics, and a low one from a many-stream run
-    ends the next run's slow start early), and the cross traffic recovered
-    from what the last test took from it (Reno at 50 ms needs seconds)."""
+    over on the server, no cached ssthresh for the destination at the data's
+    sender (Linux keeps one per destination in tcp_metrics, and a low one
+    from a many-stream run ends the next run's slow start early), and the
+    cross traffic (reverse: downloads) recovered from what the last test
+    took from it (Reno at 50 ms needs seconds)."""
     iperf.wait_for(lambda: iperf.server_idle(tb, iperf.PORT_MAIN), 30.0,
                    "the iperf3 server to finish the previous test")
-    topology.flush_tcp_metrics(tb.namespaces["sender"])
+    topology.flush_tcp_metrics(tb.namespaces["receiver" if reverse else "sender"])
     if not m:
         return
     if alone_mbit is None:
         return
     deadline = time.monotonic() + SETTLE_TIMEOUT_S
-    last = iperf.acked_bytes(tb, "cross", iperf.PORT_CROSS)
+    last = iperf.sent_bytes(tb, "cross", iperf.PORT_CROSS, reverse)
     while time.monotonic() < deadline:
         time.sleep(1.0)
-        now = iperf.acked_bytes(tb, "cross", iperf.PORT_CROSS)
+        now = iperf.sent_bytes(tb, "cross", iperf.PORT_CROSS, reverse)
         if iperf.mbit_between(last, now) >= SETTLE_FRACTION * alone_mbit:
             return
         last = now
@@ -86,11 +90,13 @@ def run_streams(tb: Testbed, n: int, cc: str, m: int, warmup_s: float, window_s:
 
 
 def run_windows(tb: Testbed, n: int, cc: str, m: int, warmup_s: float,
-                windows_s: Sequence[float], cgroup: str | None = None
+                windows_s: Sequence[float], cgroup: str | None = None, reverse: bool = False
                 ) -> tuple[list[tuple[float, float | None]], int, str]:
     """run_streams over several windows of one run, all opening after
     warmup_s (nested: the shorter ones are the first seconds of the longer
-    ones): (ours, the cross traffic's) per window in the order given."""
+    ones): (ours, the cross traffic's) per window in the order given.
+    reverse: our streams and the cross traffic download (iperf3 -R), their
+    goodput read at the receiver's servers, which send."""
     seconds = round(warmup_s + max(windows_s) + 1)
 
     def enter_cgroup() -> None:  # in the child, before `ip netns exec` hides the host's /sys
@@ -99,20 +105,20 @@ def run_windows(tb: Testbed, n: int, cc: str, m: int, warmup_s: float,
                 f.write(str(os.getpid()))
 
     proc = tb.popen("sender", iperf.client_argv(tb.addresses["receiver"], iperf.PORT_MAIN, n,
-                                                seconds, cc, json_out=False),
+                                                seconds, cc, json_out=False, reverse=reverse),
                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                     preexec_fn=enter_cgroup)
     got: dict[float, tuple[float, float | None]] = {}
     try:
         iperf.wait_flows(tb, "sender", iperf.PORT_MAIN, n, proc)
         time.sleep(warmup_s)
-        s1 = iperf.acked_bytes(tb, "sender", iperf.PORT_MAIN)
-        c1 = iperf.acked_bytes(tb, "cross", iperf.PORT_CROSS) if m else None
+        s1 = iperf.sent_bytes(tb, "sender", iperf.PORT_MAIN, reverse)
+        c1 = iperf.sent_bytes(tb, "cross", iperf.PORT_CROSS, reverse) if m else None
         t0 = time.monotonic()
         for w in sorted(set(windows_s)):
             time.sleep(max(0.0, t0 + w - time.monotonic()))
-            s2 = iperf.acked_bytes(tb, "sender", iperf.PORT_MAIN)
-            c2 = iperf.acked_bytes(tb, "cross", iperf.PORT_CROSS) if m else None
+            s2 = iperf.sent_bytes(tb, "sender", iperf.PORT_MAIN, reverse)
+            c2 = iperf.sent_bytes(tb, "cross", iperf.PORT_CROSS, reverse) if m else None
             got[w] = (iperf.mbit_between(s1, s2),
                       iperf.mbit_between(c1, c2) if c1 and c2 else None)
         _, err = proc.communicate(timeout=seconds + 30)
@@ -128,11 +134,12 @@ def run_windows(tb: Testbed, n: int, cc: str, m: int, warmup_s: float,
 def measure(tb: Testbed, ns: list[int], cc: str, m: int, rounds: int,
             reference: float | None, *, warmup_s: float = 2.0, window_s: float = 4.0,
             progress: Callable[[str], None] | None = None,
-            longer_s: float | None = None) -> Truth:
+            longer_s: float | None = None, reverse: bool = False) -> Truth:
     """Needs the iperf3 servers up and, when m > 0, the cross traffic running;
     reference is its rate alone, measured before anything disturbed it.
     With longer_s, each run also goes on to a window of longer_s from the
-    same start (Truth.longer): two truths from one set of runs."""
+    same start (Truth.longer): two truths from one set of runs. reverse:
+    downloads, ours and the cross traffic's (run_windows)."""
     truths = [Truth({n: Point(n) for n in ns}, [])]
     windows = [window_s]
     if longer_s is not None:
@@ -140,12 +147,12 @@ def measure(tb: Testbed, ns: list[int], cc: str, m: int, rounds: int,
         windows.append(longer_s)
     for r in range(rounds):
         if m:
-            settle(tb, m, reference)
-            for t, alone in zip(truths, cross_rates(tb, windows), strict=True):
+            settle(tb, m, reference, reverse)
+            for t, alone in zip(truths, cross_rates(tb, windows, reverse), strict=True):
                 t.cross_alone.append(alone)
         for n in (ns if r % 2 == 0 else list(reversed(ns))):
-            settle(tb, m, reference)
-            got, _, _ = run_windows(tb, n, cc, m, warmup_s, windows)
+            settle(tb, m, reference, reverse)
+            got, _, _ = run_windows(tb, n, cc, m, warmup_s, windows, reverse=reverse)
             for t, (mbit, cross) in zip(truths, got, strict=True):
                 t.points[n].mbit.append(mbit)
                 if cross is not None:

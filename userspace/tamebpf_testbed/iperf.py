@@ -130,26 +130,33 @@ def acked_bytes(tb: Testbed, role: str, port: int,
     return sum(int(m) for m in _ACKED.findall(out)), (t0 + t1) / 2
 
 
+def sent_bytes(tb: Testbed, role: str, port: int, reverse: bool = False) -> tuple[int, float]:
+    """acked_bytes of role's iperf3 client to port, read where its data is
+    sent: at role, or (reverse, a download) at the receiver's server."""
+    return acked_bytes(tb, "receiver", port, served=True) if reverse \
+        else acked_bytes(tb, role, port)
+
+
 def mbit_between(a: tuple[int, float], b: tuple[int, float]) -> float:
     """Goodput between two acked_bytes readings, in Mbit/s."""
     return mbps_over(b[0] - a[0], b[1] - a[1])
 
 
-def cross_rate(tb: Testbed, seconds: float) -> float:
+def cross_rate(tb: Testbed, seconds: float, reverse: bool = False) -> float:
     """The cross flows' goodput over the next `seconds` (their sockets' acked
-    bytes: the window is exactly those seconds)."""
-    return cross_rates(tb, (seconds,))[0]
+    bytes: the window is exactly those seconds); reverse: downloads'."""
+    return cross_rates(tb, (seconds,), reverse)[0]
 
 
-def cross_rates(tb: Testbed, windows_s: Sequence[float]) -> list[float]:
+def cross_rates(tb: Testbed, windows_s: Sequence[float], reverse: bool = False) -> list[float]:
     """The cross traffic's goodput over each window, all opening now (the
     shorter ones are the first seconds of the longer ones)."""
-    a = acked_bytes(tb, "cross", PORT_CROSS)
+    a = sent_bytes(tb, "cross", PORT_CROSS, reverse)
     t0 = time.monotonic()
     out = {}
     for w in sorted(set(windows_s)):
         time.sleep(max(0.0, t0 + w - time.monotonic()))
-        out[w] = mbit_between(a, acked_bytes(tb, "cross", PORT_CROSS))
+        out[w] = mbit_between(a, sent_bytes(tb, "cross", PORT_CROSS, reverse))
     return [out[w] for w in windows_s]
 
 
