@@ -214,7 +214,8 @@ def _traffic(target: Target, stages: Sequence[tuple[int, float]]) -> Work:
         return {"received_mbps": r.received_mbps, "seconds": r.seconds,
                 "data_cookies": list(r.data_cookies), "setup_s": r.setup_s,
                 "finish_s": r.finish_s, "server_congestion": r.server_congestion,
-                "sender_retransmits": [s.sender_retransmits for s in r.stages]}
+                "sender_retransmits": [s.sender_retransmits for s in r.stages],
+                "stage_mbps": [s.received_mbps for s in r.stages]}
 
     return work
 
@@ -445,7 +446,7 @@ def _results(target: Target, plan: Sequence[_Stage], series: dict[int, list[Flow
         ended = t_end if last else plan[k + 1].begin
         results.append(ProbeResult(
             stage.streams, ended - began, measured,
-            report["received_mbps"] if last else None, srtt_us,
+            _iperf3_mbps(report, k, last), srtt_us,
             report.get("setup_s") if k == 0 else 0.0,
             report.get("finish_s") if last else 0.0,
             tuple(pair_rates(acks.only(stage.cookies).between(stage.begin_ns, None),
@@ -453,6 +454,16 @@ def _results(target: Target, plan: Sequence[_Stage], series: dict[int, list[Flow
             stops.stopped(k),
             _sender_retransmits(report, k)))
     return results
+
+
+def _iperf3_mbps(report: dict[str, Any], k: int, last: bool) -> float | None:
+    """iperf3's own count for stage k: a download's stages are tests of
+    their own, each with its count; an upload's one test is counted at its
+    end, over all its stages (the last stage carries it)."""
+    stages = report.get("stage_mbps") or []
+    if k < len(stages):
+        return float(stages[k]) if stages[k] is not None else None
+    return report["received_mbps"] if last else None
 
 
 def _sender_retransmits(report: dict[str, Any], k: int) -> int | None:
