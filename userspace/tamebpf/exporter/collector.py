@@ -34,6 +34,7 @@ from tamebpf.groups.caps import CapLimit
 from tamebpf.groups.group import Group
 from tamebpf.paths.entry import PathEntry
 from tamebpf.refresh import refresh_groups
+from tamebpf.site.nodepaths import node_paths
 
 PREFIX = "tamebpf_"
 # The BPF programs a FlowReader keeps attached (bpf/flows.bpf.c).
@@ -183,6 +184,7 @@ class TamebpfCollector:
 
     def _families(self, reading: Reading) -> Iterator[Any]:
         yield from self._group_metrics(reading.groups)
+        yield from self._site_path_metrics(reading.groups)
         if self.per_flow:
             yield from self._flow_metrics(reading.flows)
         yield from self._cap_metrics()
@@ -266,6 +268,28 @@ class TamebpfCollector:
             if g.paced_bps is not None:
                 paced.add_metric(key, g.paced_bps / 8)
         yield from (adv_streams, adv_rate, adv_impact, over, cap, over_cap, paced)
+
+    def _site_path_metrics(self, groups: Sequence[Group]) -> Iterator[Any]:
+        """Per site path (site/prefix.py), what this node runs there: the
+        series a site's nodes read of each other."""
+        labels = ("dest", "direction")
+        streams = GaugeMetricFamily(PREFIX + "site_path_streams",
+                                    "Streams of this node's groups on the site path.",
+                                    labels=labels)
+        goodput = GaugeMetricFamily(PREFIX + "site_path_goodput_bytes_per_second",
+                                    "Goodput of this node's groups on the site path, "
+                                    "last interval.", labels=labels)
+        target = GaugeMetricFamily(PREFIX + "site_path_pace_target_bytes_per_second",
+                                   "Sum of the targets of the pace caps holding this node's "
+                                   "groups on the site path (each cap once).", labels=labels)
+        for row in node_paths(groups):
+            key = [row.dest, row.direction]
+            streams.add_metric(key, row.streams)
+            if row.goodput_bps is not None:
+                goodput.add_metric(key, row.goodput_bps / 8)
+            if row.pace_target_bps is not None:
+                target.add_metric(key, row.pace_target_bps / 8)
+        yield from (streams, goodput, target)
 
     def _flow_metrics(self, flows: Sequence[Flow]) -> Iterator[Any]:
         def key(f: Flow) -> list[str]:

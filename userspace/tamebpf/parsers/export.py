@@ -21,9 +21,10 @@ examples:
   tamebpf export --listen :9478 --netns dtn2 --node dtn2   one node of a container host
 
 Every metric, its unit and labels: docs/metrics.md.  Series are per group
-(process or cgroup, and destination); --per-flow adds one series per flow.
-Every series carries the label node (--node), so that a site's Prometheus
-tells its nodes apart however it scrapes them.
+(process or cgroup, and destination) and per site path (the destination's
+/24 or /64, and direction); --per-flow adds one series per flow.  Every
+series carries the label node (--node), so that a site's Prometheus tells
+its nodes apart however it scrapes them.
 
 Signals: SIGTERM and SIGINT stop it cleanly (programs detached, exit 0).
 SIGHUP does the same, after one log line (event "hangup"): export has no
