@@ -42,7 +42,8 @@ pytestmark = [
 ]
 
 TAMEBPF = [sys.executable, "-m", "tamebpf"]
-GROUP = '{comm="iperf3",remote_addr="127.0.0.1"}'
+# The client's upload: on loopback the server's download is a group too.
+GROUP = '{comm="iperf3",remote_addr="127.0.0.1",direction="send"}'
 
 
 def http_get(url: str, timeout: float = 5) -> str:
@@ -174,7 +175,7 @@ def test_real_prometheus_scrapes_monotone_counters_across_closing_flows() -> Non
         report = iperf3_run(cg, streams=4, seconds=4, rate="40M")
         sent = int(report["end"]["sum_sent"]["bytes"])
         # A scrape after every flow closed: at least the 5 client flows (4 +
-        # control; the server's count here too once their owner was seen).
+        # control).
         wait_for(lambda: (value(prom, f"tamebpf_group_flows_closed_total{GROUP}") or 0) >= 5
                  and value(prom, f"tamebpf_group_flows{GROUP}") == 0, 15,
                  "a scrape showing the iperf3 flows closed", step=0.3)
@@ -233,7 +234,8 @@ def test_jsonl_sink_without_prometheus() -> None:
                      "a record after iperf3 ended")
         finally:
             stop(proc)  # type: ignore[arg-type]
-        recs = [r for r in read_jsonl(path) if r["type"] == "group" and r["comm"] == "iperf3"]
+        recs = [r for r in read_jsonl(path) if r["type"] == "group" and r["comm"] == "iperf3"
+                and r["direction"] == "send"]
         assert max(r["streams"] for r in recs) == 2, f"got streams {[r['streams'] for r in recs]}"
         acked = [r["counters"]["bytes_acked"] for r in recs]
         assert acked == sorted(acked), f"bytes_acked went backwards in the sink: {acked}"
