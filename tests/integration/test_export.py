@@ -2,7 +2,7 @@
 `prometheus`) started on loopback scrapes the exporter while iperf3 runs and
 ends; the counters it stored never reset and add up to what iperf3 sent.
 Also `promtool check metrics` on a live scrape, a parse of it, the JSON-lines
-sink, and SIGTERM."""
+sink, SIGTERM, and two exports as two nodes of one host (--netns, --node)."""
 
 from __future__ import annotations
 
@@ -23,13 +23,16 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tamebpf.common.errors import TamebpfError
 from tests.integration.kernel_fixtures import (
     cgroup,
+    delete_netns,
     free_port,
     iperf3_available,
     sh,
     spawn,
     stop,
+    unique,
     wait_for,
 )
 
@@ -39,7 +42,8 @@ pytestmark = [
 ]
 
 TAMEBPF = [sys.executable, "-m", "tamebpf"]
-GROUP = '{comm="iperf3",remote_addr="127.0.0.1"}'
+# The client's upload: on loopback the server's download is a group too.
+GROUP = '{comm="iperf3",remote_addr="127.0.0.1",direction="send"}'
 
 
 def http_get(url: str, timeout: float = 5) -> str:
@@ -171,7 +175,7 @@ def test_real_prometheus_scrapes_monotone_counters_across_closing_flows() -> Non
         report = iperf3_run(cg, streams=4, seconds=4, rate="40M")
         sent = int(report["end"]["sum_sent"]["bytes"])
         # A scrape after every flow closed: at least the 5 client flows (4 +
-        # control; the server's count here too once their owner was seen).
+        # control).
         wait_for(lambda: (value(prom, f"tamebpf_group_flows_closed_total{GROUP}") or 0) >= 5
                  and value(prom, f"tamebpf_group_flows{GROUP}") == 0, 15,
                  "a scrape showing the iperf3 flows closed", step=0.3)
@@ -230,7 +234,8 @@ def test_jsonl_sink_without_prometheus() -> None:
                      "a record after iperf3 ended")
         finally:
             stop(proc)  # type: ignore[arg-type]
-        recs = [r for r in read_jsonl(path) if r["type"] == "group" and r["comm"] == "iperf3"]
+        recs = [r for r in read_jsonl(path) if r["type"] == "group" and r["comm"] == "iperf3"
+                and r["direction"] == "send"]
         assert max(r["streams"] for r in recs) == 2, f"got streams {[r['streams'] for r in recs]}"
         acked = [r["counters"]["bytes_acked"] for r in recs]
         assert acked == sorted(acked), f"bytes_acked went backwards in the sink: {acked}"
@@ -267,3 +272,77 @@ def test_sighup_logs_a_hangup_line_and_stops_cleanly() -> None:
     hangups = [r for r in lines if r.get("event") == "hangup"]
     assert len(hangups) == 1, f"expected one log line with event hangup, got {lines}"
     assert not any("Traceback" in str(r) for r in lines), lines
+
+
+@contextlib.contextmanager
+def loopback_netns(count: int) -> Iterator[list[str]]:
+    """count fresh network namespaces with their loopback up; deleted with
+    everything still running in them."""
+    names = [unique("tbnode") for _ in range(count)]
+    try:
+        for ns in names:
+            sh("ip", "netns", "add", ns)
+            sh("ip", "link", "set", "lo", "up", netns=ns)
+        yield names
+    finally:
+        for ns in names:
+            delete_netns(ns)
+
+
+def scrape_families(url: str) -> dict[str, Any]:
+    return {f.name: f for f in text_string_to_metric_families(http_get(url))}
+
+
+def test_two_nodes_of_one_host_each_export_their_own_namespace() -> None:
+    """A container host runs one export per node, each with --netns of the
+    node's namespace and --node: each one's per-path series count its own
+    namespace's iperf3 streams (2 in A, 3 in B, all to 127.0.0.0/24), not
+    the other's nor the host's, and every series names its node."""
+    want = {"A": 2, "B": 3}
+    with loopback_netns(2) as (ns_a, ns_b), \
+            exporter("--netns", ns_a, "--node", "A", "--no-learn") as (_, url_a), \
+            exporter("--netns", ns_b, "--node", "B", "--no-learn") as (_, url_b):
+        urls = {"A": url_a, "B": url_b}
+        procs = []
+        try:
+            for node, ns in (("A", ns_a), ("B", ns_b)):
+                procs.append(spawn(["iperf3", "-s", "-1", "-p", "5201"], netns=ns,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                wait_for(lambda ns=ns: bool(sh("ss", "-tlnH", "sport = :5201", netns=ns)),
+                         5, f"iperf3 server in {ns}")
+                procs.append(spawn(["iperf3", "-c", "127.0.0.1", "-p", "5201", "-P",
+                                    str(want[node]), "-t", "15", "-b", "20M"], netns=ns,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+
+            def site_streams(node: str) -> dict[tuple[str, str, str], float]:
+                fam = scrape_families(urls[node]).get("tamebpf_site_path_streams")
+                return {(s.labels["dest"], s.labels["direction"], s.labels["node"]): s.value
+                        for s in fam.samples} if fam else {}
+
+            def both_steady() -> bool:
+                return all(site_streams(n).get(("127.0.0.0/24", "send", n)) == k and
+                           site_streams(n).get(("127.0.0.0/24", "receive", n)) == k
+                           for n, k in want.items())
+
+            # On a time-out the assertions below say what each export showed.
+            with contextlib.suppress(TamebpfError):
+                wait_for(both_steady, 10, "each export to show its own namespace's streams",
+                         step=0.5)
+            for node, url in urls.items():
+                got = site_streams(node)
+                k = want[node]
+                assert got == {("127.0.0.0/24", "send", node): k,
+                               ("127.0.0.0/24", "receive", node): k}, (
+                    f"node {node}: expected {k} streams each way to 127.0.0.0/24 only, "
+                    f"got {got}")
+                families = scrape_families(url)
+                others = {s.labels.get("node") for f in families.values() for s in f.samples
+                          if s.labels.get("node") != node}
+                assert not others, f"node {node}'s /metrics has series of node {others}"
+                groups = {(s.labels["comm"], s.labels["direction"]): s.value
+                          for s in families["tamebpf_group_streams"].samples if s.value}
+                assert groups == {("iperf3", "send"): k, ("iperf3", "receive"): k}, (
+                    f"node {node}: expected only its iperf3 groups with streams, got {groups}")
+        finally:
+            for proc in procs:
+                stop(proc)

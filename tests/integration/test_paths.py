@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import time
-import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -196,11 +195,12 @@ def test_transfers_at_two_stream_counts_teach_a_fit_that_predicts_a_third(
 def test_another_nodes_exported_path_answers_advise_paths_from(tmp_path: Path) -> None:
     """Node A's `export` serves its path memory; a real Prometheus scrapes
     it; node B (an empty memory of its own) gets A's path through
-    `advise --paths-from`, recomputed for its own limit, sending nothing."""
+    `advise --paths-from`, recomputed for its own limit, sending nothing,
+    and names node A by its label node."""
     entry = an_entry()
     PathStore(state_dir()).put(entry)  # node A: this test's state directory
     target = loopback_target()
-    with prometheus(target) as prom, exporter(listen=target) as (_, url):
+    with prometheus(target) as prom, exporter("--node", "A", listen=target):
         iperf.wait_for(lambda: bool(query(prom, "tamebpf_path_fit_info")), 20.0,
                        "Prometheus to scrape node A's path series", step=0.3)
         own = tmp_path / "node-b"
@@ -209,7 +209,7 @@ def test_another_nodes_exported_path_answers_advise_paths_from(tmp_path: Path) -
         assert res.returncode == 0, res.stderr
         out = json.loads(res.stdout)
         assert out["from_memory"] is True, out
-        assert out["memory"]["node"] == urllib.parse.urlparse(url).netloc
+        assert out["memory"]["node"] == "A", out["memory"]
         assert out["memory"]["source"] == entry.source
         want = recall(entry, Settings(max_impact=0.05)).advice
         assert out["advice"]["num_flows"] == want.num_flows

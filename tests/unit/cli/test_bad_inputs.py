@@ -31,6 +31,8 @@ BAD_COUNTS = ["-1", "0", "abc", "1.5", "²", "1e3", "99999999999", "+3", "0x10"]
 BAD_CIDRS = ["10.0.0.1/8", "10.0.0.0/33", "300.0.0.0/8", "abc", "10.0.0.0/-1",
              "fe80::1/129", "1.2.3.4/24", "::1/127", "10.0.0.0/8/8", "10.0.0.0\0/8", ""]
 BAD_PORTS = ["0", "65536", "-1", "abc", "²", "1.5", "99999", " "]
+BAD_NODES = ["", " ", "a b", "dtn1 ", "n" * 65, "dtn/1", "dtn:9477", 'dt"n', "dtn\n", "nul\0",
+             "dtn1,node=x", "dtn{1}", "émile", "\u200bdtn", "dtn😀", "x" * 100_000]
 
 
 def host_cases() -> list[list[str]]:
@@ -76,6 +78,8 @@ def value_cases() -> list[list[str]]:
                   *([["export", "--listen", f"127.0.0.1:{p}"]] if p != "0" else []),
                   ["advise", "127.0.0.1", "--max-impact", "5%", "--paths-from",
                    f"http://127.0.0.1:{p}"]]
+    for n in BAD_NODES:
+        cases += [["export", "--node", n]]
     cases += [["paths", "forget", "--dest", "10.0.0.1/8", "--state-dir", "/etc/passwd"],
               ["watch", "--once", "--state-dir", "/etc/passwd"],
               ["watch", "--once", "--state-dir", ""],

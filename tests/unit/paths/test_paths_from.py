@@ -344,11 +344,11 @@ def test_a_series_answers_only_the_direction_it_was_exported_for() -> None:
     old, up = series("old:9477"), series("up:9477", direction="send")
     down = series("down:9477", direction="receive")
     got = parse_result([old, up, down], DEST + "/32", "cubic", now)
-    assert sorted(r.instance for r in got.entries) == ["old:9477", "up:9477"], got
+    assert sorted(r.node for r in got.entries) == ["old:9477", "up:9477"], got
     assert [n for n, _ in got.refused] == ["down:9477"], got.refused
     down["metric"]["congestion"] = REMOTE_CC
     got = parse_result([down], DEST + "/32", REMOTE_CC, now, "receive")
-    assert [(r.instance, r.entry.key.direction) for r in got.entries] == [
+    assert [(r.node, r.entry.key.direction) for r in got.entries] == [
         ("down:9477", "receive")], got
     assert 'direction="receive"' in remote_query(DEST, REMOTE_CC, "receive")
     assert 'direction!="receive"' in remote_query(DEST, "cubic")

@@ -254,16 +254,22 @@ def documented() -> set[str]:
     return set(re.findall(r"^\| `(tamebpf_[a-z_]+)` \|", DOCS.read_text(), re.M))
 
 
-def test_every_metric_is_in_docs_and_every_documented_one_exists() -> None:
+def every_series(node: str | None = None) -> Samples:
+    """A scrape in which every family the collector knows has samples."""
     col = TamebpfCollector(
-        FakeReader([Transfer(streams=1, mbps=50.0)]), Aggregator(min_samples=1), per_flow=True,
-        caps=lambda: [CapLimit(1), CapLimit(2**32 - 1, pace_bps=8e6)],
+        FakeReader([Transfer(streams=1, mbps=50.0)]), Aggregator(min_samples=1), node=node,
+        per_flow=True, caps=lambda: [CapLimit(1), CapLimit(2**32 - 1, pace_bps=8e6)],
         cap_table=cap_rows, paths=lambda: [an_entry()], follows=lambda: [a_follow()])
     t = col.source.transfers[0]  # type: ignore[attr-defined]
     for i in range(6):
         if i == 3:
             t.set_streams(4)
         _, samples, _ = fresh(col)
+    return samples
+
+
+def test_every_metric_is_in_docs_and_every_documented_one_exists() -> None:
+    samples = every_series()
     emitted = {name for name, _ in samples if not name.endswith("_created")}
     docs = documented()
     assert emitted - docs == set(), f"metrics missing from docs/metrics.md: {emitted - docs}"

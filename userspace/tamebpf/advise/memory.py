@@ -88,7 +88,7 @@ class AdviceMemory:
             return None
         _say_refused(answer.refused, url)
         for r in answer.entries:
-            node = printable(r.instance)
+            node = printable(r.node)
             why = usable(r.entry, now, max_age_s, quick, link_mbps)
             if why is not None:
                 log.debug("%s's entry for %s not used: %s", node, key.dest, why)
@@ -105,7 +105,7 @@ class AdviceMemory:
                             advised_mbps=a.max_nondisruptive_thru,
                             advised_impact=a.cross_traffic_impact,
                             max_impact=settings.max_impact)
-            return replace(got, entry=entry, node=r.instance)
+            return replace(got, entry=entry, node=r.node)
         log.debug("no node's entry in %s answers for %s", printable(url), key.dest)
         return None
 

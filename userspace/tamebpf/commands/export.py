@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import socket
 import sqlite3
 import sys
 import threading
@@ -16,6 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Protocol
 
+from tamebpf import siteconfig
 from tamebpf.cap.book import FollowBook
 from tamebpf.cap.follow import Follower
 from tamebpf.cap.scoutacks import ScoutAcks
@@ -24,7 +26,7 @@ from tamebpf.common.errors import TamebpfError, UsageError
 from tamebpf.common.lifecycle import terminate_as_exit
 from tamebpf.common.logs import log
 from tamebpf.common.outfile import OutputFile
-from tamebpf.common.values import parse_count, parse_duration, parse_host_port
+from tamebpf.common.values import parse_count, parse_duration, parse_host_port, parse_node
 from tamebpf.exporter.acksampling import AckSampler
 from tamebpf.exporter.jsonl import reading_to_jsonl
 from tamebpf.exporter.server import MetricsServer
@@ -55,7 +57,20 @@ def parse_listen(text: str) -> tuple[str, int] | None:
     return host, port
 
 
+def node_name(given: str | None) -> str:
+    """--node; else [site] node of the host's settings file; else the host
+    name. Each is checked as a node name, naming where it came from."""
+    if given is not None:
+        return parse_node(given, "--node")
+    configured = siteconfig.setting("site", "node")
+    if configured is not None:
+        return parse_node(configured, f"--node ([site] node in {siteconfig.config_path()})")
+    return parse_node(socket.gethostname(), "--node (the host name)",
+                      f"give --node NAME, or set [site] node in {siteconfig.config_path()}")
+
+
 def run(args: argparse.Namespace) -> int:
+    node = node_name(args.node)
     listen = parse_listen(args.listen)
     if listen is None and not args.jsonl:
         raise UsageError("nothing to do: --listen off and no --jsonl FILE")
@@ -75,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
             learner = None if args.no_learn else path_learner(args)
             sampler = None if learner is None or not args.ack_sampling else \
                 AckSampler(learner.netns, args.netns[0] if args.netns else None)
-            collector = TamebpfCollector(reader, agg, per_flow=args.per_flow,
+            collector = TamebpfCollector(reader, agg, node=node, per_flow=args.per_flow,
                                          caps=lambda: read_caps(args.state_dir),
                                          cap_table=cap_table,
                                          paths=PathStore(state_dir(args.state_dir)).latest,

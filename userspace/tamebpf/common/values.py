@@ -1,5 +1,6 @@
 """One typed parser per kind of value a user types (on the command line or
-in a caps file): ports, host:port, counts, rates, fractions, durations.
+in a caps file): ports, host:port, counts, rates, fractions, durations,
+node names.
 
 Pure (no I/O). Every parser takes the text and the name of the option (or
 caps-file key) it came from, and raises UsageError naming both and saying
@@ -42,6 +43,10 @@ SHOWN_MAX = 80  # a value quoted in an error line is cut to this many characters
 # starting or ending with '-'.
 HOST_MAX, LABEL_MAX = 253, 63
 _LABEL = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_-]*[A-Za-z0-9_])?", re.ASCII)
+# A node's name in a site's Prometheus (the label node): what a host name or
+# an inventory's short name holds, and nothing a query would have to escape.
+NODE_MAX = 64
+_NODE = re.compile(r"[A-Za-z0-9._-]+", re.ASCII)
 
 
 def shown(text: object) -> str:
@@ -216,6 +221,17 @@ def parse_host(text: str, option: str, whole: str | None = None) -> str:
             raise UsageError(f"bad {option} {value}: label {shown(label)} holds a character a "
                              "host name cannot",
                              "use letters, digits, '-' and '_', or give an address")
+    return text
+
+
+def parse_node(text: str, option: str, hint: str = "") -> str:
+    """A node's name: 1-NODE_MAX letters, digits, '.', '_' or '-'."""
+    hint = hint or f"give 1-{NODE_MAX} letters, digits, '.', '_' or '-', e.g. dtn1"
+    if not isinstance(text, str) or not _NODE.fullmatch(text):
+        raise UsageError(f"bad {option} {shown(text)}: not a node name", hint)
+    if len(text) > NODE_MAX:
+        raise UsageError(f"bad {option} {shown(text)}: a node name has at most {NODE_MAX} "
+                         "characters", hint)
     return text
 
 

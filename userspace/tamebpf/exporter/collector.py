@@ -5,7 +5,8 @@ takes one snapshot from the flow source (a FlowReader, or a fake in tests),
 feeds the aggregator of tamebpf.groups and yields metric families.  It is
 registered on a registry the caller passes in, so tests scrape it with
 `generate_latest(registry)` and no server.  docs/metrics.md lists every
-metric this module can emit; a unit test checks the two agree.
+metric this module can emit; a unit test checks the two agree.  Given a
+node name, every series carries it as the label `node`.
 
 Counters never go backwards while the collector lives: per group they are
 the final counters of the flows that closed plus the current counters of
@@ -33,6 +34,7 @@ from tamebpf.groups.caps import CapLimit
 from tamebpf.groups.group import Group
 from tamebpf.paths.entry import PathEntry
 from tamebpf.refresh import refresh_groups
+from tamebpf.site.nodepaths import node_paths
 
 PREFIX = "tamebpf_"
 # The BPF programs a FlowReader keeps attached (bpf/flows.bpf.c).
@@ -105,13 +107,15 @@ class TamebpfCollector:
     paths: returns path memory's newest entry per path (docs/paths.md).
     follows: returns the caps that follow their path (cap/book.py's
     FollowSpec, as a FollowedCap). ack_windows: returns how many ACK
-    sampling windows gave a capacity and how many none (exporter/acksampling.py)."""
+    sampling windows gave a capacity and how many none (exporter/acksampling.py).
+    node: the label `node` of every series (None: no such label)."""
 
     def __init__(
         self,
         source: FlowSource,
         agg: Aggregator,
         *,
+        node: str | None = None,
         per_flow: bool = False,
         caps: Callable[[], list[CapLimit]] = list,
         cap_table: Callable[[], Sequence[CapRecord]] = list,
@@ -120,7 +124,7 @@ class TamebpfCollector:
         follows: Callable[[], Sequence[FollowedCap]] = list,
         ack_windows: Callable[[], Mapping[str, int]] = dict,
     ) -> None:
-        self.source, self.agg, self.per_flow = source, agg, per_flow
+        self.source, self.agg, self.node, self.per_flow = source, agg, node, per_flow
         self.caps, self.cap_table, self.programs = caps, cap_table, tuple(programs)
         self.paths, self.follows, self.ack_windows = paths, follows, ack_windows
         self.labels = ("comm" if agg.group_by == "comm" else "cgroup", "remote_addr",
@@ -172,7 +176,15 @@ class TamebpfCollector:
     def collect(self) -> Iterator[Any]:
         reading = self.read()
         self.scrapes += 1
+        for family in self._families(reading):
+            if self.node is not None:
+                family.samples = [s._replace(labels={**s.labels, "node": self.node})
+                                  for s in family.samples]
+            yield family
+
+    def _families(self, reading: Reading) -> Iterator[Any]:
         yield from self._group_metrics(reading.groups)
+        yield from self._site_path_metrics(reading.groups)
         if self.per_flow:
             yield from self._flow_metrics(reading.flows)
         yield from self._cap_metrics()
@@ -256,6 +268,28 @@ class TamebpfCollector:
             if g.paced_bps is not None:
                 paced.add_metric(key, g.paced_bps / 8)
         yield from (adv_streams, adv_rate, adv_impact, over, cap, over_cap, paced)
+
+    def _site_path_metrics(self, groups: Sequence[Group]) -> Iterator[Any]:
+        """Per site path (site/prefix.py), what this node runs there: the
+        series a site's nodes read of each other."""
+        labels = ("dest", "direction")
+        streams = GaugeMetricFamily(PREFIX + "site_path_streams",
+                                    "Streams of this node's groups on the site path.",
+                                    labels=labels)
+        goodput = GaugeMetricFamily(PREFIX + "site_path_goodput_bytes_per_second",
+                                    "Goodput of this node's groups on the site path, "
+                                    "last interval.", labels=labels)
+        target = GaugeMetricFamily(PREFIX + "site_path_pace_target_bytes_per_second",
+                                   "Sum of the targets of the pace caps holding this node's "
+                                   "groups on the site path (each cap once).", labels=labels)
+        for row in node_paths(groups):
+            key = [row.dest, row.direction]
+            streams.add_metric(key, row.streams)
+            if row.goodput_bps is not None:
+                goodput.add_metric(key, row.goodput_bps / 8)
+            if row.pace_target_bps is not None:
+                target.add_metric(key, row.pace_target_bps / 8)
+        yield from (streams, goodput, target)
 
     def _flow_metrics(self, flows: Sequence[Flow]) -> Iterator[Any]:
         def key(f: Flow) -> list[str]:

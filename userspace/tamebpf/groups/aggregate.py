@@ -405,6 +405,7 @@ class Aggregator:
             over_cap=caps_say.over_cap,
             paced_bps=caps_say.paced_bps,
             paced_follows=caps_say.paced_follows,
+            pacer=caps_say.pacer,
         )
 
     def _evict(self, now_ns: int, busy: set[GroupKey]) -> set[GroupKey]:

@@ -51,6 +51,7 @@ class CapMarks(NamedTuple):
     over_cap: bool  # a matching cap counts more streams than it allows
     paced_bps: float | None  # the tightest matching pace cap's target, bit/s
     paced_follows: bool  # ... and that cap follows the path (cap/follow.py)
+    pacer: CapLimit | None  # that cap: groups it paces share its target
 
 
 def cap_marks(caps: Sequence[CapLimit], cgroups: Collection[str | None], remote_addr: str,
@@ -71,4 +72,5 @@ def cap_marks(caps: Sequence[CapLimit], cgroups: Collection[str | None], remote_
         over_cap=over_cap,
         paced_bps=None if pacer is None else pacer.pace_bps,
         paced_follows=pacer is not None and pacer.follows,
+        pacer=pacer,
     )

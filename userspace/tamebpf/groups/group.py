@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from tamebpf.common.records import Flow
+from tamebpf.groups.caps import CapLimit
 from tamebpf.groups.counters import Counters
 from tamebpf.groups.passive_fit import Observation, PassiveFit
 from tamebpf.model import Advice
@@ -44,6 +45,8 @@ class Group:
     over_cap: bool = False  # a matching cap counts more streams than it allows
     paced_bps: float | None = None  # the tightest matching pace cap's target, bit/s
     paced_follows: bool = False  # ... and that cap follows the path (cap/follow.py)
+    # That cap itself: its streams share one target, whichever groups they are in.
+    pacer: CapLimit | None = None
 
     @property
     def direction(self) -> str:

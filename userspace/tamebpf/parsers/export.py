@@ -18,9 +18,13 @@ examples:
   tamebpf export --listen 0.0.0.0:9477   every interface (mind who can read them)
   tamebpf export --listen off --jsonl /var/log/tamebpf/flows.jsonl --interval 10
   tamebpf export --listen 0.0.0.0:9477 --web-config /etc/tamebpf/web.yml   TLS, basic auth
+  tamebpf export --listen :9478 --netns dtn2 --node dtn2   one node of a container host
 
 Every metric, its unit and labels: docs/metrics.md.  Series are per group
-(process or cgroup, and destination); --per-flow adds one series per flow.
+(process or cgroup, and destination) and per site path (the destination's
+/24 or /64, and direction); --per-flow adds one series per flow.  Every
+series carries the label node (--node), so that a site's Prometheus tells
+its nodes apart however it scrapes them.
 
 Signals: SIGTERM and SIGINT stop it cleanly (programs detached, exit 0).
 SIGHUP does the same, after one log line (event "hangup"): export has no
@@ -50,6 +54,10 @@ def register(sub: Any) -> None:
                    help="serve at most N connections at once, closing more at once; each "
                    "has 10 s to send its request (default "
                    f"{DEFAULT_MAX_CONNECTIONS})")
+    p.add_argument("--node", metavar="NAME",
+                   help="this node's name, the label node of every series: 1-64 letters, "
+                   "digits, '.', '_' or '-' (default: [site] node in /etc/tamebpf/tamebpf.toml, "
+                   "else the host name)")
     p.add_argument("--jsonl", metavar="FILE",
                    help="also append one JSON object per group every --interval to FILE "
                    "('-' for standard output)")

@@ -8,7 +8,8 @@ One query returns every node's newest fit for a destination, congestion
 control and direction that is not marked changed, with its time as the
 value. A node from before directions exports uploads only, with no
 direction label: an upload's query matches its series, a download's does
-not.
+not. A node is named by its series' label node (export --node), or, from
+before that label, by its instance.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from tamebpf.paths import httpget
 from tamebpf.paths.entry import PathEntry
 from tamebpf.paths.valid import MAX_TEXT, Refusal, checked_entry, show
 
-_JOIN = "instance, job, dest, netns, congestion, direction"
+_JOIN = "instance, job, node, dest, netns, congestion, direction"
 # The labels (and the sample) entry fields are read from, as a refusal names them.
 _LABEL_OF = {"probe_kind": "probes", "when": "value (the time)", "host": "dest"}
 
@@ -31,7 +32,7 @@ _LABEL_OF = {"probe_kind": "probes", "when": "value (the time)", "host": "dest"}
 @dataclass(frozen=True)
 class RemoteEntry:
     entry: PathEntry
-    instance: str  # the node that exported it (printed escaped: words.printable)
+    node: str  # the node that exported it (printed escaped: words.printable)
 
 
 @dataclass(frozen=True)
@@ -72,15 +73,16 @@ def _series(r: object, dest: str, congestion: str, direction: str, now: float
     m = r.get("metric") if isinstance(r, dict) else None
     if not isinstance(m, dict):
         return "?", Refusal("series", f"is {show(r)}, not a Prometheus series")
-    instance = m.get("instance")
-    if not isinstance(instance, str) or not 0 < len(instance) <= MAX_TEXT:
-        return "?", Refusal("instance", f"is {show(instance)}, not a node's name")
+    named_by = "node" if m.get("node") else "instance"  # no node label: an older export
+    node = m.get(named_by)
+    if not isinstance(node, str) or not 0 < len(node) <= MAX_TEXT:
+        return "?", Refusal(named_by, f"is {show(node)}, not a node's name")
     got_direction = m.get("direction", "send")  # absent: a node from before directions
     for label, have, want in (("dest", m.get("dest"), dest),
                               ("congestion", m.get("congestion"), congestion),
                               ("direction", got_direction, direction)):
         if have != want:
-            return instance, Refusal(label, f"is {show(have)}, not the {want} asked about")
+            return node, Refusal(label, f"is {show(have)}, not the {want} asked about")
     value = r.get("value") if isinstance(r, dict) else None
     try:
         when: object = float(value[1])  # type: ignore[index]
@@ -95,8 +97,8 @@ def _series(r: object, dest: str, congestion: str, direction: str, now: float
            "advised_impact": 0.0, "max_impact": 0.0}
     got = checked_entry(raw, now)
     if isinstance(got, Refusal):
-        return instance, Refusal(_LABEL_OF.get(got.field, got.field), got.why)
-    return RemoteEntry(replace(got, capacity_mbps=got.fit.capacity), instance)
+        return node, Refusal(_LABEL_OF.get(got.field, got.field), got.why)
+    return RemoteEntry(replace(got, capacity_mbps=got.fit.capacity), node)
 
 
 def fetch(url: str, dest: str, congestion: str, now: float, timeout: float = PATHS_FROM_TIMEOUT_S,
