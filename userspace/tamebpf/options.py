@@ -124,3 +124,14 @@ def add_reader_arguments(p: argparse.ArgumentParser) -> None:
                    "(default comm)")
     add_advice_options(p)
     p.add_argument("-v", "--verbose", action="store_true", help="libbpf's debug log on stderr")
+
+
+def add_site_options(p: argparse.ArgumentParser, what: str) -> None:
+    """--site and --node: this node shares the path's budget with the
+    site's other nodes (docs/deploy.md, "A site of several nodes")."""
+    p.add_argument("--site", metavar="URL",
+                   help=f"the site's Prometheus: {what} (default: [site] prometheus in "
+                   "/etc/tamebpf/tamebpf.toml; none: this node alone)")
+    p.add_argument("--node", metavar="NAME",
+                   help="this node's name in the site's series, as its 'tamebpf export "
+                   "--node' (default: [site] node, else the short host name)")

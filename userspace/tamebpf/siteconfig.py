@@ -17,10 +17,12 @@ that names the file, the key and what to do.
 from __future__ import annotations
 
 import os
+import socket
 import tomllib
 from typing import Any
 
 from tamebpf.common.errors import UsageError
+from tamebpf.common.values import parse_node
 
 CONFIG_PATH = "/etc/tamebpf/tamebpf.toml"
 CONFIG_ENV = "TAMEBPF_CONFIG"
@@ -60,3 +62,20 @@ def setting(table: str, key: str) -> str | None:
     if value is not None and not isinstance(value, str):
         raise UsageError(f"{config_path()}: [{table}] {key} must be a string, got {value!r}")
     return value
+
+
+def site_url(given: str | None) -> str | None:
+    """--site when given, else [site] prometheus (None: no site)."""
+    return given if given is not None else setting("site", "prometheus")
+
+
+def node_name(given: str | None) -> str:
+    """--node; else [site] node; else the host name. Each is checked as a
+    node name, naming where it came from."""
+    if given is not None:
+        return parse_node(given, "--node")
+    configured = setting("site", "node")
+    if configured is not None:
+        return parse_node(configured, f"--node ([site] node in {config_path()})")
+    return parse_node(socket.gethostname(), "--node (the host name)",
+                      f"give --node NAME, or set [site] node in {config_path()}")

@@ -21,7 +21,7 @@ from tamebpf.common.values import NODE_MAX, parse_node
 def conf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "tamebpf.toml"
     monkeypatch.setenv(siteconfig.CONFIG_ENV, str(path))
-    monkeypatch.setattr(export.socket, "gethostname", lambda: "host-7.example.org")
+    monkeypatch.setattr(siteconfig.socket, "gethostname", lambda: "host-7.example.org")
     return path
 
 
@@ -32,25 +32,25 @@ def test_node_names(name: str) -> None:
 
 
 def test_the_option_then_the_settings_file_then_the_host_name(conf: Path) -> None:
-    assert export.node_name(None) == "host-7.example.org"
+    assert siteconfig.node_name(None) == "host-7.example.org"
     conf.write_text('[site]\nnode = "dtn1"\n')
-    assert export.node_name(None) == "dtn1"
-    assert export.node_name("dtn2") == "dtn2"
+    assert siteconfig.node_name(None) == "dtn1"
+    assert siteconfig.node_name("dtn2") == "dtn2"
 
 
 def test_a_bad_name_in_the_settings_file_names_the_file(conf: Path) -> None:
     conf.write_text('[site]\nnode = "dtn 1"\n')
     with pytest.raises(UsageError) as err:
-        export.node_name(None)
+        siteconfig.node_name(None)
     assert str(conf) in err.value.message and "[site] node" in err.value.message, err.value
     assert "'dtn 1'" in err.value.message, err.value
 
 
 def test_a_host_name_that_is_no_node_name_asks_for_one(conf: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(export.socket, "gethostname", lambda: "x" * 65)
+    monkeypatch.setattr(siteconfig.socket, "gethostname", lambda: "x" * 65)
     with pytest.raises(UsageError) as err:
-        export.node_name(None)
+        siteconfig.node_name(None)
     assert "the host name" in err.value.message and "--node NAME" in str(err.value), err.value
 
 
@@ -62,7 +62,7 @@ def test_a_host_name_that_is_no_node_name_asks_for_one(conf: Path,
 def test_refused_before_anything_starts(conf: Path, monkeypatch: pytest.MonkeyPatch,
                                         setting: str, host: str, says: str) -> None:
     conf.write_text(setting)
-    monkeypatch.setattr(export.socket, "gethostname", lambda: host)
+    monkeypatch.setattr(siteconfig.socket, "gethostname", lambda: host)
 
     def never(*args: object, **kw: object) -> None:
         raise AssertionError("the flow reader started for a bad node name")

@@ -61,6 +61,10 @@ class FollowSpec:
     note: str | None = None  # why the last reading gave no target
     changes: tuple[FollowChange, ...] = field(default=())  # the last MAX_CHANGES
     change_count: int = 0  # all of them
+    # The site's Prometheus and this node's name there: the target is the
+    # node's share of the site's budget (site/follow.py), not the scout's.
+    site: str | None = None
+    node: str | None = None
 
     @property
     def ident(self) -> tuple[str, str]:

@@ -30,6 +30,7 @@ from typing import Protocol
 from tamebpf.cap.book import FollowBook, FollowChange, FollowSpec, normal_cgroup
 from tamebpf.cap.scout import FollowAnswer, ScoutReading, follow_target, target_range
 from tamebpf.cap.scoutacks import ScoutAcks
+from tamebpf.cap.sitecaps import SiteCaps
 from tamebpf.cap.spec import parse_dest
 from tamebpf.cap.table import Add
 from tamebpf.common.logs import log
@@ -262,8 +263,11 @@ class Follower:
 
     def __init__(self, book: FollowBook, store: PathStore, kernel: FollowKernel,
                  window_s: float = WINDOW_S, store_every_s: float = 60.0,
-                 scout_acks: ScoutAcks | None = None) -> None:
+                 scout_acks: ScoutAcks | None = None, node: str | None = None) -> None:
         self.book, self.store, self.kernel = book, store, kernel
+        # Caps that follow a site's share (cap/sitecaps.py); `node`: the
+        # agent's own name there, for a cap set without --node.
+        self.sites = SiteCaps(book, store, kernel, node)
         # The capacity of a path memory has none for, from the scout's ACKs.
         self.scout_acks = scout_acks
         self.window_s = window_s
@@ -284,13 +288,16 @@ class Follower:
         specs = self.book.specs() if specs is None else specs
         for gone in set(self.tracks) - {s.ident for s in specs}:
             del self.tracks[gone]
+        self.sites.forget({s.ident for s in specs if s.site is not None})
         for spec in specs:
             cap = by_ident.get(spec.ident)
             limit = limit_of(cap) if cap is not None else None
             if cap is None or limit is None:
                 self.tracks.pop(spec.ident, None)
                 continue
-            if cap.mode == "pace":
+            if cap.mode == "pace" and spec.site is not None:
+                self.sites.step(spec, cap, now_wall)
+            elif cap.mode == "pace":
                 self._follow(spec, cap, members(cap, limit, flows), now, now_wall)
             else:
                 self._follow_refuse(spec, cap, members(cap, limit, flows), now, now_wall)

@@ -25,6 +25,7 @@ A caps file::
     max_impact = "10%"
     congestion = "cubic"
     follow = true                      # the agent keeps the target on the path
+    site = "http://prometheus.example:9090"   # ... at this node's share of the site's
 
     [[cap]]
     cgroup = "backup.slice"
@@ -47,14 +48,22 @@ from tamebpf.cap.spec import (
     check_fallback,
     check_follow,
     check_max_streams,
+    check_site,
     parse_dest,
 )
 from tamebpf.common.defaults import CONGESTION
 from tamebpf.common.errors import UsageError
-from tamebpf.common.values import IPERF3_PORT, parse_fraction, parse_host_port, rate_bytes_per_s
+from tamebpf.common.values import (
+    IPERF3_PORT,
+    parse_fraction,
+    parse_host_port,
+    parse_node,
+    parse_url,
+    rate_bytes_per_s,
+)
 
 CAP_KEYS = {"cgroup", "dest", "max_streams", "auto", "max_impact", "mode", "rate", "direction",
-            "congestion", "fallback", "all_processes", "follow"}
+            "congestion", "fallback", "all_processes", "follow", "site", "node"}
 
 def parse_capfile(text: str, name: str = "caps file") -> list[CapSpec]:
     """Every cap in a TOML caps file, checked as a whole: any error refuses
@@ -124,8 +133,17 @@ def _spec(entry: Any, where: str) -> CapSpec:
     if direction not in PACE_DIRECTIONS:
         raise UsageError(f"{where}: direction {direction!r} is not one of "
                          f"{', '.join(PACE_DIRECTIONS)}")
+    site = entry.get("site")
+    node = entry.get("node")
+    if site is not None:
+        site = parse_url(_text(site, "site"), f"{where}: site")
+        check_site(site, follow, mode, where, "site")
+        if node is not None:
+            node = parse_node(_text(node, "node"), f"{where}: node")
+    elif node is not None:
+        raise UsageError(f"{where}: node goes with site")
     common: dict[str, Any] = {"mode": mode, "all_processes": all_processes, "follow": follow,
-                              "direction": direction}
+                              "direction": direction, "site": site, "node": node}
     if has_limit:
         for extra in ("max_impact", "fallback", "congestion"):
             if extra in entry:

@@ -92,6 +92,7 @@ def _sync_follows(book: FollowBook, set_caps: Sequence[tuple[CapSpec, Cap, PathK
     for spec, cap, path in unchanged:
         have = book.find(cap.cgroup, cap.dest)
         if spec.follow and have is not None and have.path == path and \
+                (have.site, have.node) == (spec.site, spec.node) and \
                 spec.max_impact is not None and \
                 have.max_impact == parse_fraction(spec.max_impact, "--max-impact"):
             continue
@@ -104,8 +105,8 @@ def _sync_follows(book: FollowBook, set_caps: Sequence[tuple[CapSpec, Cap, PathK
             known = PathStore(book.directory).newest(path, with_capacity=True)
             book.put(FollowSpec(cap.cgroup, cap.dest, path,
                                 parse_fraction(spec.max_impact, "--max-impact"), spec.auto,
-                                time.time()))
-            if known is None:
+                                time.time(), site=spec.site, node=spec.node))
+            if known is None and spec.site is None:
                 warnings.append(
                     f"{cap.cgroup}: the cap to {cap.dest} cannot follow its path yet: path "
                     f"memory has no capacity for {path.dest} (the advisor's ACK-spacing "

@@ -141,6 +141,11 @@ class CapSpec:
     # pace mode: what it paces, what the streams send, what they receive
     # (their receive window), or both (PACE_DIRECTIONS)
     direction: str = "both"
+    # follow, pace mode: the site's Prometheus, whose budget the cap shares
+    # with the site's other nodes (site/follow.py), and this node's name
+    # there (None: the agent's own, `export --node`)
+    site: str | None = None
+    node: str | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -158,6 +163,14 @@ def check_follow(has_auto: bool, where: str, follow: str, auto: str) -> None:
     if not has_auto:
         raise UsageError(f"{where}: {follow} needs {auto} (with max_impact)",
                          "the target is the advisor's, recomputed as the path changes")
+
+
+def check_site(site: str | None, follow: bool, mode: str, where: str, key: str) -> None:
+    """A site's share is a following pace cap's target."""
+    if site is not None and (not follow or mode != "pace"):
+        raise UsageError(f"{where}: {key} goes with a following pace cap",
+                         "give --mode pace --auto HOST --follow (mode = \"pace\", "
+                         "follow = true in a caps file)")
 
 
 def check_fallback(text: str, mode: str) -> None:

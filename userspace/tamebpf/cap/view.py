@@ -27,10 +27,25 @@ def read_caps(directory: str | None = None) -> list[CapLimit]:
     out = []
     for c in caps:
         s = follows.get((normal_cgroup(c.cgroup), c.dest)) if c.mode == "pace" else None
-        lim = limit_of(c, None if s is None else s.target_mbps, s is not None)
+        target = s.target_mbps if s is not None else _kernel_target(c)
+        lim = limit_of(c, target, s is not None)
         if lim is not None:
             out.append(lim)
     return out
+
+
+def _kernel_target(c: Cap) -> float | None:
+    """The target a pace cap's streams share as the kernel holds it, when
+    something other than the follow book set it (`tamebpf run`'s own
+    following and site share: runner/); None: the cap's own rate."""
+    table = _cap_table() if c.mode == "pace" else None
+    if table is None:
+        return None
+    try:
+        follow = table.follow(c.id)
+    except (TamebpfError, OSError):
+        return None
+    return None if follow is None or follow[1] <= 0 else follow[1] * 8 / 1e6
 
 
 def limit_of(c: Cap, follow_mbps: float | None = None, follows: bool = False

@@ -6,7 +6,8 @@ import argparse
 import os
 import sys
 import time
-import urllib.parse
+from dataclasses import dataclass
+from typing import Any
 
 from tamebpf import siteconfig
 from tamebpf.advise.advisor import (
@@ -19,7 +20,9 @@ from tamebpf.advise.probes import NoServer
 from tamebpf.common.defaults import DEFAULT_MODEL, DEFAULT_PROBES, QUICK_DURATIONS_S
 from tamebpf.common.errors import NoAdviceError, TamebpfError, UsageError
 from tamebpf.common.lifecycle import terminate_as_interrupt
-from tamebpf.common.values import IPERF3_PORT, parse_host, parse_host_port, shown
+from tamebpf.common.logs import log
+from tamebpf.common.values import IPERF3_PORT, parse_host_port, parse_url
+from tamebpf.common.words import count, printable
 from tamebpf.kernel import preflight
 from tamebpf.kernel.netns import check_netns
 from tamebpf.options import (
@@ -31,12 +34,15 @@ from tamebpf.options import (
 )
 from tamebpf.parsers.advise import MAX_PATHS_FROM_S, MIN_PATHS_FROM_S, PATHS_FROM_ENV
 from tamebpf.paths.recall import Recalled
-from tamebpf.paths.where import resolve
+from tamebpf.paths.where import check_url_host, resolve
 from tamebpf.present.advice import refusal_text, render, to_json
 from tamebpf.present.paths import recalled_json, render_recalled
 from tamebpf.present.plot import check_path, plot_file, write_plot
 from tamebpf.present.progress import ProgressLine
 from tamebpf.present.toolflags import concurrency_refusal, tool_flags
+from tamebpf.site import query as site_query
+from tamebpf.site.advice import SiteAdvice, site_advice
+from tamebpf.site.prefix import site_prefix
 
 
 def parse_dest(dest: str) -> tuple[str, int]:
@@ -55,38 +61,7 @@ def paths_from_default() -> str | None:
 
 def parse_paths_from(url: str | None) -> str | None:
     """A Prometheus base URL (http or https), or None."""
-    if not url:
-        return None
-    hint = "give Prometheus's base URL, e.g. http://prometheus.example:9090"
-    if any(ord(c) <= 0x20 or ord(c) == 0x7F for c in url):
-        # urlsplit would drop a tab or a line break without a word
-        raise UsageError(f"bad --paths-from {shown(url)}: holds a space or a control "
-                         "character", hint)
-    try:
-        parts = urllib.parse.urlsplit(url)
-        port = parts.port
-    except ValueError as err:  # a port out of range, a bad [IPv6]
-        raise UsageError(f"bad --paths-from {shown(url)}: {err}", hint) from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UsageError(f"bad --paths-from {shown(url)}: not an http or https URL", hint)
-    parse_host(parts.hostname, "--paths-from", url)
-    if port == 0:
-        raise UsageError(f"bad --paths-from {shown(url)}: port 0", hint)
-    return url
-
-
-def check_paths_from_host(url: str | None, seconds: float) -> None:
-    """A --paths-from host that does not exist is bad input, said before
-    anything else; a name server that fails or is slow is not: the query
-    then says so and advise probes (paths/remote.py)."""
-    host = urllib.parse.urlsplit(url).hostname if url else None
-    if host:
-        try:
-            resolve(host, "--paths-from host", seconds=seconds)
-        except UsageError:
-            raise
-        except TamebpfError:
-            pass
+    return parse_url(url, "--paths-from") if url else None
 
 
 def parse_concurrency(text: str | None, tool: str | None) -> int | None:
@@ -173,13 +148,19 @@ def run(args: argparse.Namespace) -> int:
     probe_options = (args.fresh or args.plot or args.duration is not None
                      or args.max_probe_time is not None or (n1, n2) != DEFAULT_PROBES
                      or args.model != DEFAULT_MODEL)
-    paths_from = parse_paths_from(args.paths_from or paths_from_default())
+    site = siteconfig.site_url(args.site)
+    if site is not None:
+        check_url_host(parse_url(site, "--site"), "--site host")
+    node = siteconfig.node_name(args.node)
+    # The site's Prometheus holds the other nodes' entries too.
+    paths_from = parse_paths_from(args.paths_from or paths_from_default() or site)
+    asked = SiteAsk(site, node, paths_from_timeout)
     if not probe_options:
-        check_paths_from_host(paths_from, paths_from_timeout)
+        check_url_host(paths_from, "--paths-from host", paths_from_timeout)
         recalled = memory.lookup(target, settings, max_age, args.quick, capacity,
                                  paths_from, paths_from_timeout)
         if recalled is not None:
-            return _from_memory(args, recalled, target, concurrency)
+            return _from_memory(args, recalled, target, concurrency, asked)
     preflight.check("advise")  # after the arguments: a bad one is exit 2 for anyone
     memory.say_if_off()
     with plot_file(args.plot) as plot:
@@ -220,25 +201,73 @@ def run(args: argparse.Namespace) -> int:
                 f": {refusal_text(result.refused)}" if args.format else " (the reason is above)"))
         if plot is not None:
             write_plot(result, plot)
+        sa = asked.advice(target, result.prediction.advice.num_flows)
         if args.format:
-            sys.stdout.write(tool_flags(args.format, result.prediction.advice.num_flows,
-                                        concurrency, args.reverse))
+            streams = result.prediction.advice.num_flows if sa is None else sa.streams
+            sys.stdout.write(tool_flags(args.format, streams, concurrency, args.reverse))
         elif args.json:
-            dump_json(to_json(result), sys.stdout)
+            dump_json(asked.json(to_json(result), sa), sys.stdout)
         else:
-            sys.stdout.write(render(result))
+            sys.stdout.write(render(result) + _site_text(sa))
         return 0
 
 
 def _from_memory(args: argparse.Namespace, recalled: Recalled, target: Target,
-                 concurrency: int | None) -> int:
+                 concurrency: int | None, asked: SiteAsk) -> int:
     """The advice path memory holds (advise/memory.py): nothing is sent."""
     now = time.time()
+    sa = asked.advice(target, recalled.advice.num_flows)
     if args.format:
-        sys.stdout.write(tool_flags(args.format, recalled.advice.num_flows, concurrency,
-                                    args.reverse))
+        streams = recalled.advice.num_flows if sa is None else sa.streams
+        sys.stdout.write(tool_flags(args.format, streams, concurrency, args.reverse))
     elif args.json:
-        dump_json(recalled_json(recalled, target, now), sys.stdout)
+        dump_json(asked.json(recalled_json(recalled, target, now), sa), sys.stdout)
     else:
-        sys.stdout.write(render_recalled(recalled, target, now))
+        sys.stdout.write(render_recalled(recalled, target, now) + _site_text(sa))
     return 0
+
+
+@dataclass
+class SiteAsk:
+    """--site: the site's Prometheus (None: no site), this node's name,
+    how long a query may take, and why it could not say, once asked."""
+
+    url: str | None
+    node: str
+    timeout: float
+    error: str | None = None
+
+    def advice(self, target: Target, site_streams: int) -> SiteAdvice | None:
+        """This node's part of the site's count (None: no site, or it could
+        not say; a warning line says why, and the advice is this node's
+        alone)."""
+        if self.url is None:
+            return None
+        try:
+            addr = str(resolve(target.host, "HOST[:PORT]", target.port)[0][4][0])
+            dest = site_prefix(addr)
+            view = site_query.fetch(self.url, dest, target.direction, time.time(),
+                                    self.timeout)
+        except (OSError, ValueError, TamebpfError) as err:
+            self.error = str(err)
+            log.warning("--site %s not used: %s; the advice is this node's alone",
+                        printable(self.url), printable(str(err)))
+            return None
+        return site_advice(site_streams, view, self.node, dest, target.direction)
+
+    def json(self, out: dict[str, Any], sa: SiteAdvice | None) -> dict[str, Any]:
+        """The JSON's "site" object; the advice is then this node's part."""
+        if self.url is None:
+            return out
+        out["site"] = {"prometheus": self.url, "node": self.node, "error": self.error,
+                       **({} if sa is None else sa.to_json())}
+        if sa is not None and out.get("advice"):
+            out["advice"] = {**out["advice"], "num_flows": sa.streams,
+                             "site_streams": sa.site_streams}
+        return out
+
+
+def _site_text(sa: SiteAdvice | None) -> str:
+    if sa is None:
+        return ""
+    return f"{sa.text()}\nADVICE for this node: {count(sa.streams, 'stream')}\n"

@@ -35,6 +35,7 @@ from tamebpf.cap.spec import (
     check_cgroup_text,
     check_follow,
     check_max_streams,
+    check_site,
     parse_dest,
 )
 from tamebpf.cap.table import CapChangeError, CapTable, netns_paths, resolve_cgroup
@@ -44,10 +45,18 @@ from tamebpf.common.lifecycle import terminate_as_interrupt
 from tamebpf.common.logs import log
 from tamebpf.common.records import Cap
 from tamebpf.common.units import mbps_over
-from tamebpf.common.values import IPERF3_PORT, parse_duration, parse_host_port, rate_bytes_per_s
+from tamebpf.common.values import (
+    IPERF3_PORT,
+    parse_duration,
+    parse_host_port,
+    parse_node,
+    parse_url,
+    rate_bytes_per_s,
+)
 from tamebpf.kernel.flows import FlowReader
 from tamebpf.options import dump_json, parse_fraction
 from tamebpf.paths.store import state_dir
+from tamebpf.paths.where import check_url_host
 
 __all__ = ["auto_target", "render_table", "resolve_spec"]
 
@@ -69,8 +78,17 @@ def spec_from_args(args: argparse.Namespace) -> CapSpec:
     follow = bool(getattr(args, "follow", False))
     if follow:
         check_follow(args.auto is not None, "cap set", "--follow", "--auto HOST")
+    site = getattr(args, "site", None)
+    node = getattr(args, "node", None)
+    if site is not None:
+        check_url_host(parse_url(site, "--site"), "--site host")
+        check_site(site, follow, args.mode, "cap set", "--site")
+        if node is not None:
+            parse_node(node, "--node")
+    elif node is not None:
+        raise UsageError("--node goes with --site")
     common: dict[str, Any] = {"all_processes": all_processes, "congestion": args.congestion,
-                              "follow": follow}
+                              "follow": follow, "site": site, "node": node}
     if args.mode == "refuse":
         if args.rate is not None:
             raise UsageError("--rate goes with --mode pace")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import socket
 import sqlite3
 import sys
 import threading
@@ -26,7 +25,7 @@ from tamebpf.common.errors import TamebpfError, UsageError
 from tamebpf.common.lifecycle import terminate_as_exit
 from tamebpf.common.logs import log
 from tamebpf.common.outfile import OutputFile
-from tamebpf.common.values import parse_count, parse_duration, parse_host_port, parse_node
+from tamebpf.common.values import parse_count, parse_duration, parse_host_port
 from tamebpf.exporter.acksampling import AckSampler
 from tamebpf.exporter.jsonl import reading_to_jsonl
 from tamebpf.exporter.server import MetricsServer
@@ -57,20 +56,8 @@ def parse_listen(text: str) -> tuple[str, int] | None:
     return host, port
 
 
-def node_name(given: str | None) -> str:
-    """--node; else [site] node of the host's settings file; else the host
-    name. Each is checked as a node name, naming where it came from."""
-    if given is not None:
-        return parse_node(given, "--node")
-    configured = siteconfig.setting("site", "node")
-    if configured is not None:
-        return parse_node(configured, f"--node ([site] node in {siteconfig.config_path()})")
-    return parse_node(socket.gethostname(), "--node (the host name)",
-                      f"give --node NAME, or set [site] node in {siteconfig.config_path()}")
-
-
 def run(args: argparse.Namespace) -> int:
-    node = node_name(args.node)
+    node = siteconfig.node_name(args.node)
     listen = parse_listen(args.listen)
     if listen is None and not args.jsonl:
         raise UsageError("nothing to do: --listen off and no --jsonl FILE")
@@ -200,7 +187,7 @@ def following(collector: TamebpfCollector, args: argparse.Namespace) -> Iterator
     scout_acks = None if args.no_learn else \
         ScoutAcks(store, args.netns[0] if len(args.netns) == 1 else None)
     follower = Follower(FollowBook(state_dir(args.state_dir)), store, kernel,
-                        scout_acks=scout_acks)
+                        scout_acks=scout_acks, node=collector.node)
 
     def step() -> None:
         specs = follower.book.specs()

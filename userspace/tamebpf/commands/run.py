@@ -8,15 +8,18 @@ import json
 import logging
 import sys
 
+from tamebpf import siteconfig
 from tamebpf.common.errors import UsageError
 from tamebpf.common.logs import log
 from tamebpf.common.outfile import OutputFile
+from tamebpf.common.values import parse_url
 from tamebpf.kernel.netns import check_netns
 from tamebpf.options import (
     JSON_INDENT,
     parse_rate_mbps,
     settings_from,
 )
+from tamebpf.paths.where import check_url_host
 from tamebpf.runner.session import RunOptions, Session
 from tamebpf.runner.summary import Summary, render
 
@@ -37,6 +40,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--rate {args.rate}: give a rate above 0")
     if args.netns is not None:
         check_netns(args.netns)
+    site = siteconfig.site_url(args.site)
+    if site is not None:
+        check_url_host(parse_url(site, "--site"), "--site host")
+    node = siteconfig.node_name(args.node)
     if args.log_level == "info":
         # What following does step by step is news for a service's log, not
         # for the user of one command: the summary says it (--log-level
@@ -48,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     out = None if args.json in (None, "-") else OutputFile(args.json, "--json")
     with out or contextlib.nullcontext():
         session = Session(RunOptions(argv, settings, args.netns, rate, args.state_dir,
-                                     not args.no_learn, args.verbose))
+                                     not args.no_learn, args.verbose, site, node))
         status, summary = session.run()
         report(summary, args.json, out)
     return status

@@ -20,6 +20,7 @@ import contextlib
 import ipaddress
 import math
 import re
+import urllib.parse
 
 from tamebpf.common.errors import UsageError
 from tamebpf.common.units import bytes_per_s, mbps
@@ -224,6 +225,11 @@ def parse_host(text: str, option: str, whole: str | None = None) -> str:
     return text
 
 
+def is_node_name(text: object) -> bool:
+    """1-NODE_MAX letters, digits, '.', '_' or '-'."""
+    return isinstance(text, str) and len(text) <= NODE_MAX and bool(_NODE.fullmatch(text))
+
+
 def parse_node(text: str, option: str, hint: str = "") -> str:
     """A node's name: 1-NODE_MAX letters, digits, '.', '_' or '-'."""
     hint = hint or f"give 1-{NODE_MAX} letters, digits, '.', '_' or '-', e.g. dtn1"
@@ -266,3 +272,26 @@ def parse_host_port(text: str, option: str, default_port: int | None = None, *,
             raise UsageError(f"bad {option} {shown(text)}: no port", "give HOST:PORT")
         return host, default_port
     return host, parse_port(port_text, option, text, zero=port_zero)
+
+
+PROMETHEUS_HINT = "give Prometheus's base URL, e.g. http://prometheus.example:9090"
+
+
+def parse_url(url: str, option: str, hint: str = PROMETHEUS_HINT) -> str:
+    """An http or https base URL with a host that could be one (the
+    Prometheus of --paths-from and --site)."""
+    if any(ord(c) <= 0x20 or ord(c) == 0x7F for c in url):
+        # urlsplit would drop a tab or a line break without a word
+        raise UsageError(f"bad {option} {shown(url)}: holds a space or a control "
+                         "character", hint)
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError as err:  # a port out of range, a bad [IPv6]
+        raise UsageError(f"bad {option} {shown(url)}: {err}", hint) from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"bad {option} {shown(url)}: not an http or https URL", hint)
+    parse_host(parts.hostname, option, url)
+    if port == 0:
+        raise UsageError(f"bad {option} {shown(url)}: port 0", hint)
+    return url

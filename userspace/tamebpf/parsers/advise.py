@@ -16,7 +16,12 @@ from tamebpf.common.defaults import (
     TWO_PROBE_MODELS,
 )
 from tamebpf.common.values import IPERF3_PORT
-from tamebpf.options import ExamplesFormatter, add_advice_options, add_state_dir_option
+from tamebpf.options import (
+    ExamplesFormatter,
+    add_advice_options,
+    add_site_options,
+    add_state_dir_option,
+)
 from tamebpf.present.toolflags import FORMATS
 
 # How accurate the advice is, in one sentence (the README's advise row says
@@ -30,6 +35,7 @@ examples:
   sudo tamebpf advise dtn.example.org --max-impact 5%
   sudo tamebpf advise dtn.example.org:5202 --max-impact 10% --json
   sudo tamebpf advise dtn.example.org --max-impact 5% --reverse        advice for downloads
+  sudo tamebpf advise dtn.example.org --max-impact 5% --site http://prometheus.example:9090
   sudo tamebpf advise dtn.example.org --max-impact 5% --format globus-url-copy --concurrency 4
   N=$(sudo tamebpf advise dtn.example.org --max-impact 5% --format shell) || N=4
 
@@ -126,5 +132,8 @@ def register(sub: Any) -> None:
                    "default %(default)s); the answer is read up to "
                    f"{PATHS_FROM_MAX_BYTES // 2**20} MiB and a redirect is not followed. On any "
                    "failure: one warning line, and advise goes on as without it")
+    add_site_options(p, "the model's count is the site's on the path, and this node is "
+                     "advised what the site's other nodes leave of it (their entries are "
+                     "read as --paths-from's)")
     add_state_dir_option(p)
     p.set_defaults(run="run")

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from tamebpf.common.defaults import CONGESTION
-from tamebpf.options import ExamplesFormatter
+from tamebpf.options import ExamplesFormatter, add_site_options
 
 SET_EXAMPLES = """\
 examples:
@@ -61,6 +61,9 @@ def register(sub: Any) -> None:
                    help="with --auto: keep the cap on the path as it changes ('tamebpf "
                    "export' recomputes a pace target from a scout stream, a refuse N from "
                    "the streams' goodput, for new connects; docs/paths.md)")
+    add_site_options(s, "with --follow and --mode pace: the target is this node's share of "
+                     "the site's advised rate on the path, re-split as the site's nodes start "
+                     "and stop transfers ('tamebpf export' on this node keeps it)")
     s.add_argument("--all-processes", action="store_true",
                    help="with --cgroup /: yes, cap every process on the host")
     s.add_argument("--json", action="store_true", help="the cap set, as a JSON object")

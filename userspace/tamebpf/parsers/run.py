@@ -6,13 +6,19 @@ import argparse
 from typing import Any
 
 from tamebpf.common.defaults import DEFAULT_RATE_MBPS
-from tamebpf.options import ExamplesFormatter, add_advice_options, add_state_dir_option
+from tamebpf.options import (
+    ExamplesFormatter,
+    add_advice_options,
+    add_site_options,
+    add_state_dir_option,
+)
 
 EPILOG = f"""\
 examples:
   sudo tamebpf run -- globus-url-copy -p 8 file:///data/big gsiftp://dtn2.example.org/data/
   sudo tamebpf run --max-impact 10% --json=/var/log/run.json -- rclone copy /data remote:data
   sudo tamebpf run --netns blue --rate 500M -- iperf3 -c 198.18.0.2 -P 4 -t 60
+  sudo tamebpf run --site http://prometheus.example:9090 -- iperf3 -c 198.18.0.2 -P 8
 
 CMD runs in a cgroup of its own (tamebpf-run-PID below the cgroup v2 root).
 Its TCP streams share a pace cap: {DEFAULT_RATE_MBPS:g} Mbit/s (or --rate) until the
@@ -59,6 +65,8 @@ def register(sub: Any) -> None:
                    f"{DEFAULT_RATE_MBPS:g} Mbit/s")
     add_advice_options(p)
     add_state_dir_option(p)
+    add_site_options(p, "pace at this node's share of the site's advised rate on the path, "
+                     "re-split as the site's nodes start and stop transfers")
     p.add_argument("--no-learn", action="store_true",
                    help="do not write what the transfer shows into path memory")
     p.add_argument("--json", nargs="?", const="-", metavar="FILE",

@@ -7,6 +7,7 @@ import ipaddress
 import os
 import socket
 import threading
+import urllib.parse
 from typing import Any
 
 from tamebpf.common.errors import TamebpfError, UsageError
@@ -85,3 +86,17 @@ def path_key(host: str, netns: str | None, congestion: str, direction: str = "se
     if direction == "receive":
         return PathKey(host_prefix(host), netns_id(netns), REMOTE_CC, "receive")
     return PathKey(host_prefix(host), netns_id(netns), congestion)
+
+
+def check_url_host(url: str | None, option: str, seconds: float = RESOLVE_S) -> None:
+    """A URL's host that does not exist is bad input, said before anything
+    else; a name server that fails or is slow is not (the request then says
+    so, and the command goes on without it)."""
+    host = urllib.parse.urlsplit(url).hostname if url else None
+    if host:
+        try:
+            resolve(host, option, seconds=seconds)
+        except UsageError:
+            raise
+        except TamebpfError:
+            pass

@@ -31,12 +31,15 @@ MEMORY_MAX_AGE_S = 3600.0
 class PathChoice:
     def __init__(self, rate_mbps: float | None, settings: Settings, netns: str,
                  store: PathStore, table: CapTable, book: FollowBook,
-                 follower: Follower, notes: list[str]) -> None:
+                 follower: Follower, notes: list[str], follow: bool = True) -> None:
         self.rate_mbps, self.settings, self.netns = rate_mbps, settings, netns
         self.store, self.table, self.book, self.follower = store, table, book, follower
         self.target_mbps = rate_mbps or DEFAULT_RATE_MBPS
         self.start_mbps = self.target_mbps
         self.start_from = "--rate" if rate_mbps else "default rate, no path memory yet"
+        self.from_default = not rate_mbps  # neither --rate nor path memory set the target
+        # False (run --site): the target is the site's share, not the path's reading.
+        self.follow = follow
         self.path: PathKey | None = None  # the path the cap follows
         self.cap: Cap | None = None  # the cap of its address family
         self.host = ""
@@ -53,6 +56,7 @@ class PathChoice:
         if key is None:
             return
         self.path = key
+        self.host = g.remote_addr
         cap = next((c for c in caps if parse_dest(c.dest).network.version
                     == parse_dest(key.dest).network.version), None)
         if cap is None:
@@ -62,7 +66,11 @@ class PathChoice:
             if advised is not None:
                 self.target_mbps = self.start_mbps = advised
                 self.start_from = f"path memory's advice for {g.remote_addr}"
+                self.from_default = False
                 self.table.set_follow(cap.id, 0, pace_bytes_per_s(advised))
+        if not self.follow:
+            self.notes.append("the cap follows the site's share (--site), not the path")
+            return
         if key.direction == "receive":
             # Following reads the path from one unpaced stream's ACKs; a
             # download's streams are paced by their receive windows, and

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tamebpf.cap.follow import SETTLE_S, WINDOW_S
 from tamebpf.cap.spec import parse_dest
@@ -55,7 +55,27 @@ def summary(run: Session, seconds: float, status: int) -> Summary:
         cap_start_from=choice.start_from, cap_end_mbps=choice.target_mbps,
         learning=run.opts.learn, learned=tuple(learned),
         not_learned=None if learned else why_not_learned(run),
-        notes=tuple(run.notes) + tuple(n for n in [capacity_note(run)] if n))
+        notes=tuple(run.notes) + tuple(n for n in [capacity_note(run), site_note(run)] if n),
+        site=site_json(run))
+
+
+def site_note(run: Session) -> str | None:
+    """run --site: the last share decision, as it was made."""
+    d = None if run.site is None else run.site.last
+    return None if d is None else d.why
+
+
+def site_json(run: Session) -> dict[str, Any] | None:
+    if run.site is None:
+        return None
+    d = run.site.last
+    return {"node": run.site.node, "prometheus": run.site.url,
+            "dest": None if run.site.share is None else run.site.share.dest,
+            "shared": None if d is None else d.site,
+            "nodes": [] if d is None else list(d.nodes),
+            "target_mbps": None if d is None else d.target_mbps,
+            "budget_mbps": None if run.site.budget is None else run.site.budget.mbps,
+            "why": None if d is None else d.why}
 
 
 def capacity_note(run: Session) -> str | None:

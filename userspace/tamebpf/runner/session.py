@@ -64,6 +64,7 @@ from tamebpf.runner.pathchoice import PathChoice
 from tamebpf.runner.signals import WAITED, Job, foreground_terminal, signals_held
 from tamebpf.runner.stores import MemoryBook, ReadOnlyStore
 from tamebpf.runner.summary import Summary
+from tamebpf.site.follow import SiteFollow
 
 WIDE = ("0.0.0.0/0", "::/0")
 STEP_S = 1.0  # flows read; the learner's refresh (its stream count must hold 3 of them)
@@ -79,6 +80,8 @@ class RunOptions:
     state_dir: str | None = None
     learn: bool = True
     verbose: bool = False
+    site: str | None = None  # --site: the site's Prometheus (runner/site.py)
+    node: str = ""  # --node: this node's name in the site's series
 
 
 class Session:
@@ -105,7 +108,10 @@ class Session:
         self.groups: list[Group] = []
         self.notes: list[str] = []
         self.choice = PathChoice(opts.rate_mbps, opts.settings, self.netns, self.store,
-                                 self.table, self.book, self.follower, self.notes)
+                                 self.table, self.book, self.follower, self.notes,
+                                 follow=opts.site is None)
+        self.site = SiteFollow(opts.site, opts.node, opts.settings, self.store) \
+            if opts.site else None
         self.started_wall = time.time()
         self._followed_at = 0.0
         self.acks_why: str | None = None  # why the first seconds' ACKs gave no capacity
@@ -189,6 +195,8 @@ class Session:
             self._read_acks(flows)
         if self.learner is not None:
             self.learner.observe(refresh.groups, time.time(), self.measured)
+        if self.site is not None:
+            self._site_step()
         now = time.monotonic()
         if self.book.specs() and now - self._followed_at >= SAMPLE_EVERY_S * 0.99:
             self._followed_at = now
@@ -197,6 +205,25 @@ class Session:
             if spec.target_mbps is not None:
                 self.choice.target_mbps = spec.target_mbps
             self._follow_or_hold(spec, now)
+
+    def _site_step(self) -> None:
+        """--site: the caps' target is this node's share of the site's."""
+        assert self.site is not None
+        choice = self.choice
+        if choice.path is None:
+            return
+        if self.site.share is None:
+            self.site.start(choice.path, choice.host)
+        local = None if choice.from_default else choice.start_mbps
+        before = self.site.last
+        d = self.site.step(time.time(), local)
+        if d is None or (before is not None and d.target_mbps == before.target_mbps):
+            return
+        for cap in self.caps:
+            self.table.set_follow(cap.id, 0, pace_bytes_per_s(d.target_mbps))
+        choice.target_mbps = d.target_mbps
+        log.info("run: %s", d.why, extra={"event": "site_target", "target_mbps": d.target_mbps,
+                                           "nodes": list(d.nodes)})
 
     def _follow_or_hold(self, spec: FollowSpec, now: float) -> None:
         """Back to holding every stream at the target when the scout's ACKs

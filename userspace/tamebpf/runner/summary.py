@@ -48,6 +48,8 @@ class Summary:
     learned: tuple[Learned, ...] = ()
     not_learned: str | None = None  # why nothing was learned, when learning
     notes: tuple[str, ...] = field(default=())
+    # run --site: the last share decision (node, target_mbps, site, nodes, why)
+    site: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import statistics
 import time
 import urllib.parse
@@ -23,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tamebpf.common.defaults import PATHS_FROM_MAX_BYTES
+from tamebpf.common.values import is_node_name
 from tamebpf.paths import httpget
 from tamebpf.paths.valid import show
 
@@ -35,7 +35,6 @@ DEFAULT_INTERVAL_S = 15.0
 # Beyond these a value is not a node's: a bug, or a series someone forged.
 MAX_STREAMS = 100_000
 MAX_BYTES_PER_S = 1.25e12  # 10 Tbit/s
-NODE_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 MAX_SAID = 3  # bad values named in the one line
 
 
@@ -135,7 +134,7 @@ def parse(series: list[Any], clock: list[Any], now: float) -> SiteView:
 
 def _node(m: dict[str, Any], bad: list[str]) -> str | None:
     node = m.get("node")
-    if not isinstance(node, str) or not NODE_NAME.match(node):
+    if not is_node_name(node):
         bad.append(f"node label {show(node)} is not a node's name")
         return None
     return node
