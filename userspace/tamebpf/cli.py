@@ -25,7 +25,7 @@ from tamebpf.common import logs
 from tamebpf.common.errors import TamebpfError
 
 # The order shown in --help; commands not listed here follow, by name.
-ORDER = ("watch", "advise", "run", "paths", "predict", "cap", "flows", "export")
+ORDER = ("watch", "advise", "run", "paths", "predict", "cap", "site", "flows", "export")
 
 
 def command_names() -> list[str]:

@@ -45,6 +45,8 @@ def host_cases() -> list[list[str]]:
             ["cap", "set", "--cgroup", "x", "--dest", "10.0.0.0/8", "--auto", host,
              "--max-impact", "5%"],
             ["export", "--listen", f"{host}:9477"],
+            ["run", "--site", f"http://{host}:9090", "--", "true"],
+            ["site", "--site", f"http://{host}:9090"],
         ]
     return cases
 
@@ -86,6 +88,15 @@ def value_cases() -> list[list[str]]:
               ["advise", "127.0.0.1", "--max-impact", "5%", "--paths-from", "ftp://x"],
               ["advise", "127.0.0.1", "--max-impact", "5%", "--paths-from", "http://"],
               ["advise", "127.0.0.1", "--max-impact", "5%", "--paths-from", "http://[::1"]]
+    for node in ["", "a b", "x" * 65, "semi;colon", "new\nline", "ünï", "a/b", 'q"']:
+        cases += [["run", "--site", "http://127.0.0.1:9090", "--node", node, "--", "true"],
+                  ["advise", "127.0.0.1", "--max-impact", "5%", "--node", node],
+                  ["site", "--site", "http://127.0.0.1:9090", "--node", node]]
+    for url in ["ftp://x", "http://", "http://[::1", "http://a b", "http://127.0.0.1:0"]:
+        cases += [["run", "--site", url, "--", "true"], ["site", "--site", url],
+                  ["advise", "127.0.0.1", "--max-impact", "5%", "--site", url]]
+    for d in BAD_DURATIONS:
+        cases.append(["site", "--site", "http://127.0.0.1:9090", "--timeout", d])
     return cases
 
 

@@ -14,6 +14,7 @@ before that label, by its instance.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import urllib.parse
 from dataclasses import dataclass, field, replace
@@ -43,9 +44,12 @@ class Answer:
     refused: list[tuple[str, Refusal]] = field(default_factory=list)
 
 
-def remote_query(dest: str, congestion: str, direction: str = "send") -> str:
+def remote_query(dest: str | None, congestion: str | None, direction: str = "send") -> str:
+    """Every node's newest unchanged fit for the path (None: any
+    destination, any congestion control)."""
     which = 'direction="receive"' if direction == "receive" else 'direction!="receive"'
-    sel = f'{{dest="{dest}", congestion="{congestion}", {which}}}'
+    labels = [f'{k}="{v}"' for k, v in (("dest", dest), ("congestion", congestion)) if v]
+    sel = "{" + ", ".join([*labels, which]) + "}"
     return (f"tamebpf_path_learned_timestamp_seconds{sel} * on ({_JOIN}) group_left (source, "
             f"probes, fit) tamebpf_path_fit_info{sel} unless on ({_JOIN}) "
             f"(tamebpf_path_changed{sel} == 1)")
@@ -106,7 +110,37 @@ def fetch(url: str, dest: str, congestion: str, now: float, timeout: float = PAT
     """Every node's entry for the path from the Prometheus at `url`, within
     `timeout` seconds in all. Raises OSError (httpget.FetchError) or
     ValueError when Prometheus cannot be asked or its answer is none."""
-    q = urllib.parse.urlencode({"query": remote_query(dest, congestion, direction)})
+    return parse_result(_ask(url, remote_query(dest, congestion, direction), timeout),
+                        dest, congestion, now, direction)
+
+
+def fetch_within(url: str, network: str, direction: str, now: float,
+                 timeout: float = PATHS_FROM_TIMEOUT_S) -> Answer:
+    """Every node's entries for destinations inside `network` (a prefix),
+    of any congestion control, checked as fetch() checks them."""
+    net = ipaddress.ip_network(network)
+    answer = Answer()
+    for r in _ask(url, remote_query(None, None, direction), timeout):
+        m = r.get("metric") if isinstance(r, dict) else None
+        dest = m.get("dest") if isinstance(m, dict) else None
+        try:
+            inside = ipaddress.ip_network(str(dest)).subnet_of(net)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            inside = False
+        if not inside:
+            continue
+        got = _series(r, str(dest), str(m.get("congestion")), direction, now)  # type: ignore[union-attr]
+        if isinstance(got, RemoteEntry):
+            answer.entries.append(got)
+        else:
+            answer.refused.append(got)
+    answer.entries.sort(key=lambda e: -e.entry.when)
+    return answer
+
+
+def _ask(url: str, query: str, timeout: float) -> list[Any]:
+    """The result list of one query (raises as fetch() does)."""
+    q = urllib.parse.urlencode({"query": query})
     body = httpget.get(url.rstrip("/") + "/api/v1/query?" + q, timeout, PATHS_FROM_MAX_BYTES)
     try:
         data: Any = json.loads(body)
@@ -118,4 +152,4 @@ def fetch(url: str, dest: str, congestion: str, now: float, timeout: float = PAT
     result = data.get("data", {}).get("result") if isinstance(data.get("data"), dict) else None
     if not isinstance(result, list):
         raise ValueError("the answer holds no query result")
-    return parse_result(result, dest, congestion, now, direction)
+    return result

@@ -68,9 +68,11 @@ class SiteView:
         return None if t is None else now - t
 
 
-def path_query(dest: str, direction: str) -> str:
+def path_query(dest: str | None, direction: str | None) -> str:
+    """The path's series (None, None: every path's)."""
     names = "|".join(FIELDS)
-    return f'{{__name__=~"{METRIC}({names})", dest="{dest}", direction="{direction}"}}'
+    where = "" if dest is None else f', dest="{dest}", direction="{direction}"'
+    return f'{{__name__=~"{METRIC}({names})"{where}}}'
 
 
 def clock_query() -> str:
@@ -87,6 +89,22 @@ def fetch(url: str, dest: str, direction: str, now: float, timeout: float) -> Si
     if left <= 0:
         raise httpget.FetchError(f"no answer from {url} within {timeout:g} s")
     return parse(series, _query(url, clock_query(), left), now)
+
+
+def fetch_all(url: str, now: float, timeout: float) -> dict[tuple[str, str], SiteView]:
+    """Every path's view, by (dest, direction), as fetch() gives one."""
+    end = time.monotonic() + timeout
+    series = _query(url, path_query(None, None), timeout)
+    left = end - time.monotonic()
+    if left <= 0:
+        raise httpget.FetchError(f"no answer from {url} within {timeout:g} s")
+    clock = _query(url, clock_query(), left)
+    paths: dict[tuple[str, str], list[Any]] = {}
+    for r in series:
+        m = r.get("metric") if isinstance(r, dict) else None
+        key = (str(m.get("dest")), str(m.get("direction"))) if isinstance(m, dict) else ("?", "?")
+        paths.setdefault(key, []).append(r)
+    return {k: parse(rs, clock, now) for k, rs in sorted(paths.items())}
 
 
 def _query(url: str, query: str, timeout: float) -> list[Any]:
