@@ -76,10 +76,13 @@ def exporter(*args: str, listen: str = "127.0.0.1:0"
             stop(proc)  # type: ignore[arg-type]
 
 
-def prometheus_config(target: str, rule_files: Sequence[str] = (), job_extra: str = "") -> str:
-    text = ("global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+def prometheus_config(target: str | Sequence[str], rule_files: Sequence[str] = (),
+                      job_extra: str = "", interval_s: float = 1.0) -> str:
+    targets = ", ".join(f"'{t}'" for t in ([target] if isinstance(target, str) else target))
+    text = (f"global: {{scrape_interval: {interval_s:g}s, evaluation_interval: "
+            f"{interval_s:g}s}}\n"
             "scrape_configs:\n"
-            f"  - job_name: tamebpf\n    static_configs: [{{targets: ['{target}']}}]\n"
+            f"  - job_name: tamebpf\n    static_configs: [{{targets: [{targets}]}}]\n"
             + job_extra)
     if rule_files:
         text += "rule_files:\n" + "".join(f"  - '{os.path.abspath(r)}'\n" for r in rule_files)
@@ -87,12 +90,12 @@ def prometheus_config(target: str, rule_files: Sequence[str] = (), job_extra: st
 
 
 @contextlib.contextmanager
-def prometheus(target: str, rule_files: Sequence[str] = (), job_extra: str = ""
-               ) -> Iterator[str]:
+def prometheus(target: str | Sequence[str], rule_files: Sequence[str] = (), job_extra: str = "",
+               interval_s: float = 1.0) -> Iterator[str]:
     """A Prometheus server on a free loopback port with its own storage,
-    scraping target every second (job "tamebpf", with job_extra's settings:
-    YAML lines indented 4) and evaluating rule_files every second; yields
-    its base URL."""
+    scraping the target(s) every interval_s (job "tamebpf", with job_extra's
+    settings: YAML lines indented 4) and evaluating rule_files as often;
+    yields its base URL."""
     binary = shutil.which("prometheus")
     if binary is None:
         pytest.skip("Debian package 'prometheus' not installed")
@@ -100,7 +103,7 @@ def prometheus(target: str, rule_files: Sequence[str] = (), job_extra: str = ""
     with tempfile.TemporaryDirectory(prefix="tamebpf-prom-") as tmp:
         config = os.path.join(tmp, "prometheus.yml")
         with open(config, "w") as f:
-            f.write(prometheus_config(target, rule_files, job_extra))
+            f.write(prometheus_config(target, rule_files, job_extra, interval_s))
         proc = subprocess.Popen(
             [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp}/data",
              f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
