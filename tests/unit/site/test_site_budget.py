@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+import pytest
+
 from tamebpf.model import Settings
 from tamebpf.site.budget import pick
 from tests.unit.paths.test_paths_store import an_entry
@@ -19,7 +21,11 @@ def test_the_newest_entry_sets_the_budget_ties_by_node_name() -> None:
     b = pick(own, [("zeta", theirs), ("alpha", theirs)], S, now)
     assert b is not None and b.node == "alpha", b
     assert b.streams >= 1 and b.mbps > 0 and b.curve[0].streams == 1
-    assert b.impact_at(b.streams) is not None and b.impact_at(10_000) is None
+    one, two = b.curve[0], b.curve[1]
+    assert b.impact_at(one.throughput / 2) == one.impact
+    assert b.impact_at((one.throughput + two.throughput) / 2) == \
+        pytest.approx((one.impact + two.impact) / 2)
+    assert b.impact_at(1e9) == b.curve[-1].impact
     mine = pick(own, [("zeta", replace(theirs, when=own.when))], S, now)
     assert mine is not None and mine.node is None, "this node's own first among equals"
 

@@ -28,10 +28,10 @@ class SitePath:
 
     @property
     def impact(self) -> float | None:
-        """The budget's curve at the streams the site runs now."""
+        """The budget's curve at the rate the site's streams move now."""
         if self.budget is None or self.streams < 1:
             return None
-        return self.budget.impact_at(self.streams)
+        return self.budget.impact_at(self.goodput_mbps)
 
 
 def to_json(url: str, node: str, paths: list[SitePath], now: float) -> dict[str, Any]:
@@ -79,5 +79,5 @@ def render(url: str, node: str, paths: list[SitePath]) -> str:
         elif b.node:
             lines.append(f"  budget from {printable(b.node)}'s fit")
     lines += ["", "(budget: the model's advice for the whole site at --max-impact; impact: "
-              "its estimate at the streams the site runs now)"]
+              "its curve's at the rate the site's streams move now)"]
     return "\n".join(lines) + "\n"

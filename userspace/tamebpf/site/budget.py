@@ -33,10 +33,22 @@ class Budget:
     node: str | None
     curve: tuple[CurvePoint, ...]
 
-    def impact_at(self, streams: int) -> float | None:
-        """The curve's impact at `streams` in all (None: beyond it)."""
-        point = next((c for c in self.curve if c.streams == streams), None)
-        return None if point is None else point.impact
+    def impact_at(self, mbps: float) -> float | None:
+        """The curve's impact where its throughput is `mbps`, interpolated
+        between counts (None: no curve): the site's streams are paced, so
+        what they take is their rate, not their count. At or under one
+        stream's throughput the impact is none, as the curve's baseline."""
+        points = sorted(self.curve, key=lambda c: c.streams)
+        if not points:
+            return None
+        if mbps <= points[0].throughput:
+            return points[0].impact
+        for a, b in zip(points, points[1:], strict=False):
+            if mbps <= b.throughput:
+                span = b.throughput - a.throughput
+                return a.impact if span <= 0 else \
+                    a.impact + (b.impact - a.impact) * (mbps - a.throughput) / span
+        return points[-1].impact
 
 
 def pick(own: PathEntry | None, others: Sequence[tuple[str, PathEntry]],
