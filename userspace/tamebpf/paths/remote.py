@@ -55,15 +55,20 @@ def remote_query(dest: str | None, congestion: str | None, direction: str = "sen
             f"(tamebpf_path_changed{sel} == 1)")
 
 
-def parse_result(result: object, dest: str, congestion: str, now: float,
+def parse_result(result: object, dest: str | None, congestion: str | None, now: float,
                  direction: str = "send") -> Answer:
-    """The entries of a query result for the path asked about. Every series
+    """The entries of a query result for the path asked about (None: the
+    destination, or congestion control, each series names). Every series
     goes through paths/valid.py; one that is no entry for this destination,
     congestion control and direction is refused, naming the node and the
     field."""
     answer = Answer()
     for r in result if isinstance(result, list) else []:
-        got = _series(r, dest, congestion, direction, now)
+        m = r.get("metric") if isinstance(r, dict) else None
+        labels = m if isinstance(m, dict) else {}
+        got = _series(r, str(labels.get("dest")) if dest is None else dest,
+                      str(labels.get("congestion")) if congestion is None else congestion,
+                      direction, now)
         if isinstance(got, RemoteEntry):
             answer.entries.append(got)
         else:
@@ -110,7 +115,7 @@ def fetch(url: str, dest: str, congestion: str, now: float, timeout: float = PAT
     """Every node's entry for the path from the Prometheus at `url`, within
     `timeout` seconds in all. Raises OSError (httpget.FetchError) or
     ValueError when Prometheus cannot be asked or its answer is none."""
-    return parse_result(_ask(url, remote_query(dest, congestion, direction), timeout),
+    return parse_result(ask(url, remote_query(dest, congestion, direction), timeout),
                         dest, congestion, now, direction)
 
 
@@ -119,27 +124,21 @@ def fetch_within(url: str, network: str, direction: str, now: float,
     """Every node's entries for destinations inside `network` (a prefix),
     of any congestion control, checked as fetch() checks them."""
     net = ipaddress.ip_network(network)
-    answer = Answer()
-    for r in _ask(url, remote_query(None, None, direction), timeout):
+
+    def inside(r: Any) -> bool:
         m = r.get("metric") if isinstance(r, dict) else None
-        dest = m.get("dest") if isinstance(m, dict) else None
         try:
-            inside = ipaddress.ip_network(str(dest)).subnet_of(net)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            inside = False
-        if not inside:
-            continue
-        got = _series(r, str(dest), str(m.get("congestion")), direction, now)  # type: ignore[union-attr]
-        if isinstance(got, RemoteEntry):
-            answer.entries.append(got)
-        else:
-            answer.refused.append(got)
-    answer.entries.sort(key=lambda e: -e.entry.when)
-    return answer
+            return ipaddress.ip_network(str(m.get("dest"))).subnet_of(net)  # type: ignore
+        except (AttributeError, TypeError, ValueError):
+            return False
+    series = [r for r in ask(url, remote_query(None, None, direction), timeout) if inside(r)]
+    return parse_result(series, None, None, now, direction)
 
 
-def _ask(url: str, query: str, timeout: float) -> list[Any]:
-    """The result list of one query (raises as fetch() does)."""
+def ask(url: str, query: str, timeout: float) -> list[Any]:
+    """The result list of one instant query to the Prometheus at `url`.
+    Raises OSError (httpget.FetchError) or ValueError when it cannot be
+    asked or its answer is none."""
     q = urllib.parse.urlencode({"query": query})
     body = httpget.get(url.rstrip("/") + "/api/v1/query?" + q, timeout, PATHS_FROM_MAX_BYTES)
     try:

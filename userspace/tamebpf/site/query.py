@@ -13,17 +13,14 @@ raises SiteDataError naming what was wrong, in one line.
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 import time
-import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
-from tamebpf.common.defaults import PATHS_FROM_MAX_BYTES
 from tamebpf.common.values import is_node_name
-from tamebpf.paths import httpget
+from tamebpf.paths import httpget, remote
 from tamebpf.paths.valid import show
 
 METRIC = "tamebpf_site_path_"
@@ -108,22 +105,10 @@ def fetch_all(url: str, now: float, timeout: float) -> dict[tuple[str, str], Sit
 
 
 def _query(url: str, query: str, timeout: float) -> list[Any]:
-    q = urllib.parse.urlencode({"query": query})
-    body = httpget.get(url.rstrip("/") + "/api/v1/query?" + q, timeout, PATHS_FROM_MAX_BYTES)
     try:
-        data: Any = json.loads(body)
-    except (ValueError, RecursionError):
-        raise SiteDataError("the site's Prometheus answered something that is not JSON") \
-            from None
-    if not isinstance(data, dict) or data.get("status") != "success":
-        why = data.get("error") or data.get("status") if isinstance(data, dict) else None
-        raise SiteDataError(f"the site's Prometheus answered {show(why) if why else 'no result'}")
-    inner = data.get("data")
-    result = inner.get("result") if isinstance(inner, dict) else None
-    if not isinstance(result, list):
-        raise SiteDataError("the site's Prometheus answer holds no query result")
-    return result
-
+        return remote.ask(url, query, timeout)
+    except ValueError as err:
+        raise SiteDataError(f"the site's Prometheus: {err}") from None
 
 def parse(series: list[Any], clock: list[Any], now: float) -> SiteView:
     """The view from the two queries' results (raises SiteDataError)."""
