@@ -241,3 +241,36 @@ def test_a_paced_group_gets_no_window(tb: Testbed, pins: str, cg: str) -> None:
 def _sending(tb: Testbed, port: int) -> bool:
     out = tb.exec("sender", ["ss", "-tinH", "state", "established", f"dport = :{port}"])
     return "bytes_acked:" in out
+
+
+def test_a_window_on_a_downloads_data_reads_the_link(tb: Testbed) -> None:
+    """A download (iperf3 -R) is sampled by its data's arrivals: the
+    window holds the data logger, reads the link's rate, and, the transfer
+    being the path's only one, does not trust it (nor store it for the
+    download's path)."""
+    dst, ns = tb.addresses["receiver"], tb.namespaces["sender"]
+    key = PathKey(f"{dst}/32", ns, "remote", "receive")
+    server = iperf.start_server(tb, 5204)
+    client = tb.popen("sender", iperf.client_argv(dst, 5204, 2, 40, "cubic", json_out=False,
+                                                  reverse=True),
+                      stdout=subprocess.DEVNULL)
+    with tbfix.killed_on_exit(server, client):
+        wait_for(lambda: iperf.left_slow_start(tb, "receiver", 5204, 2, served=True), 15,
+                 "the download's two streams past slow start")
+        with exporter(ns) as (proc, err, _):
+            programs = Programs(proc.pid)
+            held = watch(programs, lambda: proc.poll() is not None or any(
+                e.get("event") in ("ack_capacity", "ack_no_capacity") for e in events(err)),
+                timeout=35)
+            said = events(err)
+        assert proc.returncode == 0, f"export exited {proc.returncode}"
+    assert any(h >= {"log_data", "mark_window"} for h in held), (
+        f"export never held the data logger: {held[-1:]}")
+    assert not any("log_ack" in h for h in held), "an ACK logger on a download"
+    refused = [e["msg"] for e in said if e.get("event") == "ack_no_capacity"]
+    assert refused and "data from" in refused[0] and "share" in refused[0], \
+        [e["msg"] for e in said][-6:]
+    ran = float(re.search(r"arrived at ([0-9.]+) Mbit/s", refused[0]).group(1))  # type: ignore[union-attr]
+    assert abs(ran / CAPACITY - 1) <= 0.10, (
+        f"the data arrived at {ran:.2f} Mbit/s, the link gives {CAPACITY:.2f}")
+    assert learned(key) is None, "a capacity that may be a share was stored"

@@ -39,13 +39,14 @@ loss-based, as path memory takes them (paths/passive.learn).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tamebpf.common.errors import TamebpfError
 from tamebpf.common.logs import log
 from tamebpf.common.records import AckLog, Flow
 from tamebpf.common.units import mbps_over
 from tamebpf.estimate.acktrain import CapacityEstimate, capacity_above_own, pair_rates
+from tamebpf.estimate.advice import received_words
 from tamebpf.estimate.reach import peak_acked_mbps, reach_refused
 from tamebpf.groups.group import Group, GroupKey
 from tamebpf.groups.passive_fit import LOSS_BASED
@@ -167,6 +168,7 @@ class AckSampler:
             return None
         self.windows += 1
         what = "data" if c.group.direction == "receive" else "ACKs"
+        way = "from" if c.group.direction == "receive" else "to"
         log.info("export: sampling the %s of %d connections to %s for %g s (its path has "
                  "no capacity in memory)", what, len(cookies), c.group.remote_addr,
                  self.window_s, extra={"event": "ack_window", "dest": c.group.remote_addr})
@@ -178,6 +180,8 @@ class AckSampler:
         if stopped:
             return None
         e = self._estimate(c, acks, flows_now())
+        if c.group.direction == "receive" and e.reason:
+            e = replace(e, reason=received_words(e.reason))
         if e.trusted and e.goodput_mbps is not None:
             self.trusted += 1
             got = MeasuredCapacity(e.goodput_mbps, e.low_mbps, e.high_mbps)
@@ -185,11 +189,11 @@ class AckSampler:
                 got = MeasuredCapacity(e.goodput_mbps, e.low_mbps, e.high_mbps,
                                        RECEIVED_METHOD)
             self._measured[(c.group.remote_addr, c.group.direction)] = (now, got)
-            log.info("export: capacity %.1f Mbit/s from the ACKs to %s", e.goodput_mbps,
-                     c.group.remote_addr, extra={"event": "ack_capacity",
-                                                 "dest": c.group.remote_addr})
+            log.info("export: capacity %.1f Mbit/s from the %s %s %s", e.goodput_mbps, what,
+                     way, c.group.remote_addr,
+                     extra={"event": "ack_capacity", "dest": c.group.remote_addr})
         else:
-            log.info("export: no capacity from the ACKs to %s: %s", c.group.remote_addr,
+            log.info("export: no capacity from the %s %s %s: %s", what, way, c.group.remote_addr,
                      e.reason, extra={"event": "ack_no_capacity", "dest": c.group.remote_addr})
         return e
 
