@@ -100,6 +100,22 @@ static __always_inline int clamp(struct bpf_sock_ops *skops, struct tb_cap_sock 
 	return 1;
 }
 
+/* Between two recomputes too, receive buffer autotuning raises the clamp
+ * with the buffer, each segment received then grows the window by two
+ * segments, and a window once advertised is never taken back: a stream
+ * let out for one RTT receives more the next, and autotuning raises the
+ * clamp again. So every segment we send restores the clamp last computed
+ * first, before its window is chosen. */
+static __always_inline void keep_clamp(struct bpf_sock_ops *skops, struct tb_cap_sock *st)
+{
+	struct bpf_sock *sk = skops->sk;
+	struct tcp_sock *tp = sk ? bpf_skc_to_tcp_sock(sk) : NULL;
+	__u32 val = st->clamped;
+
+	if (val && tp && tp->window_clamp != val)
+		bpf_setsockopt(skops, SOL_TCP, TCP_WINDOW_CLAMP, &val, sizeof(val));
+}
+
 /* The receiver's RTT in microseconds, for how often to recompute. */
 static __always_inline __u64 receiver_rtt_us(struct bpf_sock_ops *skops)
 {
@@ -136,8 +152,11 @@ static __always_inline __u32 pace(struct bpf_sock_ops *skops, int opening, int r
 
 		if (gap < PACE_MIN_GAP_NS)
 			gap = PACE_MIN_GAP_NS;
-		if (now - st->checked_ns < gap)
+		if (now - st->checked_ns < gap) {
+			if (receiving)
+				keep_clamp(skops, st);
 			return 1;
+		}
 	}
 	st->checked_ns = now;
 	for (i = 0; i < TB_CAP_SOCK_MAX; i++) {
