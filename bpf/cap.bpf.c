@@ -124,6 +124,8 @@ struct tb_cap_sock {
 	__u32 applied;    /* pace: SO_MAX_PACING_RATE it set, bytes/s */
 	__u32 clamped;    /* pace: TCP_WINDOW_CLAMP it set, bytes (0: none) */
 	__u64 checked_ns; /* pace: when it last recomputed its share */
+	__u32 carry;      /* pace: receive window owed by earlier recomputes, bytes */
+	__u32 pad;
 };
 
 struct {
