@@ -210,13 +210,20 @@ static __always_inline __u32 pace(struct bpf_sock_ops *skops, int opening, int r
 
 		if (gap < PACE_MIN_GAP_NS)
 			gap = PACE_MIN_GAP_NS;
-		if (now - st->checked_ns < gap) {
+		/* A clock for each direction: under a cap that paces both
+		 * ways every segment a sender sends comes here as receiving
+		 * too, far more often than its RTT callbacks, which alone
+		 * apply the pacing rate, and would take every recompute. */
+		if (now - (receiving ? st->rcv_checked_ns : st->checked_ns) < gap) {
 			if (receiving)
 				keep_clamp(skops, st);
 			return 1;
 		}
 	}
-	st->checked_ns = now;
+	if (opening || !receiving)
+		st->checked_ns = now;
+	if (opening || receiving)
+		st->rcv_checked_ns = now;
 	c = pace_cap(st, &id);
 	if (!c)
 		return 0;
