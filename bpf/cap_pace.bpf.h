@@ -236,8 +236,10 @@ static __always_inline __u32 pace(struct bpf_sock_ops *skops, int opening, int r
 		scout_cookie = f->scout_cookie;
 		follow_rate = f->rate_bytes_per_s;
 	}
-	if (!receiving && scout_cookie && scout_cookie == bpf_get_socket_cookie(skops)) {
-		scout(skops, st);
+	if (scout_cookie && scout_cookie == bpf_get_socket_cookie(skops)) {
+		/* not counted in `active` from either direction's callback */
+		if (!receiving)
+			scout(skops, st);
 		return dirs;
 	}
 	bpf_spin_lock(&c->lock);
