@@ -123,7 +123,10 @@ struct tb_cap_sock {
 	__u64 epoch;      /* pace: epoch_start_ns of the epoch it checked in to */
 	__u32 applied;    /* pace: SO_MAX_PACING_RATE it set, bytes/s */
 	__u32 clamped;    /* pace: TCP_WINDOW_CLAMP it set, bytes (0: none) */
-	__u64 checked_ns; /* pace: when it last recomputed its share */
+	__u64 checked_ns; /* pace: when it last recomputed its pacing rate */
+	__u64 rcv_checked_ns; /* pace: when it last recomputed its receive window */
+	__u32 carry;      /* pace: receive window owed by earlier recomputes, bytes */
+	__u32 pad;
 };
 
 struct {

@@ -45,7 +45,7 @@ struct tb_cap_rule {
 /* Key of cap_rules. The rules in force are those of generation *cap_gen
  * (0 or 1): a new set of rules is written under the other generation and
  * switched in by one update of cap_gen, so a connect() sees the old caps
- * or the new ones, never a mix (docs/cap.md, "Atomic changes"). */
+ * or the new ones, never a mix (docs/design.md, "Atomic changes"). */
 struct tb_cap_key {
 	__u64 cgid;             /* cgroup id */
 	__u32 gen;              /* generation, 0 or 1 */

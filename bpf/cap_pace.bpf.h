@@ -38,6 +38,7 @@
  * ACK can hold the sender for its whole timeout. */
 #define CLAMP_MIN_SEGS 2
 #define CLAMP_MAX 0x3fffffffU /* "no clamp": far above any receive buffer */
+#define PACE_SCALE_S 1 /* see scale_window */
 /* Only for userspace/tamebpf_bench/bench_cap.py's "before": the RTT callback for every
  * socket of a capped cgroup, as an earlier tb_cap_pace did. Never set
  * by the loader otherwise. */
@@ -73,31 +74,104 @@ static __always_inline int scout(struct bpf_sock_ops *skops, struct tb_cap_sock 
 
 /* The receive window that holds a stream to `rate` bytes/s: share x the
  * RTT the receiver measures (the handshake's before any data came), at
- * least CLAMP_MIN_SEGS segments. Set again whenever the socket's clamp is
- * not it: receive buffer autotuning raises the clamp with the buffer (it
- * makes "the window clamp follow along"), so a value of ours is not
- * remembered as set. */
+ * least CLAMP_MIN_SEGS segments. The sender sends whole segments only, so
+ * a window of k.f segments carries k an RTT: the window is a whole number
+ * of segments, and what the rounding leaves is carried to the next
+ * recompute (once an RTT), so over RTTs the windows average the share.
+ * Set again whenever the socket's clamp is not it: receive buffer
+ * autotuning raises the clamp with the buffer (it makes "the window clamp
+ * follow along"), so a value of ours is not remembered as set. */
 static __always_inline int clamp(struct bpf_sock_ops *skops, struct tb_cap_sock *st,
 				 __u64 rate)
 {
 	struct bpf_sock *sk = skops->sk;
 	struct tcp_sock *tp = sk ? bpf_skc_to_tcp_sock(sk) : NULL;
 	__u64 rtt_us = tp ? tp->rcv_rtt_est.rtt_us >> 3 : 0;
-	__u64 least = (__u64)CLAMP_MIN_SEGS * skops->mss_cache;
-	__u64 window;
+	__u64 mss = skops->mss_cache;
+	__u64 least = (__u64)CLAMP_MIN_SEGS * mss;
+	__u64 want, window;
 	__u32 val;
 
 	if (!rtt_us)
 		rtt_us = skops->srtt_us >> 3;
-	window = rate * rtt_us / 1000000;
+	want = rate * rtt_us / 1000000 + st->carry;
+	window = mss ? want / mss * mss : want;
 	if (window < least)
 		window = least;
+	st->carry = want > window && want - window < mss ? want - window : 0;
 	val = window > CLAMP_MAX ? CLAMP_MAX : (__u32)window;
 	if (tp && tp->window_clamp == val)
 		return 1;
 	if (!bpf_setsockopt(skops, SOL_TCP, TCP_WINDOW_CLAMP, &val, sizeof(val)))
 		st->clamped = val;
 	return 1;
+}
+
+/* Between two recomputes too, receive buffer autotuning raises the clamp
+ * with the buffer, each segment received then grows the window by two
+ * segments, and a window once advertised is never taken back: a stream
+ * let out for one RTT receives more the next, and autotuning raises the
+ * clamp again. So every segment we send restores the clamp last computed
+ * first, before its window is chosen. */
+static __always_inline void keep_clamp(struct bpf_sock_ops *skops, struct tb_cap_sock *st)
+{
+	struct bpf_sock *sk = skops->sk;
+	struct tcp_sock *tp = sk ? bpf_skc_to_tcp_sock(sk) : NULL;
+	__u32 val = st->clamped;
+
+	if (val && tp && tp->window_clamp != val)
+		bpf_setsockopt(skops, SOL_TCP, TCP_WINDOW_CLAMP, &val, sizeof(val));
+}
+
+/* The first pace cap the socket is charged to, and its id; NULL if none. */
+static __always_inline struct tb_cap_count *pace_cap(struct tb_cap_sock *st, __u64 *id)
+{
+	struct tb_cap_count *c;
+	__u32 i;
+
+	for (i = 0; i < TB_CAP_SOCK_MAX; i++) {
+		if (i >= st->n)
+			return NULL;
+		*id = st->ids[i];
+		c = bpf_map_lookup_elem(&cap_counts, id);
+		if (c && c->mode == TB_CAP_MODE_PACE)
+			return c;
+	}
+	return NULL;
+}
+
+/* The SYN fixes the window scale from the largest window the socket may
+ * ever offer, and every window offered is rounded up to a multiple of
+ * 2^scale: 1 kB with 32 MB receive buffers, a third more than a stream's
+ * share of 20 Mbit/s among 8 over 10 ms. So a stream whose cap paces what
+ * it receives is clamped before its SYN to what the whole cap receives in
+ * PACE_SCALE_S: a scale that suits the cap's rate, and windows for one
+ * stream to take all of it at RTTs up to that. */
+static __always_inline void scale_window(struct bpf_sock_ops *skops)
+{
+	struct bpf_sock *sk = skops->sk;
+	struct tb_cap_follow *f;
+	struct tb_cap_count *c;
+	struct tb_cap_sock *st;
+	__u64 id = 0, rate;
+	__u32 val;
+
+	if (!sk)
+		return;
+	st = bpf_sk_storage_get(&cap_socks, sk, 0, 0);
+	if (!st)
+		return;
+	c = pace_cap(st, &id);
+	if (!c || !(c->dirs & TB_CAP_DIR_RECEIVE))
+		return;
+	rate = c->rate_bytes_per_s;
+	f = bpf_map_lookup_elem(&cap_follow, &id);
+	if (f && f->rate_bytes_per_s > rate)
+		rate = f->rate_bytes_per_s;
+	rate *= PACE_SCALE_S;
+	val = rate > CLAMP_MAX ? CLAMP_MAX : (__u32)rate;
+	if (!bpf_setsockopt(skops, SOL_TCP, TCP_WINDOW_CLAMP, &val, sizeof(val)))
+		st->clamped = val;
 }
 
 /* The receiver's RTT in microseconds, for how often to recompute. */
@@ -121,7 +195,7 @@ static __always_inline __u32 pace(struct bpf_sock_ops *skops, int opening, int r
 	struct tb_cap_sock *st;
 	struct bpf_sock *sk = skops->sk;
 	__u64 id, now, rate, scout_cookie = 0, follow_rate = 0;
-	__u32 active, rate32, dirs, i;
+	__u32 active, rate32, dirs;
 	bool counted;
 
 	if (!sk)
@@ -136,19 +210,21 @@ static __always_inline __u32 pace(struct bpf_sock_ops *skops, int opening, int r
 
 		if (gap < PACE_MIN_GAP_NS)
 			gap = PACE_MIN_GAP_NS;
-		if (now - st->checked_ns < gap)
+		/* A clock for each direction: under a cap that paces both
+		 * ways every segment a sender sends comes here as receiving
+		 * too, far more often than its RTT callbacks, which alone
+		 * apply the pacing rate, and would take every recompute. */
+		if (now - (receiving ? st->rcv_checked_ns : st->checked_ns) < gap) {
+			if (receiving)
+				keep_clamp(skops, st);
 			return 1;
+		}
 	}
-	st->checked_ns = now;
-	for (i = 0; i < TB_CAP_SOCK_MAX; i++) {
-		if (i >= st->n)
-			return 0;
-		id = st->ids[i];
-		c = bpf_map_lookup_elem(&cap_counts, &id);
-		if (c && c->mode == TB_CAP_MODE_PACE)
-			break;
-		c = NULL;
-	}
+	if (opening || !receiving)
+		st->checked_ns = now;
+	if (opening || receiving)
+		st->rcv_checked_ns = now;
+	c = pace_cap(st, &id);
 	if (!c)
 		return 0;
 	dirs = c->dirs ? c->dirs : TB_CAP_DIR_SEND;
@@ -160,8 +236,10 @@ static __always_inline __u32 pace(struct bpf_sock_ops *skops, int opening, int r
 		scout_cookie = f->scout_cookie;
 		follow_rate = f->rate_bytes_per_s;
 	}
-	if (!receiving && scout_cookie && scout_cookie == bpf_get_socket_cookie(skops)) {
-		scout(skops, st);
+	if (scout_cookie && scout_cookie == bpf_get_socket_cookie(skops)) {
+		/* not counted in `active` from either direction's callback */
+		if (!receiving)
+			scout(skops, st);
 		return dirs;
 	}
 	bpf_spin_lock(&c->lock);
@@ -213,6 +291,7 @@ int tb_cap_pace(struct bpf_sock_ops *skops)
 	switch (skops->op) {
 	case BPF_SOCK_OPS_TCP_CONNECT_CB:
 		watch_state(skops); /* every charged socket, pace cap or not */
+		scale_window(skops);
 		break;
 	case BPF_SOCK_OPS_STATE_CB:
 		state_changed(skops);

@@ -17,6 +17,7 @@ TOP = Path(__file__).resolve().parents[3]  # the checkout: presets run from ther
 def test_every_preset_runs_a_module() -> None:
     presets = load()
     assert {"fresh11", "fresh12", "downloads13", "testbed-accuracy", "cap-pace",
+            "cap-pace-receive",
             "cap-follow"} <= presets.keys()
     for name, p in presets.items():
         assert importlib.util.find_spec(p.argv([])[2]), name

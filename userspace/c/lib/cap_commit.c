@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Changing caps all at once (tb_cap_commit, see tamebpf.h and docs/cap.md,
+ * Changing caps all at once (tb_cap_commit, see tamebpf.h and docs/design.md,
  * "Atomic changes"):
  *
  *   1. plan:   the caps in force (generation G of cap_rules) are read into
