@@ -35,7 +35,8 @@ def test_demo_advises_watches_and_cleans_up() -> None:
     assert len(advice) == 3 and advice[1].endswith("from memory)"), advice
     assert advice[1].split(",")[0] == advice[0].split(",")[0], advice
     watch_rows = [ln for ln in out.splitlines() if ln.startswith(" iperf3 ")]
-    assert any(ln.split()[2].rstrip("!") == "16" for ln in watch_rows), (
+    # COMM DESTINATION DIR STRMS ...
+    assert any(ln.split()[3].rstrip("!") == "16" for ln in watch_rows), (
         f"watch never showed the 16-stream transfer: {watch_rows[-3:]}")
     assert out.rstrip().endswith("done: nothing left behind")
     after = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True,

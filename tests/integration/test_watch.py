@@ -140,7 +140,7 @@ def watch_cmd(*args: str) -> str:
     return " ".join([*TAMEBPF, "watch", *args])
 
 
-ROW = r"^[ >]iperf3\s+127\.0\.0\.1\s+{n}\s"
+ROW = r"^[ >]iperf3\s+127\.0\.0\.1\s+send\s+{n}\s"  # COMM DESTINATION DIR STRMS
 
 
 def test_live_view_in_tmux_shows_the_iperf3_group() -> None:
@@ -148,11 +148,13 @@ def test_live_view_in_tmux_shows_the_iperf3_group() -> None:
         term.keys(f"{watch_cmd('--interval', '0.5', '--cgroup', cg)}; echo EXIT=$?", "Enter")
         screen = term.wait_screen(ROW.format(n=4), "iperf3 -> 127.0.0.1 with 4 streams")
         lines = screen.splitlines()
-        assert lines[0].startswith("tamebpf watch - 1 group, 4 streams"), (
-            f"expected the header with 1 group of 4 streams, got {lines[0]!r}")
+        # the server, in the same cgroup, receives: its 4 streams are a
+        # group of their own
+        assert lines[0].startswith("tamebpf watch - 2 groups, 8 streams"), (
+            f"expected the header with 2 groups of 4 streams, got {lines[0]!r}")
         assert term.display("#{alternate_on}") == "1", "watch did not use the alternate screen"
         row = next(x for x in lines if re.match(ROW.format(n=4), x)).split()
-        mbps = float(row[3])
+        mbps = float(row[4])
         assert 100 <= mbps <= 200, f"expected ~160 Mbit/s (4 x 40M), got {mbps} in {row}"
         term.keys("n")
         term.wait_screen(r"^sort streams ", "sort by streams after 'n'")
