@@ -147,6 +147,7 @@ unit: test-deps compile
 bench: deps compile
 	$(SUDO) $(EVALPY) tamebpf_bench.bench_overhead --write docs/performance.md
 	$(SUDO) $(EVALPY) tamebpf_bench.bench_overhead --arm acks --pin 0,1 --reps 15 --write docs/performance.md
+	$(SUDO) $(EVALPY) tamebpf_bench.bench_overhead --arm pace --direction receive --pin 0,1 --toggle --reps 10 --seconds 8 --write docs/performance.md
 	$(SUDO) $(EVALPY) tamebpf_bench.bench_cap --write docs/performance.md
 	$(SUDO) $(EVALPY) tamebpf_bench.bench_pace --write docs/performance.md
 	$(SUDO) $(EVALPY) tamebpf_bench.bench_scale --write docs/performance.md

@@ -46,7 +46,7 @@ from collections.abc import Iterator
 from tamebpf.cap.spec import parse_dest
 from tamebpf.cap.table import CapTable
 from tamebpf.kernel.cgroups import require_cgroup2
-from tamebpf_bench.bpfstats import bpf_run_stats, bpftool_json
+from tamebpf_bench.bpfstats import bpf_run_stats, bpftool_json, prog_runs
 from tamebpf_eval.commands import pin_dir
 from tamebpf_eval.docsection import markers, write_section
 
@@ -90,16 +90,17 @@ for line in sys.stdin:
 """
 
 
-def prog_costs(cg: str, pin: str) -> dict[str, tuple[int, int]]:
-    """(runs, total ns) of our programs on this cgroup and the global one."""
+def cap_prog_ids(cg: str, pin: str) -> set[int]:
+    """Our programs on this cgroup and the global one (the pinned state link)."""
     ids = {int(p["id"]) for p in bpftool_json("cgroup", "show", cg)}  # type: ignore[attr-defined]
     link = bpftool_json("link", "show", "pinned", os.path.join(pin, "state"))
     ids.add(int(link["prog_id"]))  # type: ignore[index]
-    out = {}
-    for prog in bpftool_json("prog", "show"):  # type: ignore[attr-defined]
-        if prog["id"] in ids:
-            out[prog["name"]] = (prog.get("run_cnt", 0), prog.get("run_time_ns", 0))
-    return out
+    return ids
+
+
+def prog_costs(cg: str, pin: str) -> dict[str, tuple[int, int]]:
+    """(runs, total ns) of our programs on this cgroup and the global one."""
+    return {name: (runs, ns) for name, runs, ns in prog_runs(cap_prog_ids(cg, pin)).values()}
 
 
 @contextlib.contextmanager

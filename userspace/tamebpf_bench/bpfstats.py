@@ -32,8 +32,11 @@ def bpf_run_stats() -> Iterator[None]:
 
 
 def bpftool_json(*argv: str) -> object:
-    return json.loads(subprocess.run(["bpftool", "-j", *argv], capture_output=True, text=True,
-                                     check=True, timeout=30).stdout)
+    """bpftool's JSON answer; a listing with nothing in it (bpftool prints
+    no JSON for a cgroup without programs) is an empty list."""
+    out = subprocess.run(["bpftool", "-j", *argv], capture_output=True, text=True,
+                         check=True, timeout=30).stdout
+    return json.loads(out) if out.strip() else []
 
 
 def own_prog_ids() -> set[int]:
@@ -60,6 +63,31 @@ def own_prog_runs(name: str) -> tuple[int, int]:
     if not progs:
         raise SystemExit(f"no BPF program {name!r} held by this process (pid {os.getpid()})")
     return sum(p.get("run_cnt", 0) for p in progs), sum(p.get("run_time_ns", 0) for p in progs)
+
+
+def prog_runs(ids: set[int]) -> dict[int, tuple[str, int, int]]:
+    """(name, runs, total ns) of the programs with these ids, by id."""
+    return {p["id"]: (p.get("name", "?"), p.get("run_cnt", 0), p.get("run_time_ns", 0))
+            for p in bpftool_json("prog", "show")  # type: ignore[attr-defined]
+            if p["id"] in ids}
+
+
+def prog_hooks(ids: set[int]) -> dict[int, str]:
+    """Where each of these programs is attached, from its links, in the
+    section names of bpf/*.bpf.c (tp_btf/NAME, iter/NAME, the cgroup
+    hook); a program with no link is missing."""
+    out = {}
+    for link in bpftool_json("link", "show"):  # type: ignore[attr-defined]
+        if link.get("prog_id") not in ids:
+            continue
+        if link.get("type") == "raw_tracepoint":
+            hook = f"tp_btf/{link.get('tp_name', '?')}"
+        elif link.get("type") == "iter":
+            hook = f"iter/{link.get('target_name', '?')}"
+        else:
+            hook = str(link.get("attach_type", link.get("type", "?")))
+        out[int(link["prog_id"])] = hook
+    return out
 
 
 def busy_cpu_ns() -> int:
