@@ -5,6 +5,7 @@
 #   make test-deps  ... and what only the tests need (make test runs it)
 #   make run        the main job (README)
 #   make test       lint, type-check and the whole test suite (README, CI)
+#   make test-long  the kernel tests that measure for minutes in all (marker "long")
 #   make bench      overhead benchmarks (userspace/tamebpf_bench) -> docs/performance.md
 #   make eval [PRESET=NAME]  one evaluation, by default the current method
 #               (make eval-list: the presets) -> docs/
@@ -62,7 +63,7 @@ LIB_LDLIBS := -lbpf -lelf -lz
 
 .SECONDARY: $(BPF_OBJS)
 
-.PHONY: all compile deps test-deps run test lint unit bench eval eval-list cap-pace-eval cap-follow-eval testbed-accuracy install install-system deb srpm rpm clean cmd man
+.PHONY: all compile deps test-deps run test lint unit test-long bench eval eval-list cap-pace-eval cap-follow-eval testbed-accuracy install install-system deb srpm rpm clean cmd man
 
 # `make` also links the command onto PATH; every other target only builds, so
 # running the tests or a benchmark leaves /usr/local/bin as it was.
@@ -137,6 +138,11 @@ test: test-deps
 
 unit: test-deps compile
 	$(PY) -m pytest -q -n 2 tests/unit
+
+# The kernel tests that measure for 20 s or more and check a number (marker
+# "long"): run before a change to advice, learning or following lands.
+test-long: test-deps compile
+	$(SUDO) $(PY) -m pytest -q -ra --durations=10 -m long tests/integration
 
 # Long measurements live here, not in the tests: the benchmarks in
 # userspace/tamebpf_bench, the accuracy harness in userspace/tamebpf_eval

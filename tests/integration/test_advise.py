@@ -79,6 +79,7 @@ def one_clear_line(res: subprocess.CompletedProcess[str], *words: str, code: int
     assert lines and all(w in lines[-1] for w in words), (words, lines)
 
 
+@pytest.mark.long
 def test_advice_predicts_throughput_and_impact_on_a_testbed(tb: Testbed) -> None:
     """--quick: two fixed 2-s probes, checked against a measured run."""
     servers = [iperf.start_server(tb, p) for p in (5201, 5202)]
@@ -154,6 +155,7 @@ SHARED_RATE, SHARED_RTT, SHARED_QUEUE, SHARED_CROSS = 40.0, 30.0, 50, 4
 SHARED_CAPACITY = SHARED_RATE * 1448 / 1514
 
 
+@pytest.mark.long
 def test_settled_default_advice_on_a_shared_path() -> None:
     """The default advice (probes until settled, no --capacity) on a path
     that 4 CUBIC flows keep full: each probe ends early only once its
@@ -283,6 +285,7 @@ def test_probes_that_end_in_start_up_say_so() -> None:
     assert not probe_cgroups(), f"probe cgroups left: {probe_cgroups()}"
 
 
+@pytest.mark.long
 def test_bbr_senders_are_advised_from_the_capacity_share(tb: Testbed) -> None:
     """BBR does not follow the loss law, so its advice comes from the
     capacity share: the other traffic keeps the capacity less what our

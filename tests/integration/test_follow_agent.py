@@ -31,7 +31,7 @@ from tamebpf_testbed import Testbed, iperf
 from tests.integration.kernel_fixtures import bpf_pin_dir, cgroup, iperf3_available
 from tests.integration.testbed_fixtures import killed_on_exit, running_testbed
 
-pytestmark = pytest.mark.skipif(not iperf3_available(), reason="needs iperf3")
+pytestmark = [pytest.mark.skipif(not iperf3_available(), reason="needs iperf3"), pytest.mark.long]
 
 RATE, RTT, QUEUE = 60.0, 20.0, 100
 LIMIT = 0.3

@@ -121,6 +121,7 @@ def iperf_mbps(proc: subprocess.Popen[bytes]) -> float:
     return float(report["end"]["sum_received"]["bits_per_second"]) / 1e6
 
 
+@pytest.mark.long
 def test_transfers_at_two_stream_counts_teach_a_fit_that_predicts_a_third(
         tmp_path: Path) -> None:
     """No probes: `export` sees an iperf3 transfer at 2 streams, then at 8,
