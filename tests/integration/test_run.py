@@ -301,6 +301,34 @@ def test_advise_with_no_server_and_no_memory_names_both_ways() -> None:
 TOOL_STREAMS = 3
 
 
+def tool_under_run(tool: Any, d: str, port: int, flags: list[str],
+                   env: dict[str, str]) -> tuple[subprocess.Popen[str], str, int]:
+    """The tool under `run --json` until TOOL_STREAMS of its connections
+    moved data (or toolflags.RUN_S passed), then SIGTERM to run: run, its
+    stderr, and the most connections seen moving together."""
+    proc = subprocess.Popen([*TAMEBPF, "run", "--json", "--", *tool.client(d, port, flags)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, env=env, cwd=d)
+    try:
+        cg = run_cgroup(proc.pid)
+        wait_for(lambda: os.path.isdir(cg), 15, "the run's cgroup")
+        deadline = time.monotonic() + toolflags.RUN_S
+        seen = 0
+        while time.monotonic() < deadline and proc.poll() is None and seen < TOOL_STREAMS:
+            seen = max(seen, toolflags.moving_streams(cg)[0])
+        # run reads the flows once a STEP_S: let it read them moving
+        # (SIGTERM at the first sight counted 2 of 3, once in a few runs)
+        time.sleep(3 * STEP_S)
+        assert proc.poll() is None, f"{tool.name} ended early: {proc.communicate()[1]}"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+    return proc, err, seen
+
+
 @pytest.mark.parametrize("tool", [t for t in toolflags.TOOLS if t.name != "iperf3"],
                          ids=lambda t: t.name)
 def test_a_transfer_tool_under_run_against_its_own_server(pins: str, tool: Any) -> None:
@@ -323,28 +351,18 @@ def test_a_transfer_tool_under_run_against_its_own_server(pins: str, tool: Any) 
         env = {**os.environ, "HOME": d}
         server = spawn(tool.server(d, port), cgroup_path=server_cg, env=env,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=d)
-        proc = None
         try:
             wait_for(lambda: toolflags.listening(port), 15, f"{tool.name} to listen on {port}")
-            proc = subprocess.Popen([*TAMEBPF, "run", "--json", "--", *tool.client(d, port, flags)],
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                    text=True, env=env, cwd=d)
-            cg = run_cgroup(proc.pid)
-            wait_for(lambda: os.path.isdir(cg), 15, "the run's cgroup")
-            deadline = time.monotonic() + 20
-            seen = 0
-            while time.monotonic() < deadline and proc.poll() is None and seen < TOOL_STREAMS:
-                seen = max(seen, toolflags.moving_streams(cg)[0])
-            # run reads the flows once a STEP_S: let it read them moving
-            # (SIGTERM at the first sight counted 2 of 3, once in a few runs)
-            time.sleep(3 * STEP_S)
-            assert proc.poll() is None, f"{tool.name} ended early: {proc.communicate()[1]}"
-            proc.send_signal(signal.SIGTERM)
-            _, err = proc.communicate(timeout=30)
+            # A run in which the tool itself leaves streams idle (xrdcp, now
+            # and then) is the tool's: another run shows the count.
+            runs = []
+            for _ in range(toolflags.RUNS):
+                proc, err, seen = tool_under_run(tool, d, port, flags, env)
+                runs.append(proc)
+                if seen >= TOOL_STREAMS:
+                    break
+                print(f"{tool.name}: {seen} of {TOOL_STREAMS} streams moved, run again")
         finally:
-            if proc is not None:
-                proc.kill()
-                proc.wait()
             stop(server)
             toolflags.tidy_server(tool)
     status = proc.returncode
@@ -359,7 +377,8 @@ def test_a_transfer_tool_under_run_against_its_own_server(pins: str, tool: Any) 
     assert TOOL_STREAMS <= counted <= TOOL_STREAMS + 1, (
         f"{tool.name} {' '.join(flags)}: the summary counts {counted} streams (flows saw "
         f"{seen} moving)")
-    assert left_by(proc) == [], f"left after {tool.name}: {left_by(proc)}"
+    for p in runs:
+        assert left_by(p) == [], f"left after {tool.name}: {left_by(p)}"
 
 
 def test_what_cmd_leaves_in_the_cgroup_goes_with_the_run(pins: str, tmp_path: Path) -> None:
