@@ -10,7 +10,9 @@
  *    notes when a flow started and, when a socket reaches TCP_CLOSE, keeps its
  *    final counters in `closed` until userspace has read them.
  *  - iter/task_file (claim_owners) maps open sockets to the process holding
- *    them; the answer is kept in socket storage so it survives until close.
+ *    them. The verifier does not trust the sock a file leads to, so the
+ *    owner waits in `found_owners` by socket inode until the next iter/tcp
+ *    pass moves it into socket storage, where it survives until close.
  *  - tp_btf/tcp_cong_state_set (on_cong_state) counts a flow's congestion
  *    events: each entry into CWR, Recovery or Loss from Open or Disorder is
  *    one window reduction, the step by which loss-based flows converge to
@@ -48,6 +50,26 @@ struct {
 	__type(value, struct sk_info);
 } sk_info SEC(".maps");
 
+/* Owners claim_owners found, by socket inode, for fill_flow to take.
+ * Stamped with the scan that found them: one left by an earlier scan may
+ * name a socket since closed whose inode number came back. */
+struct found_owner {
+	__u64 scan;
+	__u32 pid;
+	__u32 pad;
+	char comm[TB_COMM_LEN];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct found_owner);
+} found_owners SEC(".maps");
+
+/* Bumped by userspace before each claim_owners pass. */
+__u64 owner_scan = 0;
+
 /* Final counters of closed flows, by cookie; userspace deletes what it read.
  * Size is set by the loader; a full map counts stats.closed_dropped. */
 struct {
@@ -67,6 +89,35 @@ static __always_inline bool in_subtree(struct sock *sk)
 	if (!cg || cg->level < (int)target_level)
 		return false;
 	return tb_cgroup_ancestor_id(cg, target_level) == target_cgid;
+}
+
+/* The owner claim_owners found for sk in this scan, moved into its socket
+ * storage unless the socket knows its owner already (the one that
+ * connected wins); the storage, or NULL when nothing was found. */
+static __always_inline struct sk_info *take_owner(struct sock *sk)
+{
+	__u64 ino = BPF_CORE_READ(sk, sk_socket, file, f_inode, i_ino);
+	struct found_owner *found;
+	struct sk_info *info;
+
+	if (!ino)
+		return NULL;
+	found = bpf_map_lookup_elem(&found_owners, &ino);
+	if (!found)
+		return NULL;
+	info = NULL;
+	if (found->scan == owner_scan) {
+		info = bpf_sk_storage_get(&sk_info, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+		if (!info)
+			__sync_fetch_and_add(&stats.owners_dropped, 1);
+		else if (!(info->flags & TB_FLOW_OWNER_KNOWN)) {
+			info->pid = found->pid;
+			__builtin_memcpy(info->comm, found->comm, sizeof(info->comm));
+			info->flags |= TB_FLOW_OWNER_KNOWN;
+		}
+	}
+	bpf_map_delete_elem(&found_owners, &ino);
+	return info;
 }
 
 static __always_inline void fill_flow(struct tb_flow *f, struct tcp_sock *tp,
@@ -122,7 +173,9 @@ static __always_inline void fill_flow(struct tb_flow *f, struct tcp_sock *tp,
 	if (ca)
 		bpf_probe_read_kernel_str(f->cc, sizeof(f->cc), ca->name);
 
-	info = bpf_sk_storage_get(&sk_info, sk, 0, 0);
+	info = take_owner(sk);
+	if (!info)
+		info = bpf_sk_storage_get(&sk_info, sk, 0, 0);
 	if (info) {
 		f->start_ns = info->start_ns;
 		f->pid = info->pid;
@@ -227,28 +280,33 @@ int claim_owners(struct bpf_iter__task_file *ctx)
 {
 	struct task_struct *task = ctx->task;
 	struct file *file = ctx->file;
+	struct found_owner found = {}, *prev;
 	struct socket *sock;
-	struct sk_info *info;
 	struct sock *sk;
+	__u64 ino;
+	int state;
 
 	if (!task || !file)
 		return 0;
 	sock = bpf_sock_from_file(file);
 	if (!sock)
 		return 0;
+	/* Read, not passed to a helper: an untrusted pointer allows that. */
 	sk = sock->sk;
-	if (!sk || sk->sk_protocol != IPPROTO_TCP ||
-	    sk->__sk_common.skc_state == TCP_LISTEN || !in_subtree(sk))
+	if (!sk || sk->sk_protocol != IPPROTO_TCP || !in_subtree(sk))
 		return 0;
-	info = bpf_sk_storage_get(&sk_info, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
-	if (!info) {
-		__sync_fetch_and_add(&stats.owners_dropped, 1);
+	/* A listener has no flow; an unconnected socket never closes, so its
+	 * entry would stay. */
+	state = sk->__sk_common.skc_state;
+	if (state == TCP_LISTEN || state == TCP_CLOSE)
 		return 0;
-	}
-	if (info->flags & TB_FLOW_OWNER_KNOWN)
-		return 0; /* the first owner (the one that connected) wins */
-	info->pid = task->tgid;
-	__builtin_memcpy(info->comm, task->comm, sizeof(info->comm));
-	info->flags |= TB_FLOW_OWNER_KNOWN;
+	ino = BPF_CORE_READ(file, f_inode, i_ino);
+	prev = bpf_map_lookup_elem(&found_owners, &ino);
+	if (!ino || (prev && prev->scan == owner_scan))
+		return 0; /* the first file table to hold it wins */
+	found.scan = owner_scan;
+	found.pid = task->tgid;
+	__builtin_memcpy(found.comm, task->comm, sizeof(found.comm));
+	bpf_map_update_elem(&found_owners, &ino, &found, BPF_ANY);
 	return 0;
 }

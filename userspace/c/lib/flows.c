@@ -238,8 +238,12 @@ static void dedupe(struct tb_flows *h)
 static void scan_owners(struct tb_flows *h)
 {
 	/* task_file walks tasks, not a namespace: create it where we are.
-	 * It writes socket storage, not output; best effort. */
-	int fd = tb_iter_create_in(h->skel->links.claim_owners, -1, -1);
+	 * It writes found_owners, not output, for the snapshot's iter/tcp
+	 * pass to take; best effort. */
+	int fd;
+
+	h->skel->bss->owner_scan++; /* what earlier scans left is stale */
+	fd = tb_iter_create_in(h->skel->links.claim_owners, -1, -1);
 
 	if (fd >= 0)
 		(void)read_iter(h, fd);
