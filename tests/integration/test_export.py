@@ -64,10 +64,11 @@ def exporter(*args: str, listen: str = "127.0.0.1:0"
 
             def ready() -> bool:
                 err.seek(0)
-                m = re.search(r"serving metrics on (\S+)", err.read())
+                said = err.read()
+                m = re.search(r"serving metrics on (\S+)", said)
                 if m:
                     url.append(m.group(1))
-                assert proc.poll() is None, f"exporter exited {proc.returncode}: {err.read()}"
+                assert proc.poll() is None, f"exporter exited {proc.returncode}: {said}"
                 return bool(m)
 
             wait_for(ready, 15, "the exporter to listen")
