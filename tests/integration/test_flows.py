@@ -46,8 +46,10 @@ def check_against_ss(flows: Sequence[Flow], before: dict[int, SsFlow],
             continue  # iperf3's control connection
         tag = f"flow {f.local_port}->{f.remote_port}"
         assert f.srtt_us is not None, f"{tag}: srtt unknown"
+        # Half either way: loopback jitter stays inside it, a unit or a
+        # shift read wrong (x8, x1000) does not.
         assert _within(f.srtt_us, min(b.srtt_us, a.srtt_us), max(b.srtt_us, a.srtt_us),
-                       0.20, 200), f"{tag}: srtt {f.srtt_us} us vs ss {b.srtt_us}..{a.srtt_us}"
+                       0.50, 200), f"{tag}: srtt {f.srtt_us} us vs ss {b.srtt_us}..{a.srtt_us}"
         for key in ("segs_out", "data_segs_out", "total_retrans", "bytes_acked", "delivered"):
             ours, lo, hi = getattr(f, key), getattr(b, key), getattr(a, key)
             assert _within(ours, lo, hi, 0.02, 2 if key == "total_retrans" else 0), (
