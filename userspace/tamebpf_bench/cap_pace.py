@@ -279,6 +279,15 @@ def numbers(text: str) -> list[float]:
     return [float(x) for x in text.split(",")]
 
 
+def publish(a: argparse.Namespace, results: dict[str, Any], text: str, section: str) -> None:
+    """The table on stdout, the raw results to --json, the section to --write."""
+    sys.stdout.write(text)
+    if a.json:
+        write_json(a.json, results)
+    if a.write:
+        write_section(a.write, section, text, "Pace mode on the testbed")
+
+
 def main() -> int:
     signal.signal(signal.SIGTERM, lambda s, f: (_ for _ in ()).throw(SystemExit(128 + s)))
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -309,20 +318,10 @@ def main() -> int:
     a = ap.parse_args()
     if a.direction == "receive":
         r = evaluate_receive(a)
-        text = receive_table(r, "make eval PRESET=cap-pace-receive")
-        sys.stdout.write(text)
-        if a.json:
-            write_json(a.json, r)
-        if a.write:
-            write_section(a.write, RECEIVE_SECTION, text, "Pace mode on the testbed")
+        publish(a, r, receive_table(r, "make eval PRESET=cap-pace-receive"), RECEIVE_SECTION)
         return 0 if all(held(x) for x in r["runs"]) else 1
     r = evaluate(a)
-    text = table(r, "make cap-pace-eval")
-    sys.stdout.write(text)
-    if a.json:
-        write_json(a.json, r)
-    if a.write:
-        write_section(a.write, SECTION, text, "Pace mode on the testbed")
+    publish(a, r, table(r, "make cap-pace-eval"), SECTION)
     return 0
 
 
