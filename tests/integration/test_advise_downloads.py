@@ -54,6 +54,7 @@ def cross_download_rate(tb: Testbed, seconds: float) -> float:
                                                    served=True))
 
 
+@pytest.mark.long
 def test_download_advice_predicts_a_download_and_its_impact(tb: Testbed) -> None:
     """--quick download probes of 1 and 10 streams: measured at this host as
     they arrive, at the back link's rate; their prediction at 4 streams

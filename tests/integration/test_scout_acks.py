@@ -112,6 +112,7 @@ def test_a_run_on_a_shared_path_learns_from_its_scout_or_holds_its_target(
     assert CapTable("test").list() == [], "the run's caps are left"
 
 
+@pytest.mark.long
 def test_a_following_cap_with_no_capacity_gets_one_from_its_scout_and_follows(
         tb: Testbed, pins: str, cg: str) -> None:
     """A pace cap that follows its path, path memory empty (the case
