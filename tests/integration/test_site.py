@@ -229,7 +229,8 @@ def ours_at_once(a: Node, b: Node, tb: Testbed, base: float, tmp: Path) -> float
     return impact
 
 
-def test_two_nodes_share_one_budget_and_fall_back_on_faults(tmp_path: Path) -> None:
+def test_two_nodes_share_one_budget_and_fall_back_on_faults(tmp_path: Path, pins: str) -> None:
+    # pins: the runs' caps in a private table, never the host's.
     with tbfix.running_testbed(rate_mbit=RATE, rtt_ms=RTT, queue_pkts=QUEUE, cc="cubic",
                                senders=2) as tb, NodeC() as c, \
             tempfile.TemporaryDirectory(prefix="tamebpf-site-") as tmp:
