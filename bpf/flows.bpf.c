@@ -92,25 +92,23 @@ static __always_inline bool in_subtree(struct sock *sk)
 }
 
 /* The owner claim_owners found for sk in this scan, moved into its socket
- * storage unless the socket knows its owner already (the one that
- * connected wins); the storage, or NULL when nothing was found. */
-static __always_inline struct sk_info *take_owner(struct sock *sk)
+ * storage `info` (made if NULL); `info` as it is when nothing was found. */
+static __always_inline struct sk_info *take_owner(struct sock *sk, struct sk_info *info)
 {
 	__u64 ino = BPF_CORE_READ(sk, sk_socket, file, f_inode, i_ino);
 	struct found_owner *found;
-	struct sk_info *info;
 
 	if (!ino)
-		return NULL;
+		return info;
 	found = bpf_map_lookup_elem(&found_owners, &ino);
 	if (!found)
-		return NULL;
-	info = NULL;
+		return info;
 	if (found->scan == owner_scan) {
-		info = bpf_sk_storage_get(&sk_info, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
 		if (!info)
+			info = bpf_sk_storage_get(&sk_info, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+		if (!info) {
 			__sync_fetch_and_add(&stats.owners_dropped, 1);
-		else if (!(info->flags & TB_FLOW_OWNER_KNOWN)) {
+		} else {
 			info->pid = found->pid;
 			__builtin_memcpy(info->comm, found->comm, sizeof(info->comm));
 			info->flags |= TB_FLOW_OWNER_KNOWN;
@@ -173,9 +171,11 @@ static __always_inline void fill_flow(struct tb_flow *f, struct tcp_sock *tp,
 	if (ca)
 		bpf_probe_read_kernel_str(f->cc, sizeof(f->cc), ca->name);
 
-	info = take_owner(sk);
-	if (!info)
-		info = bpf_sk_storage_get(&sk_info, sk, 0, 0);
+	/* Only a flow whose owner is unknown looks for one: the one that
+	 * connected wins, and most flows know theirs from the handshake. */
+	info = bpf_sk_storage_get(&sk_info, sk, 0, 0);
+	if (!info || !(info->flags & TB_FLOW_OWNER_KNOWN))
+		info = take_owner(sk, info);
 	if (info) {
 		f->start_ns = info->start_ns;
 		f->pid = info->pid;
@@ -301,8 +301,10 @@ int claim_owners(struct bpf_iter__task_file *ctx)
 	if (state == TCP_LISTEN || state == TCP_CLOSE)
 		return 0;
 	ino = BPF_CORE_READ(file, f_inode, i_ino);
+	if (!ino)
+		return 0;
 	prev = bpf_map_lookup_elem(&found_owners, &ino);
-	if (!ino || (prev && prev->scan == owner_scan))
+	if (prev && prev->scan == owner_scan)
 		return 0; /* the first file table to hold it wins */
 	found.scan = owner_scan;
 	found.pid = task->tgid;
